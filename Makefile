@@ -1,0 +1,42 @@
+# spectrn: `make demo` runs the local demo on the simulated Neuron runtime; `make test` runs the tests.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: venv test test-fast demo check lint fmt bench-sim bench-loadgen wheel clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+test: venv
+	$(BIN)/python -m pytest
+
+test-fast: venv
+	$(BIN)/python -m pytest -m "not slow and not vllm"
+
+demo: venv
+	$(BIN)/spectrn demo
+
+lint: venv
+	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks
+
+fmt: venv
+	$(BIN)/ruff format src tests benchmarks
+	$(BIN)/ruff check --fix src tests benchmarks
+
+check: lint
+	$(BIN)/mypy
+	$(BIN)/python -m pytest
+
+wheel: venv
+	$(BIN)/python -m pip wheel --no-deps -w dist .
+
+clean:
+	rm -rf $(VENV) dist build .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,3 @@
+from spectrn.cli.main import main
+
+main()

@@ -1,0 +1,59 @@
+"""Options and helpers shared by commands: config loading with flag overrides, the console."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from spectrn.config import SpectrnConfig, load_config
+from spectrn.errors import ConfigError
+
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", help="Config file (default: $SPECTRN_CONFIG or ./spectrn.yaml if present)."),
+]
+DraftOpt = Annotated[str | None, typer.Option("--draft", help="Draft model key, e.g. qwen3-1.7b.")]
+WindowOpt = Annotated[int | None, typer.Option("--window", help="num_speculative_tokens (speculation window).")]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override any config key: --set bench.concurrency=[8] (value parsed as YAML)."),
+]
+
+
+def err_console() -> Console:
+    return Console(stderr=True)
+
+
+def parse_sets(items: list[str] | None) -> dict[str, Any]:
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r} is not KEY=VALUE", hint="write e.g. --set bench.requests=64")
+        try:
+            out[key.strip()] = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            out[key.strip()] = raw
+    return out
+
+
+def config_from_cli(
+    config: Path | None,
+    sets: list[str] | None = None,
+    *,
+    console: Console | None = None,
+    **flags: Any,
+) -> SpectrnConfig:
+    """Load the config, apply ``--set`` then explicit flags (``draft=..., num_speculative_tokens=...``)."""
+    overrides = parse_sets(sets)
+    overrides.update({k.replace("__", "."): v for k, v in flags.items() if v is not None})
+    cfg = load_config(config, overrides)
+    console = console or err_console()
+    for msg in cfg.warnings():
+        console.print(f"[yellow]warning:[/] {msg}", highlight=False)
+    return cfg

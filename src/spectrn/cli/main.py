@@ -1,0 +1,68 @@
+"""The ``spectrn`` command: a Typer app whose commands live one per module in this package.
+
+Heavy libraries (kubernetes, boto3, matplotlib, aiohttp) are imported inside the command functions,
+never here, so ``spectrn --help`` stays fast. ``main`` maps ``SpectrnError`` to ``Type: message`` on
+stderr and the error's exit code; see ``spectrn.errors`` for the table.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from spectrn import __version__
+from spectrn.errors import SpectrnError, redact
+
+app = typer.Typer(
+    name="spectrn",
+    help="Benchmark speculative decoding on vLLM/AWS Trainium: render, deploy, bench, analyse, publish, sweep.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"spectrn {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    """Benchmark speculative decoding on vLLM/AWS Trainium."""
+
+
+def _register() -> None:
+    # Each module adds its commands to `app` (or a sub-app) at import; modules import only light deps.
+    from spectrn.cli import commands  # noqa: F401
+
+
+def main(argv: list[str] | None = None) -> None:
+    _register()
+    try:
+        rc = app(args=argv, standalone_mode=False)
+    except SpectrnError as e:
+        typer.echo(f"{type(e).__name__}: {e}", err=True)
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        typer.echo("Interrupted: stopped by the user", err=True)
+        sys.exit(130)
+    except Exception as e:  # click's usage errors and aborts
+        import click
+
+        if isinstance(e, click.exceptions.Abort):
+            typer.echo("Interrupted: aborted", err=True)
+            sys.exit(130)
+        if isinstance(e, click.exceptions.ClickException):
+            typer.echo(f"Usage error: {redact(e.format_message())}", err=True)
+            typer.echo("Try 'spectrn --help' or 'spectrn COMMAND --help'.", err=True)
+            sys.exit(2)
+        if isinstance(e, click.exceptions.Exit):
+            sys.exit(e.exit_code)
+        raise
+    sys.exit(rc if isinstance(rc, int) else 0)

@@ -1,0 +1,117 @@
+"""One exception tree for spectrn, and the exit code each branch maps to.
+
+    SpectrnError                exit 1   anything spectrn reports on purpose
+    +-- ConfigError             exit 2   bad configuration, flags, files or other user input
+    +-- RenderError             exit 3   a template produced something invalid
+    +-- BenchError              exit 4   load generation could not run or produced unusable results
+    |   +-- EndpointError       exit 4   an endpoint is unreachable or answers wrongly
+    +-- AnalysisError           exit 5   results cannot be analysed (missing or corrupt files)
+    +-- PublishError            exit 6   CloudWatch rejected or failed part of a publish
+    +-- KubeError               exit 7   the Kubernetes API refused or failed a call
+    |   +-- DeployError         exit 7   a workload did not become ready (with a diagnosis)
+    +-- SimError                exit 8   the simulated server could not start or was misconfigured
+    +-- Interrupted             exit 130 the user stopped the command (Ctrl-C); partial results kept
+
+Every message says what is wrong and what to do next. The CLI catches ``SpectrnError`` only,
+prints ``Type: message`` and exits with ``exit_code``; anything else is a bug and shows a traceback.
+"""
+
+from __future__ import annotations
+
+import re
+
+
+class SpectrnError(Exception):
+    """Base of every error spectrn raises on purpose."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        text = redact(self.message)
+        if self.hint:
+            text = f"{text} (fix: {redact(self.hint)})"
+        return text
+
+
+class ConfigError(SpectrnError):
+    exit_code = 2
+
+
+class RenderError(SpectrnError):
+    exit_code = 3
+
+
+class BenchError(SpectrnError):
+    exit_code = 4
+
+
+class EndpointError(BenchError):
+    pass
+
+
+class AnalysisError(SpectrnError):
+    exit_code = 5
+
+
+class PublishError(SpectrnError):
+    exit_code = 6
+
+
+class KubeError(SpectrnError):
+    exit_code = 7
+
+
+class DeployError(KubeError):
+    pass
+
+
+class SimError(SpectrnError):
+    exit_code = 8
+
+
+class Interrupted(SpectrnError):
+    exit_code = 130
+
+
+EXIT_CODES: dict[str, int] = {
+    cls.__name__: cls.exit_code
+    for cls in (
+        SpectrnError,
+        ConfigError,
+        RenderError,
+        BenchError,
+        EndpointError,
+        AnalysisError,
+        PublishError,
+        KubeError,
+        DeployError,
+        SimError,
+        Interrupted,
+    )
+}
+
+# Credentials that must never reach a terminal, a log or a results file.
+_SECRET_PATTERNS = [
+    (re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"), r"\1***"),
+    (re.compile(r"\bhf_[A-Za-z0-9]{16,}\b"), "hf_***"),
+    (re.compile(r"\b(AKIA|ASIA)[A-Z0-9]{16}\b"), r"\1****************"),
+    (
+        re.compile(
+            r"(?i)((?:aws_secret_access_key|aws_session_token|secret|password|token|api[_-]?key)"
+            r"[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]{6,}"
+        ),
+        r"\1***",
+    ),
+]
+
+
+def redact(text: str) -> str:
+    """Mask tokens, keys and passwords in ``text`` (used on every error shown to the user)."""
+    for pattern, repl in _SECRET_PATTERNS:
+        text = pattern.sub(repl, text)
+    return text

@@ -1,0 +1,106 @@
+"""The records that cross stage boundaries: one per request (``requests.jsonl``) and the run metadata.
+
+A ``RequestRecord`` is everything the load generator observed about one request, in raw form, so that
+every statistic can be recomputed later (and by other tools). Times are seconds relative to the
+request's own send time, except ``sent_at`` (Unix epoch seconds) which places it in the run.
+
+``chunk_times[i]`` is when the i-th content-bearing SSE event arrived and ``chunk_tokens[i]`` how many
+tokens it carried; under speculative decoding one event carries several tokens, so
+``sum(chunk_tokens)`` (not ``len(chunk_times)``) is the output length.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from spectrn.errors import AnalysisError
+
+Variant = Literal["baseline", "speculative"]
+VARIANTS: tuple[Variant, Variant] = ("baseline", "speculative")
+
+# How the token count of each chunk was obtained, best first.
+TokenSource = Literal["token_ids", "usage", "text"]
+
+
+class RequestRecord(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    variant: str = Field(description="baseline or speculative (or any endpoint label).")
+    index: int = Field(description="Position in the shared request schedule (same prompt on both variants).")
+    prompt_id: str
+    prompt_class: str
+    level: str = Field(default="c4", description="Load level label, e.g. c4 (concurrency 4) or r2.0 (2 req/s).")
+    warmup: bool = False
+    shard: int = 0
+    sent_at: float = Field(description="Unix time the request was sent.")
+    ttft: float | None = Field(default=None, description="Seconds from send to the first token.")
+    e2e: float | None = Field(default=None, description="Seconds from send to the last byte.")
+    chunk_times: list[float] = Field(default_factory=list, description="Arrival of each token-bearing event (s after send).")
+    chunk_tokens: list[int] = Field(default_factory=list, description="Tokens in each token-bearing event.")
+    token_source: TokenSource = "token_ids"
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = Field(default=None, description="Server-reported usage.completion_tokens.")
+    status: int | None = Field(default=None, description="HTTP status (None: no response).")
+    error: str | None = Field(default=None, description="Error class, e.g. http_500, disconnect, timeout.")
+    error_msg: str | None = None
+    output_text: str | None = None
+    output_token_ids: list[int] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def output_tokens(self) -> int:
+        if self.completion_tokens is not None:
+            return self.completion_tokens
+        return sum(self.chunk_tokens)
+
+
+class RunMeta(BaseModel):
+    """``run.json``: what was run, against what, when."""
+
+    model_config = ConfigDict(extra="allow")
+
+    run_id: str
+    spectrn_version: str
+    started_at: float
+    finished_at: float | None = None
+    endpoints: dict[str, str] = Field(default_factory=dict, description="variant -> base URL")
+    engine: str = "spectrn"
+    config: dict[str, object] = Field(default_factory=dict)
+    interrupted: bool = False
+    notes: list[str] = Field(default_factory=list)
+
+
+def write_records(path: Path, records: Iterable[RequestRecord]) -> None:
+    with path.open("a", encoding="utf-8") as f:
+        for r in records:
+            f.write(r.model_dump_json(exclude_none=True) + "\n")
+
+
+def iter_records(path: Path) -> Iterator[RequestRecord]:
+    """Read ``requests.jsonl``; a torn last line (killed writer) is skipped, any other bad line is an error."""
+    if not path.exists():
+        raise AnalysisError(f"{path} does not exist", hint="run `spectrn bench` first or pass the run folder")
+    with path.open("r", encoding="utf-8", errors="replace") as f:
+        lines = f.readlines()
+    for n, line in enumerate(lines, 1):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            yield RequestRecord.model_validate(json.loads(line))
+        except (ValueError, TypeError) as e:
+            if n == len(lines):
+                return  # the writer was killed mid-line; the complete records before it stand
+            raise AnalysisError(f"{path} line {n} is not a request record: {e}") from None
+
+
+def read_records(path: Path) -> list[RequestRecord]:
+    return list(iter_records(path))
