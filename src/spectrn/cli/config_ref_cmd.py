@@ -1,0 +1,63 @@
+"""``spectrn config-reference``: the configuration table generated from the model's field descriptions.
+
+README.md carries the table between two markers; ``--write`` refreshes it there and ``--check`` fails
+when it is stale, so the documentation can never drift from ``spectrn.config``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from spectrn.cli.main import app
+from spectrn.errors import ConfigError
+
+START = "<!-- config-reference:start -->"
+END = "<!-- config-reference:end -->"
+
+
+def splice(text: str, table: str, *, where: str = "README.md") -> str:
+    """``text`` with the part between the markers replaced by ``table``."""
+    start, end = text.find(START), text.find(END)
+    if start < 0 or end < 0 or end < start:
+        raise ConfigError(
+            f"{where} lacks the markers {START} ... {END}",
+            hint="add both markers, on their own lines, where the table belongs",
+        )
+    return f"{text[: start + len(START)]}\n{table}\n{text[end:]}"
+
+
+@app.command("config-reference")
+def config_reference(
+    write: Annotated[
+        Path | None, typer.Option("--write", help="Refresh the table between the markers in this file (README.md).")
+    ] = None,
+    check: Annotated[Path | None, typer.Option("--check", help="Exit non-zero if this file's table is stale.")] = None,
+) -> None:
+    """Print the configuration reference (Markdown), or refresh / check it in README.md."""
+    from spectrn.config import config_reference_markdown
+    from spectrn.paths import atomic_write_text
+
+    table = config_reference_markdown()
+    target = write or check
+    if target is None:
+        typer.echo(table)
+        return
+    try:
+        text = target.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"{target} cannot be read: {e.strerror}", hint="give the path of README.md") from None
+    updated = splice(text, table, where=str(target))
+    if check is not None:
+        if updated != text:
+            raise ConfigError(
+                f"{target}: the configuration reference is stale",
+                hint="run `spectrn config-reference --write README.md` (or `make docs`)",
+            )
+        typer.echo(f"{target}: configuration reference is up to date")
+        return
+    if updated != text:
+        atomic_write_text(target, updated)
+    typer.echo(f"{target}: configuration reference {'updated' if updated != text else 'already up to date'}")

@@ -1,0 +1,68 @@
+"""``spectrn render``: the Kubernetes manifests for a configuration, or the load pod's IAM policy."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from spectrn.cli.common import ConfigOpt, DraftOpt, SetOpt, WindowOpt, config_from_cli, err_console
+from spectrn.cli.main import app
+from spectrn.errors import ConfigError
+
+
+def default_run_id(draft: str, window: int) -> str:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return f"{stamp}-{draft.replace('.', 'p')}-k{window}"
+
+
+@app.command("render")
+def render(
+    config: ConfigOpt = None,
+    draft: DraftOpt = None,
+    window: WindowOpt = None,
+    sets: SetOpt = None,
+    only: Annotated[
+        str | None, typer.Option("--only", help="Render one service only: baseline or speculative.")
+    ] = None,
+    job: Annotated[bool, typer.Option("--job/--no-job", help="Include the load Job and its config.")] = True,
+    engine: Annotated[
+        str, typer.Option("--engine", help="Load Job engine: spectrn (spectrn loadgen) or llmperf.")
+    ] = "spectrn",
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="Run id of the load Job (default: UTC time, draft and window).")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write one file per object into this folder instead of stdout.")
+    ] = None,
+    iam_policy: Annotated[
+        bool, typer.Option("--iam-policy", help="Print the load pod's least-privilege IAM policy (JSON) and exit.")
+    ] = False,
+) -> None:
+    """Render the manifests: multi-document YAML on stdout (pipe to `kubectl apply -f -`) or files with -o."""
+    from spectrn import render as r
+
+    if only is not None and only not in r.VARIANTS:
+        raise ConfigError(f"--only {only!r} is not a service", hint="use --only baseline or --only speculative")
+    if engine not in r.ENGINES:
+        raise ConfigError(f"--engine {engine!r} is not known", hint="use --engine spectrn or --engine llmperf")
+    cfg = config_from_cli(config, sets, draft=draft, num_speculative_tokens=window)
+    if iam_policy:
+        typer.echo(json.dumps(r.iam_policy(cfg), indent=2))
+        return
+    components: list[str] = [*r.SHARED_COMPONENTS, *([only] if only else r.VARIANTS)]
+    rid = None
+    if job:
+        components.append("loadgen")
+        rid = r.check_run_id(
+            run_id or default_run_id(cfg.draft if cfg.uses_draft_model else "medusa", cfg.num_speculative_tokens)
+        )
+    objects = r.render_objects(cfg, components=components, run_id=rid, engine=engine)
+    if out is None:
+        typer.echo(r.to_yaml(objects), nl=False)
+        return
+    paths = r.write_objects(objects, out)
+    err_console().print(f"wrote {len(paths)} files to {out}", highlight=False)

@@ -1,0 +1,715 @@
+"""Config -> Kubernetes objects: the manifests spectrn deploys, as plain dicts (pure, no cluster access).
+
+The shape of every object lives in ``manifests/*.yaml.j2``; this module computes the values that need
+logic (the vLLM command line for each dialect and speculation mode, environment, names, artifact paths)
+and hands them to the templates. Templates render with ``StrictUndefined``; the output is parsed back and
+checked (kind, apiVersion, name, spectrn's labels) before anyone uses it, so a template mistake is a
+``RenderError`` here rather than a confusing apply failure later.
+
+Objects, in apply order:
+
+    Namespace
+    ServiceAccount x2          vLLM pods, load Job (IRSA annotation when a role is configured)
+    PersistentVolume + Claim   static Mountpoint-for-S3 volume (neuron runtime only)
+    ResourceClaimTemplate      DRA modes only; one template, each pod gets its own claim
+    ConfigMap                  prompt sets
+    Deployment + Service x2    baseline and speculative, identical except speculation
+    ConfigMap + Job            the load Job (spectrn loadgen or llmperf) and the config it reads
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shlex
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from spectrn.config import SpectrnConfig
+from spectrn.errors import ConfigError, RenderError
+
+VARIANTS = ("baseline", "speculative")
+SHARED_COMPONENTS = ("namespace", "serviceaccounts", "storage", "devices", "prompts")
+ALL_COMPONENTS = (*SHARED_COMPONENTS, *VARIANTS, "loadgen")
+ENGINES = ("spectrn", "llmperf")
+
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_COMPONENT = "spectrn.io/component"
+
+NEURON_DEVICE_CLASS = "neuron.aws.com"
+NEURON_DRIVER = "neuron.aws.com"
+NEURON_RESOURCE = "aws.amazon.com/neuron"
+# Topology groups the Neuron DRA driver publishes on trn2 (connected devices); other counts get no constraint.
+NEURON_DEVICE_GROUPS = (4, 8, 16)
+S3_CSI_DRIVER = "s3.csi.aws.com"
+
+PROMPTS_MOUNT = "/etc/spectrn/prompts"
+CONFIG_MOUNT = "/etc/spectrn"
+CONFIG_FILE = "spectrn.yaml"
+RESULTS_MOUNT = "/results"
+USER_PROMPTS_KEY = "user-prompts.yaml"
+HOLD_UNTIL_COLLECTED_S = 3600
+
+# ray-project/llmperf is unmaintained; pin the source so every run executes the same benchmark code.
+LLMPERF_REPO = "https://github.com/ray-project/llmperf"
+LLMPERF_REF = "f1d6bed47e4501b0e371082b41601b59ab55269f"
+LLMPERF_IMAGE = "python:3.10-slim"
+# The published sample's eight test cases; each replaces llmperf's sonnet text (the marker keeps the sonnet).
+LLMPERF_KEEP_SONNET = "__SHAKESPEARE__"
+LLMPERF_TEST_CASES = (
+    "counting numbers from 1 ",
+    LLMPERF_KEEP_SONNET,
+    "a",
+    "hello world ",
+    "the cat sat on the mat. ",
+    "Output valid JSON with fixed keys",
+    "Write a simple Python function skeleton",
+    "List numbers from one to twenty",
+)
+
+# Small, fixed pod sizes for the simulator and the load pods (real vLLM sizes come from the config).
+SIM_RESOURCES = {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
+LOADGEN_RESOURCES = {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "2Gi"}}
+LLMPERF_RESOURCES = {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"cpu": "4", "memory": "8Gi"}}
+WAIT_RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "200m", "memory": "128Mi"}}
+NON_ROOT_UID = 65532
+
+# Init container of the load Job: poll each server's /health until all answer 200 or the budget runs out, so
+# the Job can be applied together with the Deployments (Neuron compilation takes hours).
+WAIT_FOR_HEALTH = """\
+import sys, time, urllib.request
+deadline = time.monotonic() + float(sys.argv[1])
+for url in sys.argv[2:]:
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                if r.status == 200:
+                    print("ready:", url, flush=True)
+                    break
+        except OSError as e:
+            print("waiting:", url, e, flush=True)
+        if time.monotonic() > deadline:
+            sys.exit("gave up waiting for " + url)
+        time.sleep(10)
+"""
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+_RUN_ID = re.compile(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?")
+_CONFIGMAP_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+
+
+# ---- names and paths ---------------------------------------------------------------------------
+
+
+def check_run_id(run_id: str) -> str:
+    """Run ids become object names and label values: lowercase letters, digits and '-', at most 40."""
+    if not _RUN_ID.fullmatch(run_id):
+        raise ConfigError(
+            f"run id {run_id!r} is not usable in Kubernetes names",
+            hint="use lowercase letters, digits and '-', at most 40 characters, e.g. 20260101-1200",
+        )
+    return run_id
+
+
+def _check_names(cfg: SpectrnConfig) -> None:
+    for field, value in (
+        ("service_accounts.vllm", cfg.service_accounts.vllm),
+        ("service_accounts.loadgen", cfg.service_accounts.loadgen),
+    ):
+        if not _DNS_SUBDOMAIN.fullmatch(value):
+            raise ConfigError(
+                f"{field}: {value!r} is not a valid Kubernetes name",
+                hint=f"set {field} to lowercase letters, digits, '-' or '.', e.g. spectrn-vllm",
+            )
+    if cfg.hf_token_secret is not None:
+        if not _DNS_SUBDOMAIN.fullmatch(cfg.hf_token_secret.name):
+            raise ConfigError(
+                f"hf_token_secret.name: {cfg.hf_token_secret.name!r} is not a valid Secret name",
+                hint="use the name of an existing Secret in the namespace",
+            )
+        if not _CONFIGMAP_KEY.fullmatch(cfg.hf_token_secret.key):
+            raise ConfigError(
+                f"hf_token_secret.key: {cfg.hf_token_secret.key!r} is not a valid Secret key",
+                hint="use letters, digits, '-', '_' or '.'",
+            )
+
+
+def deployment_name(cfg: SpectrnConfig, variant: str) -> str:
+    return cfg.baseline_name if variant == "baseline" else cfg.speculative_name
+
+
+def service_url(cfg: SpectrnConfig, variant: str, *, suffix: str = "") -> str:
+    """In-cluster URL of a variant's Service (``suffix`` such as ``/v1`` for OpenAI clients)."""
+    return f"http://{deployment_name(cfg, variant)}.{cfg.namespace}.svc.cluster.local:{cfg.port}{suffix}"
+
+
+def model_path(cfg: SpectrnConfig, hf_id: str) -> str:
+    """Where vLLM loads weights from: the mounted bucket (``s3``) or the Hugging Face id (``hub``)."""
+    if cfg.model_source == "hub":
+        return hf_id
+    return f"{cfg.s3.mount_path.rstrip('/')}/{cfg.s3.models_prefix.strip('/')}/{hf_id}"
+
+
+def artifacts_path(cfg: SpectrnConfig, speculative: bool) -> str:
+    """Per-configuration compiled-artifact folder, so configurations never overwrite each other."""
+    return f"{cfg.s3.mount_path.rstrip('/')}/{cfg.s3.artifacts_prefix.strip('/')}/{cfg.artifact_key(speculative)}"
+
+
+def pv_name(cfg: SpectrnConfig) -> str:
+    # PersistentVolumes are cluster-scoped: the namespace keeps two spectrn installs apart.
+    return f"spectrn-s3-{cfg.namespace}"
+
+
+# ---- the vLLM command line ---------------------------------------------------------------------
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(", ", ": "))
+
+
+def neuron_overrides(cfg: SpectrnConfig, speculative: bool) -> dict[str, Any]:
+    """NxDI ``override_neuron_config`` keys; the speculative service adds only speculation keys."""
+    out: dict[str, Any] = {"save_sharded_checkpoint": True}
+    if not speculative:
+        return out
+    mode, k = cfg.speculation_mode, cfg.num_speculative_tokens
+    if mode == "fused":
+        out["enable_fused_speculation"] = True
+    elif mode == "vanilla":
+        # The legacy fork turns fused speculation on whenever a speculative config is given; vanilla opts out.
+        out["enable_fused_speculation"] = False
+    elif mode == "eagle":
+        out.update(enable_fused_speculation=True, enable_eagle_speculation=True)
+    else:  # medusa: extra heads on the target, no draft model; a chain tree of k heads (k + 1 tokens per step)
+        out.update(
+            is_medusa=True,
+            medusa_speculation_length=k + 1,
+            num_medusa_heads=k,
+            medusa_tree=[[0] * depth for depth in range(1, k + 1)],
+        )
+    return out
+
+
+def speculative_config(cfg: SpectrnConfig) -> dict[str, Any] | None:
+    """vLLM ``--speculative-config`` for the speculative service (None for medusa: no draft model)."""
+    if not cfg.uses_draft_model:
+        return None
+    spec: dict[str, Any] = {}
+    if cfg.speculation_mode == "eagle":
+        spec["method"] = "eagle"
+    spec.update(
+        model=model_path(cfg, cfg.draft_spec.hf_id),
+        num_speculative_tokens=cfg.num_speculative_tokens,
+        max_model_len=cfg.max_model_len,
+    )
+    return spec
+
+
+def vllm_args(cfg: SpectrnConfig, speculative: bool) -> list[str]:
+    """Arguments after ``vllm serve``; everything but the speculation flags is identical for both services."""
+    target = cfg.target_spec.hf_id
+    args = [
+        model_path(cfg, target),
+        "--served-model-name", target,
+        "--host", "0.0.0.0",
+        "--port", str(cfg.port),
+        "--tensor-parallel-size", str(cfg.tensor_parallel_size),
+        "--max-num-seqs", str(cfg.max_num_seqs),
+        "--max-model-len", str(cfg.max_model_len),
+    ]  # fmt: skip
+    overrides = neuron_overrides(cfg, speculative)
+    if cfg.vllm_dialect == "legacy-neuron":
+        args += ["--override-neuron-config", _json(overrides)]
+    else:
+        args += ["--additional-config", _json({"override_neuron_config": overrides})]
+    spec = speculative_config(cfg) if speculative else None
+    if spec is not None:
+        args += ["--speculative-config", _json(spec)]
+    return args
+
+
+def sim_args(cfg: SpectrnConfig, speculative: bool) -> list[str]:
+    """Arguments after ``spectrn`` for the simulated server (runtime: sim)."""
+    args = [
+        "sim", "serve",
+        "--host", "0.0.0.0",
+        "--port", str(cfg.port),
+        "--preset", cfg.sim.preset,
+        "--time-scale", f"{cfg.sim.time_scale:g}",
+        "--max-num-seqs", str(cfg.max_num_seqs),
+    ]  # fmt: skip
+    if speculative:
+        args.append("--speculative")
+        if cfg.uses_draft_model:
+            args += ["--draft", cfg.draft]
+        args += ["--window", str(cfg.num_speculative_tokens)]
+    args += ["--served-model-name", cfg.target_spec.hf_id]
+    return args
+
+
+def _env(name: str, value: str) -> dict[str, Any]:
+    return {"name": name, "value": value}
+
+
+def server_env(cfg: SpectrnConfig, speculative: bool) -> list[dict[str, Any]]:
+    """Container environment; the speculative service adds only the draft id and its own artifact path."""
+    env = [_env("MODEL_ID", cfg.target_spec.hf_id)]
+    if speculative and cfg.uses_draft_model:
+        env.append(_env("DRAFT_MODEL_ID", cfg.draft_spec.hf_id))
+    if cfg.runtime == "neuron":
+        if cfg.vllm_dialect == "legacy-neuron":
+            env.append(_env("VLLM_NEURON_FRAMEWORK", "neuronx-distributed-inference"))
+        env += [
+            _env("NEURON_COMPILED_ARTIFACTS", artifacts_path(cfg, speculative)),
+            _env("NEURON_LOGICAL_NC_CONFIG", str(cfg.lnc)),
+        ]
+        if cfg.model_source == "hub" and cfg.hf_token_secret is not None:
+            ref = {"name": cfg.hf_token_secret.name, "key": cfg.hf_token_secret.key}
+            env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": ref}})
+    return env
+
+
+# ---- load Job -----------------------------------------------------------------------------------
+
+
+def _packaged_prompts() -> dict[str, str]:
+    from spectrn.paths import data_dir
+
+    try:
+        folder = data_dir("prompts")
+    except FileNotFoundError:
+        return {}
+    return {p.name: p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.yaml")) if p.is_file()}
+
+
+def _user_prompts_path(cfg: SpectrnConfig) -> Path | None:
+    value = cfg.bench.prompts
+    if "/" in value or value.endswith((".yaml", ".yml")):
+        return Path(value)
+    return None
+
+
+def prompts_data(cfg: SpectrnConfig) -> dict[str, str]:
+    """ConfigMap data: every packaged prompt set, plus the user's prompt file when ``bench.prompts`` is a path."""
+    data = _packaged_prompts()
+    user = _user_prompts_path(cfg)
+    if user is not None:
+        from spectrn.config import load_yaml
+
+        load_yaml(user, what="bench.prompts file", max_bytes=900_000)  # readable, safe YAML, fits a ConfigMap
+        data[USER_PROMPTS_KEY] = user.read_text(encoding="utf-8")
+    size = sum(len(v.encode()) for v in data.values())
+    if size > 1_000_000:
+        raise ConfigError(
+            f"bench.prompts: the prompt files total {size} bytes, over the 1 MB ConfigMap limit",
+            hint="trim the prompt file",
+        )
+    return data
+
+
+def prompts_file_arg(cfg: SpectrnConfig, data: Mapping[str, str]) -> str | None:
+    """The prompt file the load pod reads, or None to let the loader resolve the named set itself."""
+    if USER_PROMPTS_KEY in data:
+        return f"{PROMPTS_MOUNT}/{USER_PROMPTS_KEY}"
+    for key in ("prompts.yaml", f"{cfg.bench.prompts}.yaml"):
+        if key in data:
+            return f"{PROMPTS_MOUNT}/{key}"
+    return None
+
+
+def pod_config_yaml(cfg: SpectrnConfig) -> str:
+    """The config the load pod reads: the full run spec, with a user prompt path pointed at the mount."""
+    data = cfg.model_dump(mode="json")
+    if _user_prompts_path(cfg) is not None:
+        data["bench"]["prompts"] = f"{PROMPTS_MOUNT}/{USER_PROMPTS_KEY}"
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def loadgen_args(
+    cfg: SpectrnConfig,
+    run_id: str,
+    endpoints: Mapping[str, str],
+    prompts_file: str | None,
+    *,
+    hold_s: int = HOLD_UNTIL_COLLECTED_S,
+) -> list[str]:
+    """Arguments after ``spectrn`` for the load pod (the "Load pod" contract in docs/architecture.md)."""
+    args = ["loadgen"]
+    for variant, url in endpoints.items():
+        args += ["--endpoint", f"{variant}={url}"]
+    args += ["--config", f"{CONFIG_MOUNT}/{CONFIG_FILE}"]
+    if prompts_file:
+        args += ["--prompts-file", prompts_file]
+    args += ["--run-id", run_id, "--out", f"{RESULTS_MOUNT}/{run_id}"]
+    if cfg.bench.loadgen_pods > 1:
+        # Kubernetes expands $(VAR) from the container's env; the Job controller sets JOB_COMPLETION_INDEX.
+        args += ["--shard-index", "$(JOB_COMPLETION_INDEX)", "--shards", str(cfg.bench.loadgen_pods)]
+    if hold_s > 0:
+        args += ["--hold-until-collected", str(hold_s)]
+    return args
+
+
+def _slug(text: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return slug or "case"
+
+
+def llmperf_script(cfg: SpectrnConfig, run_id: str, endpoints: Mapping[str, str], *, hold_s: int) -> str:
+    """The llmperf pod's shell script: the sample's flags and test cases, both services at once."""
+    from spectrn.paths import data_dir
+
+    env = _template_env(data_dir("manifests"))
+    bench = cfg.bench
+    flags = [
+        "--model", cfg.target_spec.hf_id,
+        "--mean-input-tokens", str(bench.input_tokens or 64),
+        "--stddev-input-tokens", "0",
+        "--mean-output-tokens", str(bench.max_tokens),
+        "--stddev-output-tokens", "0",
+        "--max-num-completed-requests", str(bench.requests),
+        "--timeout", str(math.ceil(bench.timeout_s)),
+        "--num-concurrent-requests", str(bench.concurrency[0]),
+        "--llm-api", "openai",
+        "--additional-sampling-params", _json({"temperature": bench.temperature}),
+    ]  # fmt: skip
+    cases = [(_slug(c) if c != LLMPERF_KEEP_SONNET else "sonnet", c) for c in LLMPERF_TEST_CASES]
+    return env.get_template("llmperf-run.sh.j2").render(
+        repo=LLMPERF_REPO,
+        ref=LLMPERF_REF,
+        flags=flags,
+        endpoints=dict(endpoints),
+        cases=cases,
+        keep_sonnet=LLMPERF_KEEP_SONNET,
+        out=f"{RESULTS_MOUNT}/{run_id}",
+        hold_s=hold_s,
+    )
+
+
+# ---- templates ----------------------------------------------------------------------------------
+
+
+def _template_env(folder: Path) -> Any:
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(folder)),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    # JSON is valid YAML flow syntax: every value computed in Python enters a template through this filter,
+    # so quoting can never go wrong.
+    env.filters["j"] = lambda v: json.dumps(v, ensure_ascii=False)
+    env.filters["shquote"] = lambda v: shlex.quote(str(v))
+    return env
+
+
+def _labels(cfg: SpectrnConfig, component: str, **extra: str) -> dict[str, str]:
+    labels = {
+        LABEL_MANAGED_BY: "spectrn",
+        "app.kubernetes.io/part-of": "spectrn",
+        LABEL_COMPONENT: component,
+        "spectrn.io/namespace": cfg.namespace,
+    }
+    labels.update(extra)
+    return labels
+
+
+def _check(objects: list[Any], source: str) -> list[dict[str, Any]]:
+    out = []
+    for i, obj in enumerate(objects):
+        if obj is None:
+            continue
+        where = f"{source} document {i + 1}"
+        if not isinstance(obj, dict):
+            raise RenderError(f"{where} is a {type(obj).__name__}, not a Kubernetes object")
+        for key in ("apiVersion", "kind"):
+            if not isinstance(obj.get(key), str) or not obj[key]:
+                raise RenderError(f"{where} has no {key}")
+        meta = obj.get("metadata")
+        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
+            raise RenderError(f"{where} ({obj['kind']}) has no metadata.name")
+        labels = meta.get("labels") or {}
+        if labels.get(LABEL_MANAGED_BY) != "spectrn" or LABEL_COMPONENT not in labels:
+            raise RenderError(f"{where} ({obj['kind']} {meta['name']}) lacks spectrn's labels")
+        out.append(obj)
+    return out
+
+
+class _Renderer:
+    def __init__(self, cfg: SpectrnConfig) -> None:
+        from spectrn.paths import data_dir
+
+        try:
+            folder = data_dir("manifests")
+        except FileNotFoundError as e:
+            raise RenderError(str(e), hint="reinstall spectrn; the wheel ships spectrn/manifests") from None
+        self.cfg = cfg
+        self.env = _template_env(folder)
+
+    def render(self, template: str, **ctx: Any) -> list[dict[str, Any]]:
+        import jinja2
+
+        try:
+            text = self.env.get_template(template).render(cfg=self.cfg, **ctx)
+        except jinja2.UndefinedError as e:
+            raise RenderError(f"template {template}: {e.message}", hint="this is a bug in spectrn's manifests") from e
+        except jinja2.TemplateError as e:
+            raise RenderError(f"template {template}: {e}", hint="this is a bug in spectrn's manifests") from e
+        try:
+            docs = list(yaml.safe_load_all(text))
+        except yaml.YAMLError as e:
+            raise RenderError(f"template {template} produced invalid YAML: {e}") from None
+        return _check(docs, template)
+
+
+# ---- public API ---------------------------------------------------------------------------------
+
+
+def _components(cfg: SpectrnConfig, components: Iterable[str] | None, run_id: str | None) -> set[str]:
+    if components is None:
+        chosen = set(SHARED_COMPONENTS) | set(VARIANTS)
+        if run_id is not None:
+            chosen.add("loadgen")
+    else:
+        chosen = set(components)
+        unknown = chosen - set(ALL_COMPONENTS)
+        if unknown:
+            raise ConfigError(
+                f"unknown component(s) {', '.join(sorted(unknown))}", hint=f"choose from {', '.join(ALL_COMPONENTS)}"
+            )
+    if cfg.runtime == "sim":
+        chosen.discard("storage")  # the simulator loads no weights and compiles nothing
+    if cfg.resources_mode == "device-plugin":
+        chosen.discard("devices")
+    return chosen
+
+
+def render_objects(
+    cfg: SpectrnConfig,
+    *,
+    components: Iterable[str] | None = None,
+    run_id: str | None = None,
+    engine: str = "spectrn",
+    hold_s: int = HOLD_UNTIL_COLLECTED_S,
+) -> list[dict[str, Any]]:
+    """Every object for ``cfg`` in apply order. The load Job is included when ``run_id`` is given
+    (or ``"loadgen"`` is among ``components``); it targets the variants that are rendered."""
+    _check_names(cfg)
+    chosen = _components(cfg, components, run_id)
+    r = _Renderer(cfg)
+    objs: list[dict[str, Any]] = []
+    if "namespace" in chosen:
+        objs += r.render("namespace.yaml.j2", labels=_labels(cfg, "namespace"))
+    if "serviceaccounts" in chosen:
+        objs += r.render(
+            "serviceaccounts.yaml.j2",
+            vllm_labels=_labels(cfg, "serving"),
+            loadgen_labels=_labels(cfg, "loadgen"),
+        )
+    if "storage" in chosen:
+        objs += r.render("s3-storage.yaml.j2", labels=_labels(cfg, "storage"), pv_name=pv_name(cfg))
+    if "devices" in chosen:
+        objs += r.render("neuron-claim.yaml.j2", labels=_labels(cfg, "devices"), **_claim_ctx(cfg))
+    prompts = prompts_data(cfg)
+    if "prompts" in chosen:
+        objs += r.render("prompts-configmap.yaml.j2", labels=_labels(cfg, "prompts"), data=prompts)
+    variants = [v for v in VARIANTS if v in chosen]
+    for variant in variants:
+        objs += r.render("server.yaml.j2", **_server_ctx(cfg, variant))
+    if "loadgen" in chosen:
+        if run_id is None:
+            raise ConfigError("the load Job needs a run id", hint="pass run_id (spectrn render --run-id ID)")
+        targets = variants or list(VARIANTS)
+        objs += render_load_job(cfg, run_id, engine, prompts=prompts, variants=targets, hold_s=hold_s, renderer=r)
+    return objs
+
+
+def render_load_job(
+    cfg: SpectrnConfig,
+    run_id: str,
+    engine: str = "spectrn",
+    endpoints: Mapping[str, str] | None = None,
+    *,
+    prompts: Mapping[str, str] | None = None,
+    variants: Iterable[str] = VARIANTS,
+    hold_s: int = HOLD_UNTIL_COLLECTED_S,
+    renderer: _Renderer | None = None,
+) -> list[dict[str, Any]]:
+    """The config ConfigMap and the load Job of run ``run_id`` (``engine``: spectrn or llmperf).
+
+    ``endpoints`` maps variant -> base URL; the default is each variant's in-cluster Service URL (with
+    ``/v1`` for llmperf, whose OpenAI client wants the API root)."""
+    check_run_id(run_id)
+    if engine not in ENGINES:
+        raise ConfigError(f"engine {engine!r} is not known", hint=f"choose one of {', '.join(ENGINES)}")
+    if hold_s < 0:
+        raise ConfigError(f"hold time {hold_s} is negative", hint="give 0 (no hold) or a number of seconds")
+    _check_names(cfg)
+    r = renderer or _Renderer(cfg)
+    suffix = "/v1" if engine == "llmperf" else ""
+    if endpoints is None:
+        endpoints = {v: service_url(cfg, v, suffix=suffix) for v in variants}
+    if not endpoints:
+        raise ConfigError("the load Job has no endpoint to target", hint="render at least one variant")
+    for variant, url in endpoints.items():
+        if not re.fullmatch(r"[a-z][a-z0-9_-]*", variant) or not url.startswith(("http://", "https://")):
+            raise ConfigError(f"endpoint {variant}={url} is malformed", hint="use NAME=http://host:port")
+    data = dict(prompts) if prompts is not None else prompts_data(cfg)
+    labels = _labels(cfg, "loadgen", **{"spectrn.io/run-id": run_id})
+    ctx: dict[str, Any] = {
+        "labels": labels,
+        "run_id": run_id,
+        "engine": engine,
+        "config_name": f"spectrn-config-{run_id}",
+        "config_yaml": pod_config_yaml(cfg),
+        "job_name": f"spectrn-{'loadgen' if engine == 'spectrn' else 'llmperf'}-{run_id}",
+        "wait_command": ["python3", "-c", WAIT_FOR_HEALTH, str(cfg.probes.startup_budget_s)]
+        + [u.removesuffix("/v1") + "/health" for u in endpoints.values()],
+        "non_root_uid": NON_ROOT_UID,
+        "wait_resources": WAIT_RESOURCES,
+    }
+    if engine == "spectrn":
+        ctx.update(
+            image=cfg.spectrn_image,
+            command=["spectrn"],
+            args=loadgen_args(cfg, run_id, endpoints, prompts_file_arg(cfg, data), hold_s=hold_s),
+            resources=LOADGEN_RESOURCES,
+            pods=cfg.bench.loadgen_pods,
+            env=[_env("HOME", "/tmp")],
+        )
+    else:
+        ctx.update(
+            image=LLMPERF_IMAGE,
+            command=["/bin/bash", "-c"],
+            args=[llmperf_script(cfg, run_id, endpoints, hold_s=hold_s)],
+            resources=LLMPERF_RESOURCES,
+            pods=1,
+            # A dummy key the OpenAI client insists on; vLLM is started without --api-key. Not a secret.
+            env=[_env("OPENAI_API_KEY", "dummy"), _env("HOME", "/work"), _env("HF_HOME", "/work/hf")],
+        )
+    return r.render("load-job.yaml.j2", **ctx)
+
+
+def _claim_ctx(cfg: SpectrnConfig) -> dict[str, Any]:
+    devices = cfg.resources.neuron_devices
+    return {
+        "claim_name": claim_template_name(cfg),
+        "api_version": "resource.k8s.io/v1" if cfg.resources_mode == "dra-v1" else "resource.k8s.io/v1beta1",
+        "v1": cfg.resources_mode == "dra-v1",
+        "count": devices,
+        "device_class": NEURON_DEVICE_CLASS,
+        "driver": NEURON_DRIVER,
+        # neuron.aws.com/v1 is the current driver's parameters API; the sample's v1beta1 cluster used v1alphav1.
+        "params_api": "neuron.aws.com/v1" if cfg.resources_mode == "dra-v1" else "neuron.aws.com/v1alphav1",
+        "selector": f"device.attributes['neuron.aws.com'].instanceType == '{cfg.instance_type}'",
+        "group_attr": f"resource.aws.com/devicegroup{devices}_id" if devices in NEURON_DEVICE_GROUPS else None,
+        "lnc": cfg.lnc,
+    }
+
+
+def claim_template_name(cfg: SpectrnConfig) -> str:
+    return f"spectrn-neuron-{cfg.resources.neuron_devices}"
+
+
+def _server_ctx(cfg: SpectrnConfig, variant: str) -> dict[str, Any]:
+    speculative = variant == "speculative"
+    name = deployment_name(cfg, variant)
+    sim = cfg.runtime == "sim"
+    selector = {"app.kubernetes.io/name": name, LABEL_COMPONENT: variant}
+    labels = _labels(cfg, variant, **{"app.kubernetes.io/name": name, "spectrn.io/variant": variant})
+    if sim:
+        resources: dict[str, Any] = {k: dict(v) for k, v in SIM_RESOURCES.items()}
+    else:
+        cpu, mem = cfg.resources.cpu, cfg.resources.memory
+        resources = {"requests": {"cpu": cpu, "memory": mem}, "limits": {"cpu": cpu, "memory": mem}}
+    if cfg.resources_mode == "device-plugin":
+        for part in ("requests", "limits"):
+            resources[part][NEURON_RESOURCE] = str(cfg.resources.neuron_devices)
+    else:
+        resources["claims"] = [{"name": "neuron"}]
+    probe_timeout = min(10, cfg.probes.period_s)
+    return {
+        "name": name,
+        "labels": labels,
+        "selector": selector,
+        "sim": sim,
+        "image": cfg.sim.image if sim else cfg.image,
+        "command": ["spectrn"] if sim else ["vllm", "serve"],
+        "args": sim_args(cfg, speculative) if sim else vllm_args(cfg, speculative),
+        "env": server_env(cfg, speculative),
+        "resources": resources,
+        "dra": cfg.resources_mode != "device-plugin",
+        "claim_name": claim_template_name(cfg),
+        "startup_failures": max(1, math.ceil(cfg.probes.startup_budget_s / cfg.probes.period_s)),
+        "probe_timeout": probe_timeout,
+        "non_root_uid": NON_ROOT_UID,
+    }
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block literals for multi-line strings (scripts, config and prompt files stay readable)."""
+
+
+def _str_representer(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str_representer)
+
+
+def to_yaml(objects: Iterable[Mapping[str, Any]]) -> str:
+    """Multi-document YAML, pipeable to ``kubectl apply -f -``."""
+    docs = [yaml.dump(dict(o), Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True) for o in objects]
+    return "---\n" + "---\n".join(docs) if docs else ""
+
+
+def object_filename(index: int, obj: Mapping[str, Any]) -> str:
+    """``NN-kind-name.yaml``: the number keeps ``kubectl apply -f DIR`` in dependency order."""
+    kind = re.sub(r"[^a-z0-9]+", "-", str(obj["kind"]).lower()).strip("-")
+    name = re.sub(r"[^a-z0-9.-]+", "-", str(obj["metadata"]["name"]).lower()).strip("-.")
+    return f"{index:02d}-{kind}-{name or 'object'}.yaml"
+
+
+def write_objects(objects: Iterable[Mapping[str, Any]], out_dir: Path) -> list[Path]:
+    """One file per object under ``out_dir`` (atomic writes); returns the paths written."""
+    from spectrn.paths import atomic_write_text, safe_output_dir
+
+    folder = safe_output_dir(out_dir, what="render output folder")
+    written = []
+    for i, obj in enumerate(objects, start=1):
+        path = folder / object_filename(i, obj)
+        atomic_write_text(path, to_yaml([obj]))
+        written.append(path)
+    return written
+
+
+def iam_policy(cfg: SpectrnConfig) -> dict[str, Any]:
+    """Least-privilege IAM policy for the load pod: metrics into spectrn's namespace, its own dashboards."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "PutSpectrnMetrics",
+                "Effect": "Allow",
+                "Action": "cloudwatch:PutMetricData",
+                # PutMetricData has no resource ARN; the namespace condition is the only scope it supports.
+                "Resource": "*",
+                "Condition": {"StringEquals": {"cloudwatch:namespace": cfg.cloudwatch.namespace}},
+            },
+            {
+                "Sid": "PutSpectrnDashboards",
+                "Effect": "Allow",
+                "Action": "cloudwatch:PutDashboard",
+                "Resource": f"arn:aws:cloudwatch::*:dashboard/{cfg.cloudwatch.dashboard_prefix}-*",
+            },
+        ],
+    }
