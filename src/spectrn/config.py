@@ -56,10 +56,16 @@ class S3Config(Strict):
         description="S3 bucket holding model weights and compiled Neuron artifacts (Mountpoint for S3 volume).",
     )
     region: str = Field(default="us-east-2", description="AWS region of the bucket.")
-    models_prefix: str = Field(default="models", description="Key prefix under which weights live, one folder per Hugging Face id.")
-    artifacts_prefix: str = Field(default="compiled", description="Key prefix for compiled artifacts, one folder per configuration hash.")
+    models_prefix: str = Field(
+        default="models", description="Key prefix under which weights live, one folder per Hugging Face id."
+    )
+    artifacts_prefix: str = Field(
+        default="compiled", description="Key prefix for compiled artifacts, one folder per configuration hash."
+    )
     mount_path: str = Field(default="/var/mdl", description="Where the bucket is mounted in the vLLM pods.")
-    capacity: str = Field(default="1200Gi", description="Nominal capacity of the static PersistentVolume (S3 has no real limit).")
+    capacity: str = Field(
+        default="1200Gi", description="Nominal capacity of the static PersistentVolume (S3 has no real limit)."
+    )
 
     @field_validator("bucket")
     @classmethod
@@ -72,10 +78,21 @@ class S3Config(Strict):
 
 
 class ServiceAccounts(Strict):
-    vllm: str = Field(default="spectrn-vllm", description="ServiceAccount of the vLLM pods (needs S3 read/write for the model volume).")
-    loadgen: str = Field(default="spectrn-loadgen", description="ServiceAccount of the load Job (needs cloudwatch:PutMetricData only when publishing from the pod).")
-    vllm_role_arn: str = Field(default="", description="IAM role for the vLLM pods (IRSA annotation); empty renders a placeholder comment only.")
-    loadgen_role_arn: str = Field(default="", description="IAM role for the load Job (IRSA annotation); empty renders no annotation.")
+    vllm: str = Field(
+        default="spectrn-vllm",
+        description="ServiceAccount of the vLLM pods (needs S3 read/write for the model volume).",
+    )
+    loadgen: str = Field(
+        default="spectrn-loadgen",
+        description="ServiceAccount of the load Job (needs cloudwatch:PutMetricData only when publishing from the pod).",
+    )
+    vllm_role_arn: str = Field(
+        default="",
+        description="IAM role for the vLLM pods (IRSA annotation); empty renders a placeholder comment only.",
+    )
+    loadgen_role_arn: str = Field(
+        default="", description="IAM role for the load Job (IRSA annotation); empty renders no annotation."
+    )
 
 
 class SecretRef(Strict):
@@ -85,7 +102,9 @@ class SecretRef(Strict):
 
 class Probes(Strict):
     startup_budget_s: int = Field(
-        default=17100, ge=60, le=86400,
+        default=17100,
+        ge=60,
+        le=86400,
         description="How long the startup probe allows before Kubernetes restarts the pod (Neuron compilation is slow; the sample allows ~4.75 h).",
     )
     period_s: int = Field(default=30, ge=1, le=600, description="Probe period (seconds).")
@@ -99,23 +118,51 @@ class PodResources(Strict):
 
 
 class BenchConfig(Strict):
-    prompts: str = Field(default="structured", description="Prompt set name (structured, open, sample, all) or a path to a YAML prompt file.")
+    prompts: str = Field(
+        default="structured",
+        description="Prompt set name (structured, open, sample, all) or a path to a YAML prompt file.",
+    )
     api: Literal["chat", "completions"] = Field(default="chat", description="OpenAI API used for requests.")
     concurrency: list[int] = Field(default=[4], description="Closed-loop concurrency levels (one run per level).")
-    request_rate: float | None = Field(default=None, gt=0, description="Open-loop Poisson request rate per endpoint (req/s); overrides concurrency when set.")
+    request_rate: float | None = Field(
+        default=None,
+        gt=0,
+        description="Open-loop Poisson request rate per endpoint (req/s); overrides concurrency when set.",
+    )
     requests: int = Field(default=32, ge=1, le=1_000_000, description="Measured requests per endpoint and level.")
-    warmup: int = Field(default=2, ge=0, le=10_000, description="Warm-up requests per endpoint, excluded from statistics.")
-    max_tokens: int = Field(default=600, ge=1, le=131072, description="Output length per request (max_tokens with ignore_eos and min_tokens).")
-    input_tokens: int | None = Field(default=None, ge=1, le=131072, description="Target input length; prompts are extended to this many tokens using the server's /tokenize.")
-    temperature: float = Field(default=0.0, ge=0.0, le=2.0, description="Sampling temperature, always sent (0 = greedy).")
-    schedule: Literal["simultaneous", "interleaved"] = Field(default="simultaneous", description="Run both endpoints at once (as the published experiment) or alternate A/B/A/B.")
+    warmup: int = Field(
+        default=2, ge=0, le=10_000, description="Warm-up requests per endpoint, excluded from statistics."
+    )
+    max_tokens: int = Field(
+        default=600,
+        ge=1,
+        le=131072,
+        description="Output length per request (max_tokens with ignore_eos and min_tokens).",
+    )
+    input_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        le=131072,
+        description="Target input length; prompts are extended to this many tokens using the server's /tokenize.",
+    )
+    temperature: float = Field(
+        default=0.0, ge=0.0, le=2.0, description="Sampling temperature, always sent (0 = greedy)."
+    )
+    schedule: Literal["simultaneous", "interleaved"] = Field(
+        default="simultaneous",
+        description="Run both endpoints at once (as the published experiment) or alternate A/B/A/B.",
+    )
     nonce: bool = Field(default=False, description="Prefix each prompt with a unique nonce to defeat prefix caching.")
     timeout_s: float = Field(default=1200.0, gt=0, le=86400, description="Per-request timeout (seconds).")
     seed: int = Field(default=0, description="Seed for prompt order and Poisson arrivals.")
-    max_error_rate: float = Field(default=0.05, ge=0, le=1, description="Above this error rate a run is flagged as not clean.")
+    max_error_rate: float = Field(
+        default=0.05, ge=0, le=1, description="Above this error rate a run is flagged as not clean."
+    )
     slo_ttft_s: float | None = Field(default=None, gt=0, description="Goodput SLO on TTFT (seconds).")
     slo_tpot_s: float | None = Field(default=None, gt=0, description="Goodput SLO on TPOT (seconds).")
-    loadgen_pods: int = Field(default=1, ge=1, le=64, description="Pods of the in-cluster load Job (Indexed Job shards).")
+    loadgen_pods: int = Field(
+        default=1, ge=1, le=64, description="Pods of the in-cluster load Job (Indexed Job shards)."
+    )
 
     @field_validator("concurrency")
     @classmethod
@@ -129,51 +176,106 @@ class BenchConfig(Strict):
 
 
 class Pricing(Strict):
-    instance_hourly_usd: float | None = Field(default=None, gt=0, description="Instance price per hour; default: the instance catalog's approximate on-demand price.")
-    instances_per_service: float = Field(default=0.5, gt=0, description="Share of an instance one service uses (0.5: both services share one trn2.48xlarge).")
+    instance_hourly_usd: float | None = Field(
+        default=None,
+        gt=0,
+        description="Instance price per hour; default: the instance catalog's approximate on-demand price.",
+    )
+    instances_per_service: float = Field(
+        default=0.5,
+        gt=0,
+        description="Share of an instance one service uses (0.5: both services share one trn2.48xlarge).",
+    )
 
 
 class CloudWatchConfig(Strict):
     namespace: str = Field(default="Spectrn", description="CloudWatch metric namespace.")
     region: str | None = Field(default=None, description="AWS region (default: the standard AWS resolution chain).")
-    storage_resolution: Literal[1, 60] = Field(default=60, description="1 for high-resolution metrics, 60 for standard.")
+    storage_resolution: Literal[1, 60] = Field(
+        default=60, description="1 for high-resolution metrics, 60 for standard."
+    )
     dashboard_prefix: str = Field(default="spectrn", description="Dashboards are named <prefix>-<run id>.")
 
 
 class SimConfig(Strict):
     preset: str = Field(default="qwen3-32b-trn2", description="Simulator calibration preset.")
-    time_scale: float = Field(default=1.0, gt=0, le=100, description="Multiply all simulated times (0.1 = ten times faster).")
-    image: str = Field(default="spectrn:0.1.0", description="Image that runs the simulator in the cluster (runtime: sim).")
+    time_scale: float = Field(
+        default=1.0, gt=0, le=100, description="Multiply all simulated times (0.1 = ten times faster)."
+    )
+    image: str = Field(
+        default="spectrn:0.1.0", description="Image that runs the simulator in the cluster (runtime: sim)."
+    )
 
 
 class SpectrnConfig(Strict):
     """Everything that describes the two services and how to benchmark them."""
 
     namespace: str = Field(default="spectrn", description="Kubernetes namespace for every object spectrn creates.")
-    runtime: Runtime = Field(default="neuron", description="neuron: real vLLM on Neuron; sim: spectrn's simulated Neuron vLLM server (local demo, kind smoke test).")
+    runtime: Runtime = Field(
+        default="neuron",
+        description="neuron: real vLLM on Neuron; sim: spectrn's simulated Neuron vLLM server (local demo, kind smoke test).",
+    )
     target: str = Field(default="qwen3-32b", description="Target model key (catalog or custom_models).")
-    draft: str = Field(default="qwen3-1.7b", description="Draft model key (catalog or custom_models); ignored for medusa.")
-    num_speculative_tokens: int = Field(default=7, description="Speculation window: tokens the draft proposes per step (1..32).")
-    speculation_mode: SpeculationMode = Field(default="fused", description="NxDI speculation mode: fused (draft+target compiled together), vanilla, eagle or medusa.")
-    vllm_dialect: Dialect = Field(default="legacy-neuron", description="legacy-neuron: the Neuron fork of vLLM (DLC 0.9.x, --override-neuron-config); vllm-neuron: the vLLM v1 plugin (--additional-config).")
-    image: str = Field(default="public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py311-sdk2.26.1-ubuntu22.04", description="vLLM Neuron container image.")
+    draft: str = Field(
+        default="qwen3-1.7b", description="Draft model key (catalog or custom_models); ignored for medusa."
+    )
+    num_speculative_tokens: int = Field(
+        default=7, description="Speculation window: tokens the draft proposes per step (1..32)."
+    )
+    speculation_mode: SpeculationMode = Field(
+        default="fused",
+        description="NxDI speculation mode: fused (draft+target compiled together), vanilla, eagle or medusa.",
+    )
+    vllm_dialect: Dialect = Field(
+        default="legacy-neuron",
+        description="legacy-neuron: the Neuron fork of vLLM (DLC 0.9.x, --override-neuron-config); vllm-neuron: the vLLM v1 plugin (--additional-config).",
+    )
+    image: str = Field(
+        default="public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py311-sdk2.26.1-ubuntu22.04",
+        description="vLLM Neuron container image.",
+    )
     spectrn_image: str = Field(default="spectrn:0.1.0", description="spectrn's own image (load Job, simulator).")
     instance_type: str = Field(default="trn2.48xlarge", description="Neuron instance type (instance catalog).")
-    tensor_parallel_size: int = Field(default=32, ge=1, le=256, description="Tensor parallel degree; must equal the logical cores of the requested devices.")
-    logical_neuron_cores: int | None = Field(default=None, description="Logical NeuronCore setting (LNC); default: the instance's default (2 on trn2).")
-    max_num_seqs: int = Field(default=4, ge=1, le=1024, description="vLLM --max-num-seqs (batch limit), identical on both services.")
-    max_model_len: int = Field(default=1024, ge=64, le=131072, description="vLLM --max-model-len, identical on both services.")
-    resources_mode: ResourcesMode = Field(default="dra-v1", description="dra-v1 (resource.k8s.io/v1, Kubernetes 1.34+), dra-v1beta1, or device-plugin (aws.amazon.com/neuron extended resources).")
-    model_source: Literal["s3", "hub"] = Field(default="s3", description="s3: load weights from the mounted bucket; hub: let vLLM download from Hugging Face (needs hf_token_secret for gated models).")
+    tensor_parallel_size: int = Field(
+        default=32,
+        ge=1,
+        le=256,
+        description="Tensor parallel degree; must equal the logical cores of the requested devices.",
+    )
+    logical_neuron_cores: int | None = Field(
+        default=None, description="Logical NeuronCore setting (LNC); default: the instance's default (2 on trn2)."
+    )
+    max_num_seqs: int = Field(
+        default=4, ge=1, le=1024, description="vLLM --max-num-seqs (batch limit), identical on both services."
+    )
+    max_model_len: int = Field(
+        default=1024, ge=64, le=131072, description="vLLM --max-model-len, identical on both services."
+    )
+    resources_mode: ResourcesMode = Field(
+        default="dra-v1",
+        description="dra-v1 (resource.k8s.io/v1, Kubernetes 1.34+), dra-v1beta1, or device-plugin (aws.amazon.com/neuron extended resources).",
+    )
+    model_source: Literal["s3", "hub"] = Field(
+        default="s3",
+        description="s3: load weights from the mounted bucket; hub: let vLLM download from Hugging Face (needs hf_token_secret for gated models).",
+    )
     baseline_name: str = Field(default="qwen-vllm", description="Name of the baseline Deployment and Service.")
     speculative_name: str = Field(default="qwen-sd-vllm", description="Name of the speculative Deployment and Service.")
     port: int = Field(default=8000, ge=1, le=65535, description="Service and container port.")
     s3: S3Config = Field(default_factory=S3Config, description="Model and artifact bucket.")
-    service_accounts: ServiceAccounts = Field(default_factory=ServiceAccounts, description="ServiceAccounts and their IAM roles.")
-    hf_token_secret: SecretRef | None = Field(default=None, description="Optional Secret holding a Hugging Face token (never inline).")
+    service_accounts: ServiceAccounts = Field(
+        default_factory=ServiceAccounts, description="ServiceAccounts and their IAM roles."
+    )
+    hf_token_secret: SecretRef | None = Field(
+        default=None, description="Optional Secret holding a Hugging Face token (never inline)."
+    )
     probes: Probes = Field(default_factory=Probes, description="Startup/readiness/liveness probes on /health.")
-    resources: PodResources = Field(default_factory=PodResources, description="Pod resources (identical on both services).")
-    custom_models: dict[str, ModelSpec] = Field(default_factory=dict, description="User-declared models, keyed like the catalog.")
+    resources: PodResources = Field(
+        default_factory=PodResources, description="Pod resources (identical on both services)."
+    )
+    custom_models: dict[str, ModelSpec] = Field(
+        default_factory=dict, description="User-declared models, keyed like the catalog."
+    )
     bench: BenchConfig = Field(default_factory=BenchConfig, description="Load generation.")
     pricing: Pricing = Field(default_factory=Pricing, description="Cost per token inputs.")
     cloudwatch: CloudWatchConfig = Field(default_factory=CloudWatchConfig, description="Publishing.")
@@ -304,8 +406,10 @@ class SpectrnConfig(Strict):
             )
         if self.baseline_name == self.speculative_name:
             raise ValueError("speculative_name: must differ from baseline_name")
-        if self.max_model_len <= self.bench.max_tokens and self.bench.input_tokens is not None and (
-            self.bench.input_tokens + self.bench.max_tokens > self.max_model_len
+        if (
+            self.max_model_len <= self.bench.max_tokens
+            and self.bench.input_tokens is not None
+            and (self.bench.input_tokens + self.bench.max_tokens > self.max_model_len)
         ):
             raise ValueError(
                 f"bench.max_tokens: input_tokens {self.bench.input_tokens} + max_tokens {self.bench.max_tokens} "

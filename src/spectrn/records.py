@@ -40,7 +40,9 @@ class RequestRecord(BaseModel):
     sent_at: float = Field(description="Unix time the request was sent.")
     ttft: float | None = Field(default=None, description="Seconds from send to the first token.")
     e2e: float | None = Field(default=None, description="Seconds from send to the last byte.")
-    chunk_times: list[float] = Field(default_factory=list, description="Arrival of each token-bearing event (s after send).")
+    chunk_times: list[float] = Field(
+        default_factory=list, description="Arrival of each token-bearing event (s after send)."
+    )
     chunk_tokens: list[int] = Field(default_factory=list, description="Tokens in each token-bearing event.")
     token_source: TokenSource = "token_ids"
     prompt_tokens: int | None = None

@@ -1,5 +1,6 @@
 """Imports every command module so each registers itself on the app."""
 
 from spectrn.cli import init_cmd  # noqa: F401
+from spectrn.cli import bench_cmd  # noqa: F401
 from spectrn.cli import render_cmd  # noqa: F401
 from spectrn.cli import config_ref_cmd  # noqa: F401

@@ -1,0 +1,166 @@
+"""Bench orchestration shared by ``spectrn bench``, ``spectrn loadgen``, ``spectrn demo`` and sweeps.
+
+``plan_from_config`` turns the run spec into a ``RunPlan``; ``execute`` runs it with a rich progress view
+(or none, in the pod) and returns the run folder; ``finish`` analyses it and writes the local outputs
+(summary, llmperf-compatible files, EMF metrics, report). Publishing to CloudWatch happens only after
+everything is on disk, so a failed publish loses nothing and can be retried with ``spectrn publish``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from spectrn.config import SpectrnConfig
+from spectrn.errors import ConfigError, Interrupted
+from spectrn.loadgen.client import RequestParams
+from spectrn.loadgen.prompts import build_schedule, load_prompt_set
+from spectrn.loadgen.runner import Level, RunOutcome, RunPlan, run_bench
+from spectrn.paths import safe_output_dir
+
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def new_run_id(cfg: SpectrnConfig, prefix: str = "") -> str:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    draft = cfg.draft.replace(".", "p") if cfg.uses_draft_model else "medusa"
+    return f"{prefix}{stamp}-{draft}-k{cfg.num_speculative_tokens}"
+
+
+def check_run_id(run_id: str) -> str:
+    if not RUN_ID_RE.fullmatch(run_id) or ".." in run_id:
+        raise ConfigError(
+            f"--run-id {run_id!r} is not a safe folder name",
+            hint="use letters, digits, '.', '_' and '-' only (at most 128 characters)",
+        )
+    return run_id
+
+
+def levels_from_config(cfg: SpectrnConfig) -> list[Level]:
+    if cfg.bench.request_rate is not None:
+        return [Level.poisson(cfg.bench.request_rate)]
+    return [Level.closed(c) for c in cfg.bench.concurrency]
+
+
+def plan_from_config(
+    cfg: SpectrnConfig,
+    endpoints: dict[str, str],
+    *,
+    run_id: str,
+    out_root: Path,
+    model: str | None = None,
+    prompts: str | None = None,
+    shard: int = 0,
+    shards: int = 1,
+    keep_output: bool = True,
+) -> RunPlan:
+    b = cfg.bench
+    prompt_set = load_prompt_set(prompts or b.prompts)
+    schedule = build_schedule(
+        prompt_set, requests=b.requests, warmup=b.warmup, seed=b.seed, nonce=run_id if b.nonce else None
+    )
+    if shards < 1 or not 0 <= shard < shards:
+        raise ConfigError(f"--shard-index {shard} is outside 0..{shards - 1}", hint="use 0 <= shard-index < shards")
+    params = RequestParams(
+        model=model or "",
+        api=b.api,
+        max_tokens=b.max_tokens,
+        temperature=b.temperature,
+        timeout_s=b.timeout_s,
+        keep_output=keep_output,
+    )
+    out_dir = safe_output_dir(out_root, what="--out-dir") / check_run_id(run_id)
+    return RunPlan(
+        run_id=run_id,
+        out_dir=out_dir,
+        endpoints=endpoints,
+        schedule=schedule,
+        params=params,
+        levels=levels_from_config(cfg),
+        mode=b.schedule,
+        seed=b.seed,
+        shard=shard,
+        shards=shards,
+        config=cfg.model_dump(mode="json"),
+    )
+
+
+def execute(plan: RunPlan, cfg: SpectrnConfig, console: Console | None, *, quiet: bool = False) -> RunOutcome:
+    """Run the plan with a progress bar per endpoint; Ctrl-C stops cleanly and keeps finished records."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = console or Console(stderr=True)
+    per_ep = sum(1 for r in plan.schedule if not r.warmup and r.index % plan.shards == plan.shard) * len(plan.levels)
+    warm = sum(1 for r in plan.schedule if r.warmup and r.index % plan.shards == plan.shard)
+    progress = Progress(
+        TextColumn("{task.description:<12}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[errs]}"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=quiet,
+        transient=False,
+    )
+    tasks = {n: progress.add_task(n, total=per_ep + warm, errs="") for n in plan.endpoints}
+    errors: dict[str, int] = dict.fromkeys(plan.endpoints, 0)
+
+    def on_record(rec: Any) -> None:
+        if rec.variant in tasks:
+            if not rec.ok:
+                errors[rec.variant] += 1
+            progress.update(
+                tasks[rec.variant],
+                advance=1,
+                errs=f"[red]{errors[rec.variant]} errors[/]" if errors[rec.variant] else "",
+            )
+
+    def on_phase(msg: str) -> None:
+        if not quiet:
+            progress.console.print(f"[dim]{msg}[/]")
+
+    try:
+        with progress:
+            return asyncio.run(
+                run_bench(plan, on_record=on_record, input_tokens=cfg.bench.input_tokens, on_phase=on_phase)
+            )
+    except KeyboardInterrupt:
+        raise Interrupted(
+            f"stopped by the user; finished requests are kept in {plan.out_dir}",
+            hint=f"analyse them with `spectrn analyze {plan.out_dir}`",
+        ) from None
+
+
+def finish(run_dir: Path, console: Console, *, report: bool = True) -> dict[str, Any]:
+    """Analyse a run folder and write every local output; returns the summary."""
+    from spectrn.analyze import analyze_run
+    from spectrn.cloudwatch import write_emf
+
+    summary = analyze_run(run_dir)
+    emf = write_emf(run_dir)
+    console.print(f"[dim]CloudWatch Embedded Metric Format lines: {emf}[/]")
+    if report:
+        from spectrn.report import build_report
+
+        html = build_report(run_dir)
+        console.print(f"report: {html}")
+    return summary
+
+
+def print_summary(summary: dict[str, Any], console: Console) -> None:
+    from spectrn.report import render_table
+
+    console.print(render_table(summary))
+    for w in summary.get("warnings", []):
+        console.print(f"[bold red]WARNING:[/] {w}", highlight=False)
+    eq = summary.get("equivalence")
+    if eq and eq.get("compared"):
+        style = "green" if eq["matched"] == eq["compared"] else "bold red"
+        console.print(
+            f"[{style}]output equivalence: {eq['matched']}/{eq['compared']} greedy outputs identical ({eq['basis']})[/]"
+        )

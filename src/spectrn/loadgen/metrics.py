@@ -1,0 +1,129 @@
+"""Scrape and parse vLLM's ``/metrics``; acceptance from counter deltas.
+
+vLLM's exposition has quirks a parser must survive: counter families whose ``# TYPE`` line already ends
+in ``_total``, separate ``*_created`` gauge families, labels ``model_name`` and ``engine``, and (v0) plain
+acceptance gauges. We parse with prometheus_client's parser and then index every SAMPLE by its name
+with ``_total`` stripped, summing over label sets we don't ask for. Anything missing or garbled yields
+"not reported", never a crash or a zero.
+
+Acceptance for one run (REFERENCE section 3): with d = delta drafts, t = delta draft tokens,
+a = delta accepted tokens, rate = a / t; mean acceptance length = 1 + a / d (the bonus token counted);
+per-position rate i = delta accepted_per_pos{position=i} / d.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+SPEC_DRAFTS = "vllm:spec_decode_num_drafts"
+SPEC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
+SPEC_ACCEPTED = "vllm:spec_decode_num_accepted_tokens"
+SPEC_ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
+V0_ACCEPTANCE_GAUGE = "vllm:spec_decode_draft_acceptance_rate"
+V0_EFFICIENCY_GAUGE = "vllm:spec_decode_efficiency"
+
+
+@dataclass
+class MetricsSnapshot:
+    """Samples by normalised name -> {frozenset(labels.items()): value}."""
+
+    samples: dict[str, dict[frozenset[tuple[str, str]], float]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    def total(self, name: str) -> float | None:
+        series = self.samples.get(name)
+        if not series:
+            return None
+        return sum(series.values())
+
+    def by_label(self, name: str, label: str) -> dict[str, float]:
+        out: dict[str, float] = defaultdict(float)
+        for labels, value in (self.samples.get(name) or {}).items():
+            d = dict(labels)
+            if label in d:
+                out[d[label]] += value
+        return dict(out)
+
+    def has(self, name: str) -> bool:
+        return bool(self.samples.get(name))
+
+
+def _normalise(name: str) -> str:
+    return name[: -len("_total")] if name.endswith("_total") else name
+
+
+def parse_metrics(text: str) -> MetricsSnapshot:
+    """Parse Prometheus text; a garbled body gives an empty snapshot with the problem recorded."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    snap = MetricsSnapshot()
+    try:
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                if s.name.endswith("_created"):
+                    continue
+                key = frozenset(s.labels.items())
+                snap.samples.setdefault(_normalise(s.name), {})[key] = float(s.value)
+    except Exception as e:  # the parser raises ValueError/TypeError/IndexError on garbage
+        snap.samples.clear()
+        snap.problems.append(f"unparseable /metrics: {type(e).__name__}: {e}")
+    return snap
+
+
+def acceptance_delta(before: MetricsSnapshot | None, after: MetricsSnapshot | None) -> dict[str, Any] | None:
+    """Acceptance over a run from two snapshots, or None when the server does not report it."""
+    if before is None or after is None:
+        return None
+    d_after, t_after, a_after = (after.total(n) for n in (SPEC_DRAFTS, SPEC_DRAFT_TOKENS, SPEC_ACCEPTED))
+    if d_after is None or t_after is None or a_after is None:
+        gauge = after.total(V0_ACCEPTANCE_GAUGE)
+        if gauge is None:
+            return None
+        return {
+            "source": "v0 gauge (cumulative since server start, not this run)",
+            "rate": gauge,
+            "mean_accepted_length": None,
+            "per_position": None,
+            "efficiency": after.total(V0_EFFICIENCY_GAUGE),
+        }
+    drafts = d_after - (before.total(SPEC_DRAFTS) or 0.0)
+    draft_tokens = t_after - (before.total(SPEC_DRAFT_TOKENS) or 0.0)
+    accepted = a_after - (before.total(SPEC_ACCEPTED) or 0.0)
+    if drafts < 0 or draft_tokens < 0 or accepted < 0:
+        return {
+            "source": "counters reset during the run (server restarted?)",
+            "rate": None,
+            "mean_accepted_length": None,
+            "per_position": None,
+        }
+    per_pos_after = after.by_label(SPEC_ACCEPTED_PER_POS, "position")
+    per_pos_before = before.by_label(SPEC_ACCEPTED_PER_POS, "position")
+    per_position = None
+    if per_pos_after and drafts > 0:
+        positions = sorted(per_pos_after, key=lambda p: int(p) if p.isdigit() else 0)
+        per_position = [(per_pos_after[p] - per_pos_before.get(p, 0.0)) / drafts for p in positions]
+    return {
+        "source": "counter deltas",
+        "drafts": drafts,
+        "draft_tokens": draft_tokens,
+        "accepted_tokens": accepted,
+        "rate": accepted / draft_tokens if draft_tokens > 0 else None,
+        "mean_accepted_length": 1.0 + accepted / drafts if drafts > 0 else None,
+        "per_position": per_position,
+    }
+
+
+async def scrape(session: Any, base_url: str, timeout_s: float = 10.0) -> tuple[str | None, str | None]:
+    """GET <root>/metrics; returns (text, problem)."""
+    import aiohttp
+
+    root = base_url.rstrip("/").removesuffix("/v1")
+    try:
+        async with session.get(f"{root}/metrics", timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+            if resp.status != 200:
+                return None, f"/metrics answered HTTP {resp.status}"
+            return await resp.text(errors="replace"), None
+    except (aiohttp.ClientError, TimeoutError) as e:
+        return None, f"/metrics unreachable: {type(e).__name__}: {e}"

@@ -1,0 +1,137 @@
+"""Local runtime ``sim``: a baseline and a speculative simulated Neuron vLLM server on loopback.
+
+Each server runs in its own process (``python -m spectrn sim serve``), so the load generator's own CPU
+use never delays the servers' schedule and vice versa. Free ports are chosen by the OS; the context
+manager waits for ``/health`` and stops both servers (SIGTERM, then SIGKILL) whatever happens.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+
+from spectrn.config import SpectrnConfig
+from spectrn.errors import SimError
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = log.read_text(encoding="utf-8", errors="replace")[-2000:] if log.exists() else ""
+            raise SimError(f"server for {url} exited with code {proc.returncode} during start-up:\n{tail}")
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.1)
+    raise SimError(f"server {url} not healthy after {timeout_s:g}s", hint=f"see its log {log}")
+
+
+class SimPair:
+    """``with SimPair(cfg, work_dir) as pair: pair.endpoints -> {"baseline": url, "speculative": url}``."""
+
+    def __init__(
+        self,
+        cfg: SpectrnConfig,
+        work_dir: Path,
+        *,
+        time_scale: float | None = None,
+        extra_args: list[str] | None = None,
+        startup_timeout_s: float = 60.0,
+    ) -> None:
+        self.cfg = cfg
+        self.work_dir = work_dir
+        self.time_scale = time_scale if time_scale is not None else cfg.sim.time_scale
+        self.extra_args = extra_args or []
+        self.startup_timeout_s = startup_timeout_s
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.endpoints: dict[str, str] = {}
+        self.model = cfg.target_spec.hf_id
+
+    def _command(self, variant: str, port: int) -> list[str]:
+        cfg = self.cfg
+        cmd = [
+            sys.executable,
+            "-m",
+            "spectrn",
+            "sim",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--preset",
+            cfg.sim.preset,
+            "--time-scale",
+            repr(self.time_scale),
+            "--max-num-seqs",
+            str(cfg.max_num_seqs),
+            "--served-model-name",
+            self.model,
+        ]
+        if variant == "speculative":
+            cmd += ["--speculative", "--draft", cfg.draft, "--window", str(cfg.num_speculative_tokens)]
+        return cmd + self.extra_args
+
+    def __enter__(self) -> SimPair:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            for variant in ("baseline", "speculative"):
+                port = free_port()
+                log = self.work_dir / f"sim-{variant}.log"
+                with log.open("wb") as f:
+                    self.procs[variant] = subprocess.Popen(
+                        self._command(variant, port),
+                        stdout=f,
+                        stderr=subprocess.STDOUT,
+                        stdin=subprocess.DEVNULL,
+                        start_new_session=True,
+                        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                    )
+                self.endpoints[variant] = f"http://127.0.0.1:{port}"
+            for variant, url in self.endpoints.items():
+                wait_healthy(url, self.procs[variant], self.work_dir / f"sim-{variant}.log", self.startup_timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait(timeout=5)
+        self.procs.clear()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
