@@ -1,0 +1,128 @@
+"""``SimSettings``: everything one simulated server needs, validated strictly (YAML-loadable)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from spectrn.catalog import MODELS
+from spectrn.errors import SimError
+from spectrn.sim.faults import FaultSettings
+from spectrn.sim.model import AcceptanceModel, CostModel, Preset, Resolved, get_preset, resolve
+
+
+class SimSettings(BaseModel):
+    """One simulated vLLM server. Unset values come from the preset."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    preset: str = Field(default="qwen3-32b-trn2", description="Calibration preset (see `spectrn sim presets`).")
+    speculative: bool = Field(default=False, description="Serve with speculative decoding.")
+    draft: str | None = Field(default=None, description="Draft model key (default: the preset's, qwen3-1.7b).")
+    window: int | None = Field(
+        default=None, ge=1, le=32, description="num_speculative_tokens (default: the preset's, 7)."
+    )
+    max_num_seqs: int | None = Field(default=None, ge=1, le=4096, description="Batch limit (default: the preset's, 4).")
+    max_model_len: int | None = Field(
+        default=None, ge=16, le=1_048_576, description="Context limit (default: the preset's)."
+    )
+    time_scale: float = Field(
+        default=1.0, gt=0, le=100, description="Multiply every simulated duration (0.1 = ten times faster)."
+    )
+    seed: int = Field(default=0, description="Seed of output text, acceptance draws and faults.")
+    served_model_name: str | None = Field(
+        default=None, description="Model name clients send (default: the target's Hugging Face id)."
+    )
+    startup_delay_s: float = Field(
+        default=0.0, ge=0, le=86400, description="Seconds /health answers 503 ('compiling') after start."
+    )
+    cost: dict[str, float] = Field(
+        default_factory=dict, description="Overrides of the preset's cost model (see CostModel)."
+    )
+    acceptance: dict[str, float] = Field(
+        default_factory=dict, description="Overrides of the preset's acceptance model."
+    )
+    faults: FaultSettings = Field(default_factory=FaultSettings, description="Fault injection.")
+    spin_s: float = Field(
+        default=0.001, ge=0, le=0.05, description="Busy-wait this long before each step deadline for timing precision."
+    )
+    request_log_size: int = Field(default=10000, ge=0, le=1_000_000, description="Requests kept for GET /sim/requests.")
+    vllm_version: str = Field(default="0.32.0", description="Version reported by /version and system_fingerprint.")
+
+    @model_validator(mode="after")
+    def _check(self) -> SimSettings:
+        for name, over, model in (("cost", self.cost, CostModel), ("acceptance", self.acceptance, AcceptanceModel)):
+            unknown = set(over) - set(model.model_fields)
+            if unknown:
+                raise ValueError(
+                    f"{name}: unknown parameter(s) {', '.join(sorted(unknown))}; valid: {', '.join(model.model_fields)}"
+                )
+        if self.draft is not None and self.draft not in MODELS:
+            raise ValueError(f"draft: unknown model {self.draft!r}; choose one of {', '.join(sorted(MODELS))}")
+        self.resolved_preset()  # validates the preset name and the overrides' values
+        return self
+
+    def resolved_preset(self) -> Preset:
+        preset = get_preset(self.preset)
+        if not self.cost and not self.acceptance:
+            return preset
+        try:
+            cost = CostModel.model_validate({**preset.cost.model_dump(), **self.cost})
+            acc = AcceptanceModel.model_validate({**preset.acceptance.model_dump(), **self.acceptance})
+        except ValidationError as e:
+            from spectrn.config import format_validation_error
+
+            raise ValueError(format_validation_error(e)) from None
+        return preset.model_copy(update={"cost": cost, "acceptance": acc})
+
+    def resolved(self) -> Resolved:
+        return resolve(
+            self.resolved_preset(),
+            speculative=self.speculative,
+            draft=self.draft,
+            window=self.window,
+            time_scale=self.time_scale,
+        )
+
+    @property
+    def model_name(self) -> str:
+        return self.served_model_name or MODELS[get_preset(self.preset).target].hf_id
+
+    @property
+    def batch_limit(self) -> int:
+        return self.max_num_seqs or get_preset(self.preset).max_num_seqs
+
+    @property
+    def context_limit(self) -> int:
+        return self.max_model_len or get_preset(self.preset).max_model_len
+
+    @property
+    def fingerprint(self) -> str:
+        digest = hashlib.blake2b(self.model_dump_json().encode(), digest_size=4).hexdigest()
+        return f"vllm-{self.vllm_version}-{digest}"
+
+
+def load_settings(path: Path | None = None, **overrides: Any) -> SimSettings:
+    """Settings from an optional YAML file, then explicit overrides (None values ignored)."""
+    from spectrn.config import deep_merge, format_validation_error, load_yaml
+
+    data: dict[str, Any] = {}
+    if path is not None:
+        loaded = load_yaml(path, what="simulator config file")
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise SimError(
+                f"simulator config file {path}: top level must be a mapping, got {type(loaded).__name__}",
+                hint="write keys such as `speculative: true` and `cost: {step_base_s: 0.04}`",
+            )
+        data = loaded
+    data = deep_merge(data, {k: v for k, v in overrides.items() if v is not None})
+    try:
+        return SimSettings.model_validate(data)
+    except ValidationError as e:
+        where = f"{path}: " if path is not None else ""
+        raise SimError(f"{where}{format_validation_error(e)}", hint="see `spectrn sim serve --help`") from None
