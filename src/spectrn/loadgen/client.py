@@ -151,17 +151,25 @@ class _Stream:
 
 
 def _apportion(total: int, weights: list[int]) -> list[int]:
-    """Split ``total`` tokens over events, at least one each, proportional to text length."""
+    """Split ``total`` tokens over events proportionally to text length, at least one token each."""
     n = len(weights)
     if total <= n:
         return [1] * n
-    extra = total - n
-    wsum = sum(weights) or n
-    shares = [extra * (w if sum(weights) else 1) / wsum for w in weights]
-    out = [1 + int(s) for s in shares]
-    remainder = total - sum(out)
-    for i in sorted(range(n), key=lambda i: shares[i] - int(shares[i]), reverse=True)[:remainder]:
-        out[i] += 1
+    wsum = sum(weights)
+    ideal = [total * w / wsum for w in weights] if wsum else [total / n] * n
+    out = [max(1, int(x)) for x in ideal]
+    diff = total - sum(out)
+    order = sorted(range(n), key=lambda i: ideal[i] - int(ideal[i]), reverse=diff > 0)
+    i = 0
+    while diff != 0:
+        j = order[i % n]
+        if diff > 0:
+            out[j] += 1
+            diff -= 1
+        elif out[j] > 1:
+            out[j] -= 1
+            diff += 1
+        i += 1
     return out
 
 

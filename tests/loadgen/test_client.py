@@ -1,0 +1,186 @@
+"""The streaming client on real vLLM bytes, on failures, and against an exact schedule."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+
+import aiohttp
+import pytest
+from aiohttp import web
+from conftest import FIXTURES, replay_app, serve_app
+
+from spectrn.analyze import request_metrics
+from spectrn.loadgen.client import RequestParams, _apportion, build_body, endpoint_url, run_request
+from spectrn.loadgen.reference_server import Schedule, serve_in_thread
+
+REAL = FIXTURES / "vllm-real"
+
+
+def sse_handler(raw: bytes, status: int = 200, content_type: str = "text/event-stream", split: int = 0):
+    async def handler(req: web.Request) -> web.StreamResponse:
+        await req.read()
+        if content_type != "text/event-stream":
+            return web.Response(status=status, body=raw, content_type=content_type)
+        resp = web.StreamResponse(status=status, headers={"Content-Type": "text/event-stream; charset=utf-8"})
+        await resp.prepare(req)
+        if split:
+            for i in range(0, len(raw), split):
+                await resp.write(raw[i : i + split])
+        else:
+            await resp.write(raw)
+        await resp.write_eof()
+        return resp
+
+    return handler
+
+
+async def one(base: str, api: str = "completions", timeout: float = 10.0, max_tokens: int = 64):
+    params = RequestParams(model="m", api=api, max_tokens=max_tokens, timeout_s=timeout)  # type: ignore[arg-type]
+    async with aiohttp.ClientSession() as s:
+        return await run_request(
+            s,
+            endpoint_url(base, api),
+            params,
+            "hello",
+            variant="v",
+            index=0,
+            prompt_id="p",
+            prompt_class="c",
+            level="c1",
+            warmup=False,
+        )
+
+
+@pytest.mark.parametrize("split", [0, 7, 1000])
+async def test_real_speculative_completions_token_ids(split: int) -> None:
+    raw = (REAL / "completions_stream_token_ids.sse").read_bytes()
+    with serve_app(replay_app(sse_handler(raw, split=split))) as base:
+        rec = await one(base)
+    assert rec.ok, rec.error_msg
+    assert rec.token_source == "token_ids"
+    assert sum(rec.chunk_tokens) == rec.completion_tokens == 64
+    # the recorded stream's tokens-per-event histogram (shared/vllm-real/README.md)
+    assert Counter(rec.chunk_tokens) == {1: 15, 2: 10, 3: 1, 4: 4, 5: 2}
+    assert rec.chunk_tokens[0] == 1
+    assert rec.output_token_ids is not None and len(rec.output_token_ids) == 64
+
+
+async def test_real_chat_role_event_is_not_a_token() -> None:
+    raw = (REAL / "chat_stream_token_ids.sse").read_bytes()
+    with serve_app(replay_app(sse_handler(raw))) as base:
+        rec = await one(base, api="chat")
+    assert rec.ok
+    assert sum(rec.chunk_tokens) == rec.completion_tokens == 64
+    assert len(rec.chunk_times) == len(rec.chunk_tokens) < 64
+    assert rec.prompt_tokens is not None
+
+
+async def test_real_stream_without_token_ids_reconciles_with_usage() -> None:
+    raw = (REAL / "completions_stream.sse").read_bytes()
+    with serve_app(replay_app(sse_handler(raw))) as base:
+        rec = await one(base)
+    assert rec.ok
+    assert rec.token_source == "usage"
+    assert sum(rec.chunk_tokens) == 64
+    assert all(k >= 1 for k in rec.chunk_tokens)
+
+
+async def test_stream_without_any_count_falls_back_to_one_per_event_and_says_so() -> None:
+    events = [{"choices": [{"index": 0, "text": f"w{i}"}]} for i in range(5)]
+    raw = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+    with serve_app(replay_app(sse_handler(raw))) as base:
+        rec = await one(base)
+    assert rec.ok and rec.token_source == "text" and rec.chunk_tokens == [1] * 5
+
+
+async def test_real_400_json_body_for_a_streaming_request() -> None:
+    raw = (REAL / "error_chat_max_tokens_negative_stream.body").read_bytes()
+    with serve_app(replay_app(sse_handler(raw, status=400, content_type="application/json"))) as base:
+        rec = await one(base, api="chat")
+    assert rec.error == "http_400" and rec.status == 400
+    assert "max_tokens must be at least 1" in (rec.error_msg or "")
+    assert request_metrics(rec) is None
+
+
+async def test_error_event_mid_stream() -> None:
+    raw = (
+        b'data: {"choices": [{"index": 0, "text": "a", "token_ids": [1]}]}\n\n'
+        b'data: {"error": {"message": "engine died", "type": "InternalServerError", "code": 500}}\n\n'
+    )
+    with serve_app(replay_app(sse_handler(raw))) as base:
+        rec = await one(base)
+    assert rec.error == "stream_error" and "engine died" in (rec.error_msg or "")
+
+
+async def test_stream_cut_before_done_is_a_disconnect() -> None:
+    raw = b'data: {"choices": [{"index": 0, "text": "a", "token_ids": [1]}]}\n\n'
+    with serve_app(replay_app(sse_handler(raw))) as base:
+        rec = await one(base)
+    assert rec.error == "disconnect"
+    assert rec.chunk_tokens == [1]  # what arrived is still recorded
+
+
+async def test_malformed_event() -> None:
+    raw = b"data: {not json\n\ndata: [DONE]\n\n"
+    with serve_app(replay_app(sse_handler(raw))) as base:
+        rec = await one(base)
+    assert rec.error == "malformed_sse"
+
+
+async def test_stall_past_timeout() -> None:
+    async def stall(req: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(req)
+        await resp.write(b'data: {"choices": [{"index": 0, "text": "a", "token_ids": [1]}]}\n\n')
+        await asyncio.sleep(5)
+        return resp
+
+    with serve_app(replay_app(stall)) as base:
+        rec = await one(base, timeout=0.5)
+    assert rec.error == "timeout" and rec.e2e is None
+
+
+async def test_unreachable_endpoint() -> None:
+    rec = await one("http://127.0.0.1:1")
+    assert rec.error == "connect" and rec.status is None
+
+
+def test_request_body_always_sends_temperature_and_fixed_length() -> None:
+    chat = build_body(RequestParams(model="m", api="chat", max_tokens=600), "x")
+    assert chat["temperature"] == 0.0 and chat["max_completion_tokens"] == 600 and chat["min_tokens"] == 600
+    assert chat["ignore_eos"] is True and chat["stream_options"] == {"include_usage": True}
+    assert chat["messages"] == [{"role": "user", "content": "x"}] and chat["return_token_ids"] is True
+    comp = build_body(RequestParams(model="m", api="completions", max_tokens=5, temperature=0.7), "x")
+    assert comp["prompt"] == "x" and comp["max_tokens"] == 5 and comp["temperature"] == 0.7
+    assert endpoint_url("http://h:8000", "chat") == "http://h:8000/v1/chat/completions"
+    assert endpoint_url("http://h:8000/v1/", "completions") == "http://h:8000/v1/completions"
+
+
+def test_apportion_keeps_the_total_and_at_least_one_per_event() -> None:
+    assert _apportion(10, [1, 1, 8]) == [1, 1, 8]
+    out = _apportion(64, [4, 7, 3, 20, 1])
+    assert sum(out) == 64 and min(out) >= 1
+    assert _apportion(2, [5, 5, 5]) == [1, 1, 1]
+
+
+@pytest.mark.parametrize("api", ["chat", "completions"])
+async def test_measurements_match_an_exact_schedule(api: str) -> None:
+    """TTFT, TPOT and per-token ITL against a server whose every event time is known."""
+    sched = Schedule(ttft_s=0.08, gap_s=0.03, pattern=(3, 1, 4))
+    with serve_in_thread(sched) as (base, log):
+        rec = await one(base, api=api, max_tokens=40)
+    m = request_metrics(rec)
+    assert m is not None and rec.ok
+    sizes = log.requests[0]["sizes"]
+    assert rec.chunk_tokens == sizes and sum(sizes) == 40
+    # tolerance: loopback + a busy 2-core machine; the schedule's own steps are 30 ms
+    assert m.ttft == pytest.approx(0.08, abs=0.015)
+    expected_tpot = (len(sizes) - 1) * 0.03 / (40 - 1)
+    assert m.tpot == pytest.approx(expected_tpot, rel=0.1)
+    # a 3-token event after 30 ms counts as three 10 ms gaps
+    assert len(m.itls) == 40 - 1
+    assert sorted(m.itls)[len(m.itls) // 2] == pytest.approx(0.03 / 3, rel=0.25)
+    # llmperf's definition divides by events and includes TTFT: it overstates under multi-token events
+    assert m.llmperf_itl > m.tpot * 1.5
