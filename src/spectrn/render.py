@@ -499,9 +499,11 @@ def render_objects(
     run_id: str | None = None,
     engine: str = "spectrn",
     hold_s: int = HOLD_UNTIL_COLLECTED_S,
+    prompts: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """Every object for ``cfg`` in apply order. The load Job is included when ``run_id`` is given
-    (or ``"loadgen"`` is among ``components``); it targets the variants that are rendered."""
+    (or ``"loadgen"`` is among ``components``); it targets the variants that are rendered.
+    ``prompts`` replaces the prompt ConfigMap's data (default: ``prompts_data(cfg)``)."""
     _check_names(cfg)
     chosen = _components(cfg, components, run_id)
     r = _Renderer(cfg)
@@ -518,7 +520,7 @@ def render_objects(
         objs += r.render("s3-storage.yaml.j2", labels=_labels(cfg, "storage"), pv_name=pv_name(cfg))
     if "devices" in chosen:
         objs += r.render("neuron-claim.yaml.j2", labels=_labels(cfg, "devices"), **_claim_ctx(cfg))
-    prompts = prompts_data(cfg)
+    prompts = dict(prompts) if prompts is not None else prompts_data(cfg)
     if "prompts" in chosen:
         objs += r.render("prompts-configmap.yaml.j2", labels=_labels(cfg, "prompts"), data=prompts)
     variants = [v for v in VARIANTS if v in chosen]
@@ -668,7 +670,7 @@ _Dumper.add_representer(str, _str_representer)
 
 def to_yaml(objects: Iterable[Mapping[str, Any]]) -> str:
     """Multi-document YAML, pipeable to ``kubectl apply -f -``."""
-    docs = [yaml.dump(dict(o), Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True) for o in objects]
+    docs = [yaml.dump(dict(o), Dumper=_Dumper, sort_keys=False, width=10_000, allow_unicode=True) for o in objects]
     return "---\n" + "---\n".join(docs) if docs else ""
 
 

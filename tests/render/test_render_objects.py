@@ -1,0 +1,611 @@
+"""Rendered objects: schema validity, the two services' structural diff, dialect flags, security defaults."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from typing import Any
+
+import pytest
+import yaml
+from _render_support import FIXED_PROMPTS, validate_k8s
+
+from spectrn import render
+from spectrn.errors import ConfigError, RenderError
+
+COMBOS = [
+    ("legacy-neuron", "fused"),
+    ("legacy-neuron", "vanilla"),
+    ("legacy-neuron", "eagle"),
+    ("legacy-neuron", "medusa"),
+    ("vllm-neuron", "eagle"),
+]
+RESOURCES = ["dra-v1", "dra-v1beta1", "device-plugin"]
+
+
+def _by_kind(objs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [o for o in objs if o["kind"] == kind]
+
+
+def _deployments(objs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["labels"]["spectrn.io/variant"]: d for d in _by_kind(objs, "Deployment")}
+
+
+def _container(dep: dict[str, Any]) -> dict[str, Any]:
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    return c
+
+
+def _flag(args: list[str], name: str) -> str | None:
+    return args[args.index(name) + 1] if name in args else None
+
+
+# ---- schema -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("resources_mode", RESOURCES)
+@pytest.mark.parametrize(("dialect", "mode"), COMBOS)
+def test_every_object_validates_against_k8s_134(make_cfg, dialect, mode, resources_mode):
+    cfg = make_cfg(vllm_dialect=dialect, speculation_mode=mode, resources_mode=resources_mode)
+    objs = render.render_objects(cfg, run_id="schema", prompts=FIXED_PROMPTS)
+    kinds = {o["kind"] for o in objs}
+    assert {"Namespace", "ServiceAccount", "PersistentVolume", "PersistentVolumeClaim", "ConfigMap"} <= kinds
+    assert {"Deployment", "Service", "Job"} <= kinds
+    assert ("ResourceClaimTemplate" in kinds) == (resources_mode != "device-plugin")
+    for obj in objs:
+        validate_k8s(obj)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"runtime": "sim", "resources_mode": "device-plugin"},
+        {"runtime": "sim"},
+        {"model_source": "hub", "hf_token_secret": {"name": "hf-token", "key": "token"}},
+        {"bench.loadgen_pods": 4},
+        {"service_accounts.vllm_role_arn": "arn:aws:iam::111122223333:role/spectrn-vllm"},
+    ],
+)
+@pytest.mark.parametrize("engine", ["spectrn", "llmperf"])
+def test_variants_and_engines_validate(make_cfg, overrides, engine):
+    cfg = make_cfg(**{k.replace(".", "__"): v for k, v in overrides.items()})
+    for obj in render.render_objects(cfg, run_id="schema", engine=engine, prompts=FIXED_PROMPTS):
+        validate_k8s(obj)
+
+
+def test_the_schema_check_can_fail(make_cfg):
+    # Guard against a validator that accepts anything: a misspelt field and a wrong type must fail.
+    import kubernetes_validate
+
+    dep = _deployments(render.render_objects(make_cfg(), prompts=FIXED_PROMPTS))["baseline"]
+    bad = json.loads(json.dumps(dep))
+    bad["spec"]["template"]["spec"]["containers"][0]["imagePullPolicyy"] = "Always"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate_k8s(bad)
+    bad = json.loads(json.dumps(dep))
+    bad["spec"]["replicas"] = "one"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate_k8s(bad)
+
+
+# ---- the two services differ only where speculation requires -----------------------------------
+
+
+def structural_diff(a: Any, b: Any, path: str = "") -> list[str]:
+    """Paths where two JSON-like trees differ (a list of another length differs as a whole)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for key in sorted(set(a) | set(b), key=str):
+            sub = f"{path}.{key}" if path else str(key)
+            if key not in a or key not in b:
+                out.append(sub)
+            else:
+                out += structural_diff(a[key], b[key], sub)
+        return out
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [p for i, (x, y) in enumerate(zip(a, b, strict=True)) for p in structural_diff(x, y, f"{path}[{i}]")]
+    return [] if a == b else [path]
+
+
+ALLOWED_DIFF_PREFIXES = (
+    "metadata.name",
+    "metadata.labels.",
+    "spec.selector.matchLabels.",
+    "spec.template.metadata.labels.",
+    "spec.template.spec.containers[0].args",
+    "spec.template.spec.containers[0].env",
+)
+SPECULATION_KEYS = {
+    "enable_fused_speculation",
+    "enable_eagle_speculation",
+    "is_medusa",
+    "medusa_speculation_length",
+    "num_medusa_heads",
+    "medusa_tree",
+}
+
+
+def _override(args: list[str]) -> dict[str, Any]:
+    if "--override-neuron-config" in args:
+        return json.loads(_flag(args, "--override-neuron-config") or "{}")
+    return json.loads(_flag(args, "--additional-config") or "{}")["override_neuron_config"]
+
+
+def _without(args: list[str], *flags: str) -> list[str]:
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+        elif a in flags:
+            skip = True
+        else:
+            out.append(a)
+    return out
+
+
+@pytest.mark.parametrize("resources_mode", RESOURCES)
+@pytest.mark.parametrize(("dialect", "mode"), COMBOS)
+def test_deployments_differ_only_in_speculation(make_cfg, dialect, mode, resources_mode):
+    cfg = make_cfg(vllm_dialect=dialect, speculation_mode=mode, resources_mode=resources_mode)
+    deps = _deployments(render.render_objects(cfg, prompts=FIXED_PROMPTS))
+    base, spec = deps["baseline"], deps["speculative"]
+    diff = structural_diff(base, spec)
+    assert diff, "the two Deployments are identical"
+    unexpected = [p for p in diff if not p.startswith(ALLOWED_DIFF_PREFIXES)]
+    assert unexpected == [], f"Deployments differ outside speculation: {unexpected}"
+
+    # Arguments: identical once the speculation flags are removed; overrides differ only in speculation keys.
+    b_args, s_args = _container(base)["args"], _container(spec)["args"]
+    neuron_flags = ("--override-neuron-config", "--additional-config", "--speculative-config")
+    assert _without(b_args, *neuron_flags) == _without(s_args, *neuron_flags)
+    b_over, s_over = _override(b_args), _override(s_args)
+    assert {k: v for k, v in s_over.items() if k not in SPECULATION_KEYS} == b_over
+    assert set(s_over) - set(b_over) <= SPECULATION_KEYS
+    assert "--speculative-config" not in b_args
+
+    # Environment: only the draft id and the compiled-artifact path differ.
+    b_env = {e["name"]: e for e in _container(base)["env"]}
+    s_env = {e["name"]: e for e in _container(spec)["env"]}
+    changed = {n for n in b_env.keys() | s_env.keys() if b_env.get(n) != s_env.get(n)}
+    assert changed <= {"DRAFT_MODEL_ID", "NEURON_COMPILED_ARTIFACTS"}
+    assert "NEURON_COMPILED_ARTIFACTS" in changed
+    assert ("DRAFT_MODEL_ID" in changed) == (mode != "medusa")
+
+
+def test_sim_deployments_differ_only_in_speculation(make_cfg):
+    cfg = make_cfg(runtime="sim", resources_mode="device-plugin")
+    deps = _deployments(render.render_objects(cfg, prompts=FIXED_PROMPTS))
+    diff = structural_diff(deps["baseline"], deps["speculative"])
+    assert [p for p in diff if not p.startswith(ALLOWED_DIFF_PREFIXES)] == []
+    b_args, s_args = _container(deps["baseline"])["args"], _container(deps["speculative"])["args"]
+    assert _without(s_args, "--draft", "--window") == [*b_args[:-2], "--speculative", *b_args[-2:]]
+
+
+def test_structural_diff_catches_a_resource_difference(make_cfg):
+    deps = _deployments(render.render_objects(make_cfg(), prompts=FIXED_PROMPTS))
+    other = json.loads(json.dumps(deps["speculative"]))
+    other["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "64"
+    diff = structural_diff(deps["baseline"], other)
+    assert "spec.template.spec.containers[0].resources.limits.cpu" in diff
+
+
+# ---- dialect and mode flags ---------------------------------------------------------------------
+
+
+def test_default_reproduces_the_published_experiment(make_cfg):
+    cfg = make_cfg()
+    deps = _deployments(render.render_objects(cfg, prompts=FIXED_PROMPTS))
+    base, spec = _container(deps["baseline"]), _container(deps["speculative"])
+    assert base["command"] == spec["command"] == ["vllm", "serve"]
+    assert base["args"][0] == "/var/mdl/models/Qwen/Qwen3-32B"
+    for args in (base["args"], spec["args"]):
+        assert _flag(args, "--tensor-parallel-size") == "32"
+        assert _flag(args, "--max-num-seqs") == "4"
+        assert _flag(args, "--max-model-len") == "1024"
+        assert _flag(args, "--served-model-name") == "Qwen/Qwen3-32B"
+    assert json.loads(_flag(spec["args"], "--override-neuron-config")) == {
+        "save_sharded_checkpoint": True,
+        "enable_fused_speculation": True,
+    }
+    assert json.loads(_flag(spec["args"], "--speculative-config")) == {
+        "model": "/var/mdl/models/Qwen/Qwen3-1.7B",
+        "num_speculative_tokens": 7,
+        "max_model_len": 1024,
+    }
+    env = {e["name"]: e.get("value") for e in spec["env"]}
+    assert env["VLLM_NEURON_FRAMEWORK"] == "neuronx-distributed-inference"
+    assert env["DRAFT_MODEL_ID"] == "Qwen/Qwen3-1.7B"
+    assert env["NEURON_COMPILED_ARTIFACTS"] == f"/var/mdl/compiled/{cfg.artifact_key(True)}"
+    assert env["NEURON_LOGICAL_NC_CONFIG"] == "2"
+    assert deps["baseline"]["metadata"]["name"] == "qwen-vllm"
+    assert deps["speculative"]["metadata"]["name"] == "qwen-sd-vllm"
+
+
+def test_vllm_neuron_dialect_uses_additional_config_and_eagle(make_cfg):
+    cfg = make_cfg(vllm_dialect="vllm-neuron", speculation_mode="eagle", num_speculative_tokens=5)
+    spec = _container(_deployments(render.render_objects(cfg, prompts=FIXED_PROMPTS))["speculative"])
+    assert "--override-neuron-config" not in spec["args"]
+    extra = json.loads(_flag(spec["args"], "--additional-config"))
+    assert extra["override_neuron_config"]["enable_eagle_speculation"] is True
+    assert extra["override_neuron_config"]["enable_fused_speculation"] is True
+    sc = json.loads(_flag(spec["args"], "--speculative-config"))
+    assert sc["method"] == "eagle" and sc["num_speculative_tokens"] == 5
+    assert "VLLM_NEURON_FRAMEWORK" not in {e["name"] for e in spec["env"]}
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("fused", {"enable_fused_speculation": True}),
+        ("vanilla", {"enable_fused_speculation": False}),
+        ("eagle", {"enable_fused_speculation": True, "enable_eagle_speculation": True}),
+    ],
+)
+def test_legacy_modes(make_cfg, mode, expected):
+    cfg = make_cfg(speculation_mode=mode)
+    spec = _container(_deployments(render.render_objects(cfg, prompts=FIXED_PROMPTS))["speculative"])
+    over = json.loads(_flag(spec["args"], "--override-neuron-config"))
+    assert {k: v for k, v in over.items() if k != "save_sharded_checkpoint"} == expected
+    sc = json.loads(_flag(spec["args"], "--speculative-config"))
+    assert ("method" in sc) == (mode == "eagle")
+
+
+def test_medusa_has_heads_and_no_draft(make_cfg):
+    cfg = make_cfg(speculation_mode="medusa", num_speculative_tokens=4)
+    spec = _container(_deployments(render.render_objects(cfg, prompts=FIXED_PROMPTS))["speculative"])
+    over = json.loads(_flag(spec["args"], "--override-neuron-config"))
+    assert over["is_medusa"] is True
+    assert over["num_medusa_heads"] == 4
+    assert over["medusa_speculation_length"] == 5
+    assert over["medusa_tree"] == [[0], [0, 0], [0, 0, 0], [0, 0, 0, 0]]
+    assert "--speculative-config" not in spec["args"]
+    assert "DRAFT_MODEL_ID" not in {e["name"] for e in spec["env"]}
+
+
+def test_artifact_paths_are_per_configuration(make_cfg):
+    def path(cfg, speculative):
+        return render.artifacts_path(cfg, speculative)
+
+    a = make_cfg()
+    seen = {
+        path(a, False),
+        path(a, True),
+        path(make_cfg(num_speculative_tokens=5), True),
+        path(make_cfg(draft="qwen3-0.6b"), True),
+        path(make_cfg(max_num_seqs=8), True),
+        path(make_cfg(max_model_len=2048), True),
+        path(make_cfg(tensor_parallel_size=64, resources__neuron_devices=16), True),
+        path(make_cfg(speculation_mode="vanilla"), True),
+    }
+    assert len(seen) == 8
+    assert all(p.startswith("/var/mdl/compiled/") for p in seen)
+    assert path(make_cfg(num_speculative_tokens=5), False) == path(a, False)  # baseline reused across windows
+
+
+def test_hub_source_uses_hf_id_and_secret_ref(make_cfg):
+    cfg = make_cfg(model_source="hub", hf_token_secret={"name": "hf", "key": "token"})
+    objs = render.render_objects(cfg, prompts=FIXED_PROMPTS)
+    c = _container(_deployments(objs)["speculative"])
+    assert c["args"][0] == "Qwen/Qwen3-32B"
+    assert json.loads(_flag(c["args"], "--speculative-config"))["model"] == "Qwen/Qwen3-1.7B"
+    (token,) = [e for e in c["env"] if e["name"] == "HF_TOKEN"]
+    assert token == {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}
+    assert "Secret" not in {o["kind"] for o in objs}
+
+
+def test_device_plugin_requests_extended_resources(make_cfg):
+    cfg = make_cfg(resources_mode="device-plugin")
+    objs = render.render_objects(cfg, prompts=FIXED_PROMPTS)
+    assert not _by_kind(objs, "ResourceClaimTemplate")
+    for dep in _deployments(objs).values():
+        res = _container(dep)["resources"]
+        assert res["requests"]["aws.amazon.com/neuron"] == res["limits"]["aws.amazon.com/neuron"] == "8"
+        assert "resourceClaims" not in dep["spec"]["template"]["spec"]
+
+
+def test_dra_v1_and_v1beta1_claim_shapes(make_cfg):
+    (v1,) = _by_kind(render.render_objects(make_cfg(), prompts=FIXED_PROMPTS), "ResourceClaimTemplate")
+    assert v1["apiVersion"] == "resource.k8s.io/v1"
+    req = v1["spec"]["spec"]["devices"]["requests"][0]
+    assert req["exactly"]["deviceClassName"] == "neuron.aws.com"
+    assert req["exactly"]["count"] == 8
+    params = v1["spec"]["spec"]["devices"]["config"][0]["opaque"]["parameters"]
+    assert params["kind"] == "NeuronConfig" and params["logicalNeuronCore"] == 2
+    assert v1["spec"]["spec"]["devices"]["constraints"][0]["matchAttribute"] == "resource.aws.com/devicegroup8_id"
+    objs = render.render_objects(make_cfg(resources_mode="dra-v1beta1"), prompts=FIXED_PROMPTS)
+    (beta,) = _by_kind(objs, "ResourceClaimTemplate")
+    assert beta["apiVersion"] == "resource.k8s.io/v1beta1"
+    breq = beta["spec"]["spec"]["devices"]["requests"][0]
+    assert "exactly" not in breq and breq["count"] == 8
+    for dep in _deployments(objs).values():
+        spec = dep["spec"]["template"]["spec"]
+        assert spec["resourceClaims"] == [{"name": "neuron", "resourceClaimTemplateName": "spectrn-neuron-8"}]
+        assert _container(dep)["resources"]["claims"] == [{"name": "neuron"}]
+
+
+def test_probes_allow_for_neuron_compilation(make_cfg):
+    cfg = make_cfg(probes={"startup_budget_s": 17100, "period_s": 30})
+    for dep in _deployments(render.render_objects(cfg, prompts=FIXED_PROMPTS)).values():
+        c = _container(dep)
+        sp = c["startupProbe"]
+        assert sp["httpGet"]["path"] == "/health"
+        assert sp["periodSeconds"] * sp["failureThreshold"] >= 17100
+        assert c["readinessProbe"]["httpGet"]["path"] == c["livenessProbe"]["httpGet"]["path"] == "/health"
+
+
+# ---- security defaults --------------------------------------------------------------------------
+
+
+def _pod_specs(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [o["spec"]["template"]["spec"] for o in objs if o["kind"] in ("Deployment", "Job")]
+
+
+@pytest.mark.parametrize("runtime", ["neuron", "sim"])
+@pytest.mark.parametrize("engine", ["spectrn", "llmperf"])
+def test_secure_defaults(make_cfg, runtime, engine):
+    cfg = make_cfg(runtime=runtime, model_source="hub", hf_token_secret={"name": "hf"})
+    objs = render.render_objects(cfg, run_id="sec", engine=engine, prompts=FIXED_PROMPTS)
+    for spec in _pod_specs(objs):
+        assert spec["automountServiceAccountToken"] is False
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        for c in spec.get("initContainers", []) + spec["containers"]:
+            sc = c["securityContext"]
+            assert sc.get("privileged", False) is False
+            assert sc["allowPrivilegeEscalation"] is False
+            assert sc["capabilities"]["drop"] == ["ALL"]
+            assert "add" not in sc["capabilities"]
+            for part in ("requests", "limits"):
+                assert c["resources"][part]["cpu"] and c["resources"][part]["memory"]
+            for env in c.get("env", []):
+                if "value" in env:
+                    assert not any(w in env["name"] for w in ("TOKEN", "SECRET", "PASSWORD")), env
+    text = render.to_yaml(objs)
+    assert re.search(r"\bhf_[A-Za-z0-9]{16,}", text) is None and "kind: Secret" not in text
+
+
+def test_restricted_profile_for_sim_and_load_pods(make_cfg):
+    cfg = make_cfg(runtime="sim")
+    objs = render.render_objects(cfg, run_id="sec", prompts=FIXED_PROMPTS)
+    (ns,) = _by_kind(objs, "Namespace")
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert not _by_kind(objs, "PersistentVolume") and not _by_kind(objs, "PersistentVolumeClaim")
+    for spec in _pod_specs(objs):
+        assert spec["securityContext"]["runAsNonRoot"] is True
+        assert spec["securityContext"]["runAsUser"] != 0
+        assert all(v.get("persistentVolumeClaim") is None for v in spec["volumes"])
+        for c in spec.get("initContainers", []) + spec["containers"]:
+            assert c["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+def test_neuron_namespace_is_baseline_with_shm_and_s3(make_cfg):
+    objs = render.render_objects(make_cfg(), prompts=FIXED_PROMPTS)
+    (ns,) = _by_kind(objs, "Namespace")
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
+    for dep in _deployments(objs).values():
+        vols = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
+        assert vols["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "128Gi"}
+        assert vols["models"]["persistentVolumeClaim"]["claimName"] == "spectrn-s3"
+    (pv,) = _by_kind(objs, "PersistentVolume")
+    assert pv["spec"]["csi"]["driver"] == "s3.csi.aws.com"
+    assert pv["spec"]["storageClassName"] == ""
+    (pvc,) = _by_kind(objs, "PersistentVolumeClaim")
+    assert pvc["spec"]["volumeName"] == pv["metadata"]["name"]
+    assert pv["spec"]["claimRef"] == {"namespace": "spectrn", "name": pvc["metadata"]["name"]}
+
+
+def test_irsa_annotation_only_when_role_given(make_cfg):
+    objs = render.render_objects(make_cfg(), prompts=FIXED_PROMPTS)
+    assert all("annotations" not in sa["metadata"] for sa in _by_kind(objs, "ServiceAccount"))
+    role = "arn:aws:iam::111122223333:role/spectrn-load"
+    objs = render.render_objects(make_cfg(service_accounts={"loadgen_role_arn": role}), prompts=FIXED_PROMPTS)
+    sas = {sa["metadata"]["name"]: sa for sa in _by_kind(objs, "ServiceAccount")}
+    assert sas["spectrn-loadgen"]["metadata"]["annotations"] == {"eks.amazonaws.com/role-arn": role}
+
+
+def test_labels_on_every_object(make_cfg):
+    for obj in render.render_objects(make_cfg(), run_id="lbl", prompts=FIXED_PROMPTS):
+        labels = obj["metadata"]["labels"]
+        assert labels["app.kubernetes.io/managed-by"] == "spectrn"
+        assert labels["app.kubernetes.io/part-of"] == "spectrn"
+        assert labels["spectrn.io/component"]
+
+
+def test_iam_policy_is_least_privilege(make_cfg):
+    policy = render.iam_policy(make_cfg(cloudwatch={"namespace": "MyTeam/Spec", "dashboard_prefix": "spec"}))
+    actions = [s["Action"] for s in policy["Statement"]]
+    assert actions == ["cloudwatch:PutMetricData", "cloudwatch:PutDashboard"]
+    put = policy["Statement"][0]
+    assert put["Condition"] == {"StringEquals": {"cloudwatch:namespace": "MyTeam/Spec"}}
+    assert policy["Statement"][1]["Resource"] == "arn:aws:cloudwatch::*:dashboard/spec-*"
+    assert "*" not in "".join(actions)
+
+
+# ---- load Job -----------------------------------------------------------------------------------
+
+
+def test_loadgen_job_follows_the_load_pod_contract(make_cfg):
+    cfg = make_cfg()
+    cm, job = render.render_load_job(cfg, "run-1", prompts=FIXED_PROMPTS)
+    assert cm["kind"] == "ConfigMap" and job["kind"] == "Job"
+    assert "completionMode" not in job["spec"]
+    c = job["spec"]["template"]["spec"]["containers"][0]
+    assert c["image"] == cfg.spectrn_image
+    assert c["command"] == ["spectrn"]
+    args = c["args"]
+    assert args[0] == "loadgen"
+    assert [args[i + 1] for i, a in enumerate(args) if a == "--endpoint"] == [
+        "baseline=http://qwen-vllm.spectrn.svc.cluster.local:8000",
+        "speculative=http://qwen-sd-vllm.spectrn.svc.cluster.local:8000",
+    ]
+    assert _flag(args, "--config") == "/etc/spectrn/spectrn.yaml"
+    assert _flag(args, "--prompts-file") == "/etc/spectrn/prompts/structured.yaml"
+    assert _flag(args, "--run-id") == "run-1"
+    assert _flag(args, "--out") == "/results/run-1"
+    assert _flag(args, "--hold-until-collected") == "3600"
+    mounts = {m["mountPath"] for m in c["volumeMounts"]}
+    assert {"/etc/spectrn/spectrn.yaml", "/etc/spectrn/prompts", "/results"} <= mounts
+    loaded = yaml.safe_load(cm["data"]["spectrn.yaml"])
+    assert loaded["target"] == "qwen3-32b" and loaded["num_speculative_tokens"] == 7
+
+
+def test_loadgen_job_is_indexed_when_sharded(make_cfg):
+    cfg = make_cfg(bench={"loadgen_pods": 3})
+    _, job = render.render_load_job(cfg, "run-2", prompts=FIXED_PROMPTS)
+    assert job["spec"]["completionMode"] == "Indexed"
+    assert job["spec"]["completions"] == job["spec"]["parallelism"] == 3
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert _flag(args, "--shard-index") == "$(JOB_COMPLETION_INDEX)"
+    assert _flag(args, "--shards") == "3"
+
+
+def test_user_prompt_file_travels_in_the_configmap(make_cfg, tmp_path):
+    f = tmp_path / "mine.yaml"
+    f.write_text("name: mine\nprompts:\n  - id: a\n    class: structured\n    text: hi\n")
+    cfg = make_cfg(bench={"prompts": str(f)})
+    objs = render.render_objects(cfg, run_id="run-3")
+    cms = {o["metadata"]["name"]: o for o in _by_kind(objs, "ConfigMap")}
+    assert cms["spectrn-prompts"]["data"]["user-prompts.yaml"] == f.read_text()
+    assert yaml.safe_load(cms["spectrn-config-run-3"]["data"]["spectrn.yaml"])["bench"]["prompts"] == (
+        "/etc/spectrn/prompts/user-prompts.yaml"
+    )
+    (job,) = _by_kind(objs, "Job")
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert _flag(args, "--prompts-file") == "/etc/spectrn/prompts/user-prompts.yaml"
+
+
+def test_prompts_configmap_carries_the_packaged_files(make_cfg):
+    from spectrn.paths import data_dir
+
+    (cm,) = render.render_objects(make_cfg(), components=["prompts"])
+    files = {p.name: p.read_text(encoding="utf-8") for p in data_dir("prompts").glob("*.yaml")}
+    assert cm["data"] == files
+
+
+def test_empty_prompts_folder_renders_empty_configmap(make_cfg):
+    (cm,) = render.render_objects(make_cfg(), components=["prompts"], prompts={})
+    assert cm["data"] == {}
+    validate_k8s(cm)
+
+
+def test_llmperf_job_runs_the_samples_benchmark(make_cfg):
+    cfg = make_cfg()
+    _, job = render.render_load_job(cfg, "run-4", "llmperf", prompts=FIXED_PROMPTS)
+    c = job["spec"]["template"]["spec"]["containers"][0]
+    assert c["image"] == render.LLMPERF_IMAGE
+    script = c["args"][0]
+    assert render.LLMPERF_REF in script
+    for flag in (
+        "--model Qwen/Qwen3-32B",
+        "--mean-input-tokens 64",
+        "--stddev-input-tokens 0",
+        "--mean-output-tokens 600",
+        "--stddev-output-tokens 0",
+        "--num-concurrent-requests 4",
+        "--llm-api openai",
+        "'{\"temperature\": 0.0}'",
+    ):
+        assert flag in script
+    assert "OPENAI_API_BASE=http://qwen-vllm.spectrn.svc.cluster.local:8000/v1" in script
+    assert "OPENAI_API_BASE=http://qwen-sd-vllm.spectrn.svc.cluster.local:8000/v1" in script
+    assert '"$OUT/llmperf/$slug/baseline"' in script and '"$OUT/llmperf/$slug/speculative"' in script
+    assert {"name": "OPENAI_API_KEY", "value": "dummy"} in c["env"]
+    assert "git clone" not in script and "apt-get" not in script
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_llmperf_script_is_valid_bash(make_cfg):
+    _, job = render.render_load_job(make_cfg(), "run-5", "llmperf", prompts=FIXED_PROMPTS)
+    script = job["spec"]["template"]["spec"]["containers"][0]["args"][0]
+    proc = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_wait_for_servers_script_compiles(make_cfg):
+    _, job = render.render_load_job(make_cfg(), "run-6", prompts=FIXED_PROMPTS)
+    (init,) = job["spec"]["template"]["spec"]["initContainers"]
+    assert init["command"][:2] == ["python3", "-c"]
+    compile(init["command"][2], "wait", "exec")
+    assert init["command"][4:] == [
+        "http://qwen-vllm.spectrn.svc.cluster.local:8000/health",
+        "http://qwen-sd-vllm.spectrn.svc.cluster.local:8000/health",
+    ]
+
+
+def test_only_one_variant(make_cfg):
+    objs = render.render_objects(
+        make_cfg(), components=[*render.SHARED_COMPONENTS, "speculative", "loadgen"], run_id="one"
+    )
+    assert [d["metadata"]["name"] for d in _by_kind(objs, "Deployment")] == ["qwen-sd-vllm"]
+    (job,) = _by_kind(objs, "Job")
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args.count("--endpoint") == 1
+
+
+# ---- errors -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("run_id", ["UPPER", "has_underscore", "-lead", "x" * 41, "a/b"])
+def test_bad_run_ids_are_refused(make_cfg, run_id):
+    with pytest.raises(ConfigError, match="run id"):
+        render.render_load_job(make_cfg(), run_id)
+
+
+def test_bad_service_account_name(make_cfg):
+    with pytest.raises(ConfigError, match="service_accounts.vllm"):
+        render.render_objects(make_cfg(service_accounts={"vllm": "Bad_Name"}))
+
+
+def test_unknown_engine_and_component(make_cfg):
+    with pytest.raises(ConfigError, match="engine"):
+        render.render_load_job(make_cfg(), "r", "locust")
+    with pytest.raises(ConfigError, match="component"):
+        render.render_objects(make_cfg(), components=["gpu"])
+
+
+def test_broken_template_is_a_render_error(make_cfg, tmp_path):
+    import jinja2
+
+    r = render._Renderer(make_cfg())
+    r.env.loader = jinja2.DictLoader(
+        {
+            "undefined.yaml.j2": "kind: ConfigMap\napiVersion: v1\nmetadata: {name: {{ missing }}}\n",
+            "nokind.yaml.j2": "apiVersion: v1\nmetadata: {name: x, labels: {}}\n",
+            "nolabels.yaml.j2": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+            "badyaml.yaml.j2": "a: [1, 2\n",
+        }
+    )
+    with pytest.raises(RenderError, match="missing"):
+        r.render("undefined.yaml.j2")
+    with pytest.raises(RenderError, match="no kind"):
+        r.render("nokind.yaml.j2")
+    with pytest.raises(RenderError, match="labels"):
+        r.render("nolabels.yaml.j2")
+    with pytest.raises(RenderError, match="invalid YAML"):
+        r.render("badyaml.yaml.j2")
+
+
+# ---- output -------------------------------------------------------------------------------------
+
+
+def test_to_yaml_round_trips(make_cfg):
+    objs = render.render_objects(make_cfg(), run_id="rt", engine="llmperf", prompts=FIXED_PROMPTS)
+    text = render.to_yaml(objs)
+    assert text.startswith("---\n")
+    assert list(yaml.safe_load_all(text)) == objs
+
+
+def test_write_objects_one_file_each(make_cfg, tmp_path):
+    objs = render.render_objects(make_cfg(), run_id="files", prompts=FIXED_PROMPTS)
+    paths = render.write_objects(objs, tmp_path / "out")
+    assert [p.name for p in paths] == sorted(p.name for p in paths)  # apply order == file order
+    assert paths[0].name == "01-namespace-spectrn.yaml"
+    assert [yaml.safe_load(p.read_text()) for p in paths] == objs
+    assert not list((tmp_path / "out").glob(".*"))  # no temp files left behind
+
+
+def test_write_objects_refuses_dotdot(make_cfg, tmp_path):
+    objs = render.render_objects(make_cfg(), components=["namespace"])
+    with pytest.raises(ConfigError, match=r"'\.\.'"):
+        render.write_objects(objs, tmp_path / "a" / ".." / "b")
