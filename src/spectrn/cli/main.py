@@ -52,17 +52,19 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         typer.echo("Interrupted: stopped by the user", err=True)
         sys.exit(130)
-    except Exception as e:  # click's usage errors and aborts
-        import click
-
-        if isinstance(e, click.exceptions.Abort):
+    except Exception as e:
+        # Click's (or Typer's vendored Click's) usage errors, aborts and exits, matched by shape so that
+        # both Typer layouts work.
+        kind = type(e).__name__
+        code = getattr(e, "exit_code", None)
+        if kind == "Abort":
             typer.echo("Interrupted: aborted", err=True)
             sys.exit(130)
-        if isinstance(e, click.exceptions.ClickException):
+        if kind == "Exit" and isinstance(code, int):
+            sys.exit(code)
+        if hasattr(e, "format_message") and isinstance(code, int):
             typer.echo(f"Usage error: {redact(e.format_message())}", err=True)
             typer.echo("Try 'spectrn --help' or 'spectrn COMMAND --help'.", err=True)
             sys.exit(2)
-        if isinstance(e, click.exceptions.Exit):
-            sys.exit(e.exit_code)
         raise
     sys.exit(rc if isinstance(rc, int) else 0)
