@@ -242,6 +242,7 @@ def sim_args(cfg: SpectrnConfig, speculative: bool) -> list[str]:
         "--preset", cfg.sim.preset,
         "--time-scale", f"{cfg.sim.time_scale:g}",
         "--max-num-seqs", str(cfg.max_num_seqs),
+        "--max-model-len", str(cfg.max_model_len),
     ]  # fmt: skip
     if speculative:
         args.append("--speculative")
@@ -351,7 +352,7 @@ def loadgen_args(
         args += ["--shard-index", "$(JOB_COMPLETION_INDEX)", "--shards", str(cfg.bench.loadgen_pods)]
     if hold_s > 0:
         args += ["--hold-until-collected", str(hold_s)]
-    return args
+    return [*args, "--quiet"]  # pod logs: plain lines, no progress bars
 
 
 def _slug(text: str) -> str:
