@@ -1,0 +1,271 @@
+"""``spectrn deploy``, ``status``, ``teardown``, ``collect`` and ``kind fake-neuron``: the cluster commands.
+
+Thin wrappers: build the config, connect (``spectrn.kube.connect``), call one function of
+``spectrn.deploy`` / ``spectrn.incluster``, and show its progress on the console.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from spectrn.cli.common import ConfigOpt, DraftOpt, SetOpt, WindowOpt, config_from_cli, err_console
+from spectrn.cli.main import app
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from spectrn.deploy import Finding, Plan, ServiceState
+    from spectrn.kube import KubeApi
+
+ContextOpt = Annotated[str | None, typer.Option("--context", help="Kube context (default: the current one).")]
+KubeconfigOpt = Annotated[
+    Path | None, typer.Option("--kubeconfig", help="Kubeconfig file (default: $KUBECONFIG or ~/.kube/config).")
+]
+
+kind_app = typer.Typer(help="Helpers for kind test clusters.", no_args_is_help=True)
+app.add_typer(kind_app, name="kind")
+
+
+def _connect(context: str | None, kubeconfig: Path | None) -> KubeApi:
+    from spectrn.kube import connect
+
+    return connect(context=context, kubeconfig=str(kubeconfig) if kubeconfig else None)
+
+
+_PHASE_STYLE = {"Ready": "green", "Failed": "red", "Absent": "dim"}
+
+
+def _states_table(states: list[ServiceState], *, elapsed: float | None = None) -> Any:
+    from rich.table import Table
+
+    title = f"spectrn services ({elapsed:.0f} s)" if elapsed is not None else "spectrn services"
+    table = Table(title=title, title_justify="left")
+    for col in ("service", "deployment", "phase", "ready", "window", "image", "detail"):
+        table.add_column(col, overflow="fold")
+    for s in states:
+        style = _PHASE_STYLE.get(s.phase, "yellow")
+        table.add_row(
+            s.variant,
+            s.name,
+            f"[{style}]{s.phase}[/]",
+            f"{s.ready}/{s.desired}",
+            s.window,
+            s.image,
+            s.detail[:160],
+        )
+    return table
+
+
+class LiveView:
+    """A live table on a terminal; one line per change elsewhere (CI logs)."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.start = time.monotonic()
+        self.live: Any = None
+        self.last: dict[str, tuple[str, str]] = {}
+
+    def __enter__(self) -> LiveView:
+        if self.console.is_terminal:
+            from rich.live import Live
+
+            self.live = Live(console=self.console, refresh_per_second=2, transient=False)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live is not None:
+            self.live.__exit__(None, None, None)
+
+    def update(self, states: list[ServiceState]) -> None:
+        elapsed = time.monotonic() - self.start
+        if self.live is not None:
+            self.live.update(_states_table(states, elapsed=elapsed))
+            return
+        for s in states:
+            key = (s.phase, s.detail)
+            if self.last.get(s.name) != key:
+                self.last[s.name] = key
+                self.console.print(
+                    f"[{elapsed:6.0f}s] {s.variant:<11} {s.name}: {s.phase} {s.ready}/{s.desired} {s.detail}".rstrip(),
+                    highlight=False,
+                    markup=False,
+                )
+
+
+def print_plan(console: Console, plan: Plan, findings: list[Finding]) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"plan: {plan.summary()}", title_justify="left")
+    for col in ("action", "object", "note"):
+        table.add_column(col, overflow="fold")
+    colors = {"create": "green", "update": "yellow", "unchanged": "dim", "keep": "dim"}
+    for item in plan.items:
+        table.add_row(f"[{colors[item.action]}]{item.action}[/]", item.name, item.reason)
+    console.print(table)
+    marks = {"ok": "[green]ok[/]   ", "warn": "[yellow]warn[/] ", "error": "[red]error[/]"}
+    console.print("pre-flight:")
+    for f in findings:
+        console.print(
+            f"  {marks[f.severity]} [{f.check}] {f.message}" + (f" -> {f.hint}" if f.hint else ""), highlight=False
+        )
+
+
+@app.command("deploy")
+def deploy_cmd(
+    config: ConfigOpt = None,
+    draft: DraftOpt = None,
+    window: WindowOpt = None,
+    sets: SetOpt = None,
+    only: Annotated[str | None, typer.Option("--only", help="Deploy one service: baseline or speculative.")] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the plan, the pre-flight findings and the objects; apply nothing.")
+    ] = False,
+    timeout: Annotated[
+        float | None,
+        typer.Option("--timeout", help="Seconds to wait for readiness (default: startup budget + 30 min)."),
+    ] = None,
+    context: ContextOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """Render, pre-flight, apply (idempotent) and wait for both services, with a diagnosis on failure."""
+    from spectrn import deploy
+    from spectrn.kube import KubeApiError
+    from spectrn.render import to_yaml
+
+    console = err_console()
+    cfg = config_from_cli(config, sets, console=console, draft=draft, num_speculative_tokens=window)
+    objects = deploy.render_for_deploy(cfg, only)
+    if dry_run:
+        try:
+            kube = _connect(context, kubeconfig)
+            report = deploy.deploy(kube, cfg, objects, dry_run=True)
+            plan, findings = report.plan, report.findings
+        except KubeApiError as e:
+            plan = deploy.Plan(
+                [
+                    deploy.PlanItem(deploy.stamp(o), "create", "cluster not reachable")
+                    for o in deploy.order_objects(objects)
+                ]
+            )
+            findings = [deploy.Finding("cluster", "error", e.message, e.hint or "")]
+        print_plan(console, plan, findings)
+        changes = [i.obj for i in plan.changes]
+        typer.echo(to_yaml(changes) if changes else "# nothing to apply: the cluster matches the configuration")
+        return
+    kube = _connect(context, kubeconfig)
+    with LiveView(console) as view:
+        report = deploy.deploy(
+            kube,
+            cfg,
+            objects,
+            timeout_s=timeout,
+            on_plan=lambda p, f: print_plan(console, p, f),
+            on_update=view.update,
+        )
+    applied = report.applied
+    if applied is not None:
+        console.print(
+            f"created {len(applied.created)}, updated {len(applied.updated)}, unchanged {len(applied.unchanged)}",
+            highlight=False,
+        )
+    console.print(_states_table(report.states))
+    console.print("[green]both services are ready[/]" if only is None else f"[green]{only} service is ready[/]")
+
+
+@app.command("status")
+def status_cmd(
+    config: ConfigOpt = None,
+    sets: SetOpt = None,
+    context: ContextOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """Show both services: phase, ready replicas, window, image and what is wrong if anything."""
+    from rich.console import Console
+
+    from spectrn import deploy
+
+    cfg = config_from_cli(config, sets, console=err_console())
+    kube = _connect(context, kubeconfig)
+    states = deploy.status(kube, cfg)
+    Console().print(_states_table(states))
+
+
+@app.command("teardown")
+def teardown_cmd(
+    config: ConfigOpt = None,
+    sets: SetOpt = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be deleted; delete nothing.")] = False,
+    keep_namespace: Annotated[bool, typer.Option("--keep-namespace", help="Never delete the namespace.")] = False,
+    context: ContextOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """Delete every object spectrn created (label app.kubernetes.io/managed-by=spectrn), nothing else."""
+    from spectrn import deploy
+    from spectrn.errors import Interrupted
+
+    console = err_console()
+    cfg = config_from_cli(config, sets, console=console)
+    kube = _connect(context, kubeconfig)
+    preview = deploy.teardown(kube, cfg, dry_run=True, keep_namespace=keep_namespace)
+    for name in preview.deleted:
+        typer.echo(f"{'would delete' if dry_run else 'delete'}: {name}")
+    for name in preview.kept:
+        typer.echo(f"keep: {name}")
+    if dry_run or not preview.deleted:
+        if not preview.deleted:
+            typer.echo(f"nothing of spectrn's in namespace {cfg.namespace!r} (context {kube.context!r})")
+        return
+    if not yes and not typer.confirm(f"delete these {len(preview.deleted)} object(s) in context {kube.context!r}?"):
+        raise Interrupted("teardown cancelled; nothing was deleted")
+    done = deploy.teardown(kube, cfg, keep_namespace=keep_namespace)
+    typer.echo(f"deleted {len(done.deleted)} object(s)")
+
+
+@app.command("collect")
+def collect_cmd(
+    run_id: Annotated[str, typer.Argument(help="Run id of a load Job whose results were not collected.")],
+    config: ConfigOpt = None,
+    sets: SetOpt = None,
+    out: Annotated[Path, typer.Option("--out", help="Folder holding run folders.")] = Path("results"),
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the pods to finish.")] = 600,
+    context: ContextOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """Fetch the results of an in-cluster bench (e.g. after the CLI died), analyse them, delete the Job."""
+    from spectrn.incluster import collect
+
+    console = err_console()
+    cfg = config_from_cli(config, sets, console=console)
+    kube = _connect(context, kubeconfig)
+    run_dir = collect(kube, cfg.namespace, run_id, results_root=out, console=console, timeout_s=timeout)
+    typer.echo(str(run_dir))
+
+
+@kind_app.command("fake-neuron")
+def fake_neuron_cmd(
+    node: Annotated[list[str] | None, typer.Option("--node", help="Node to patch (repeatable; default: all).")] = None,
+    neuron: Annotated[int, typer.Option("--neuron", help="aws.amazon.com/neuron devices per node.")] = 16,
+    neuroncore: Annotated[int, typer.Option("--neuroncore", help="aws.amazon.com/neuroncore per node.")] = 128,
+    context: ContextOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """Advertise fake Neuron capacity on a kind cluster's nodes (node status patch; test clusters only)."""
+    from spectrn.deploy import advertise_fake_neuron
+    from spectrn.errors import ConfigError
+
+    kube = _connect(context, kubeconfig)
+    if not kube.context.startswith("kind-") and not node:
+        raise ConfigError(
+            f"context {kube.context!r} is not a kind cluster; refusing to fake Neuron capacity on every node",
+            hint="use a kind context (kind-NAME), or name the nodes with --node if you really mean it",
+        )
+    names = advertise_fake_neuron(kube, nodes=node, neuron=neuron, neuroncore=neuroncore)
+    typer.echo(
+        f"advertised {neuron} aws.amazon.com/neuron and {neuroncore} aws.amazon.com/neuroncore on: {', '.join(names)}"
+    )

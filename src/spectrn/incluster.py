@@ -1,0 +1,530 @@
+"""The in-cluster bench: run the load Job, stream its progress, collect its results, analyse, clean up.
+
+    render_load_job -> apply -> stream pod logs -> results ready? -> exec tar out of each pod
+        -> touch <out>/.collected (the pod may exit) -> merge shards -> analyse -> delete the Job
+
+The load pods keep their results in an emptyDir and wait (``--hold-until-collected``) until
+``<out>/.collected`` appears, so if the CLI dies after the Job started, ``spectrn collect RUN_ID`` finds the
+pods by their ``spectrn.io/run-id`` label and fetches the results later; the Job is deleted only after a
+successful collection.
+
+A pod's results are ready when ``<out>/.done`` exists, or ``<out>/run.json`` carries ``finished_at``
+(``spectrn loadgen`` writes it last), or (llmperf) the script logged that it finished.
+
+With several pods (an Indexed Job, ``bench.loadgen_pods``), each
+pod's folder is copied to ``results/<run-id>/shards/<index>/`` and merged: ``requests.jsonl`` concatenated
+(every record keeps its shard index), ``run.json`` united (earliest start, latest end, notes of all
+shards), the metrics scrapes taken from the earliest ``before`` and the latest ``after`` so acceptance
+covers the whole run, and ``acceptance.json`` recomputed from them.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import tarfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+from spectrn.errors import AnalysisError, BenchError, Interrupted
+from spectrn.kube import COMPONENT_LABEL, KubeApi, KubeApiError, Obj
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from spectrn.config import SpectrnConfig
+
+RUN_ID_LABEL = "spectrn.io/run-id"
+RESULTS_MOUNT = "/results"
+LOAD_CONTAINER = "load"
+INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+MAX_RESULTS_BYTES = 2 * 1024**3
+LLMPERF_DONE = "llmperf finished; results in"
+Clock = Callable[[], float]
+Sleep = Callable[[float], None]
+
+
+@dataclass
+class LoadJob:
+    run_id: str
+    name: str
+    namespace: str
+    engine: str
+    pods_expected: int
+    objects: list[Obj] = field(default_factory=list)
+
+    @property
+    def out(self) -> str:
+        return f"{RESULTS_MOUNT}/{self.run_id}"
+
+    @property
+    def selector(self) -> str:
+        return f"{RUN_ID_LABEL}={self.run_id},{COMPONENT_LABEL}=loadgen"
+
+
+def _engine_of(job: Obj) -> str:
+    return "llmperf" if "llmperf" in job["metadata"]["name"] else "spectrn"
+
+
+def _expected_pods(job: Obj) -> int:
+    spec = job.get("spec") or {}
+    return int(spec.get("completions") or spec.get("parallelism") or 1)
+
+
+def _index(pod: Obj) -> int:
+    annotations = pod["metadata"].get("annotations") or {}
+    labels = pod["metadata"].get("labels") or {}
+    raw = annotations.get(INDEX_ANNOTATION) or labels.get(INDEX_ANNOTATION) or "0"
+    try:
+        return int(raw)
+    except ValueError:
+        return 0
+
+
+def _print(console: Console | None, text: str) -> None:
+    if console is not None:
+        console.print(text, highlight=False, markup=False)
+
+
+# ---- running ------------------------------------------------------------------------------------
+
+
+def start_load_job(kube: KubeApi, cfg: SpectrnConfig, run_id: str, engine: str) -> LoadJob:
+    """Render and apply the load Job (and its ConfigMap); refuse when the services are not deployed."""
+    from spectrn import deploy
+    from spectrn.render import render_load_job
+
+    objects = render_load_job(cfg, run_id, engine)
+    states = deploy.status(kube, cfg)
+    absent = [s.name for s in states if s.phase == "Absent"]
+    if absent:
+        raise BenchError(
+            f"service(s) {', '.join(absent)} are not deployed in namespace {cfg.namespace!r}",
+            hint="run `spectrn deploy` first (or `spectrn bench --local` to bench without a cluster)",
+        )
+    job = next(o for o in objects if o["kind"] == "Job")
+    if kube.get("batch/v1", "Job", job["metadata"]["name"], cfg.namespace) is not None:
+        raise BenchError(
+            f"a load Job for run {run_id} already exists",
+            hint=f"collect it with `spectrn collect {run_id}`, or choose another run id",
+        )
+    plan = deploy.make_plan(kube, objects)
+    deploy.apply_plan(kube, plan)
+    return LoadJob(run_id, job["metadata"]["name"], cfg.namespace, engine, _expected_pods(job), objects)
+
+
+def find_load_job(kube: KubeApi, namespace: str, run_id: str) -> LoadJob:
+    jobs = kube.list("batch/v1", "Job", namespace, f"{RUN_ID_LABEL}={run_id},{COMPONENT_LABEL}=loadgen")
+    if not jobs:
+        raise BenchError(
+            f"no load Job for run {run_id} in namespace {namespace!r}",
+            hint="check the run id (`kubectl get jobs -l spectrn.io/component=loadgen`); a Job is deleted once "
+            "its results were collected, and they are then in results/<run-id>/",
+        )
+    job = jobs[0]
+    objects = [job]
+    for cm in kube.list("v1", "ConfigMap", namespace, f"{RUN_ID_LABEL}={run_id},{COMPONENT_LABEL}=loadgen"):
+        cm.setdefault("apiVersion", "v1")
+        cm.setdefault("kind", "ConfigMap")
+        objects.append(cm)
+    return LoadJob(run_id, job["metadata"]["name"], namespace, _engine_of(job), _expected_pods(job), objects)
+
+
+def _results_ready(kube: KubeApi, job: LoadJob, pod: str) -> bool:
+    try:
+        kube.exec(pod, job.namespace, ["test", "-e", f"{job.out}/.done"], container=LOAD_CONTAINER)
+        return True
+    except KubeApiError:
+        pass
+    if job.engine == "llmperf":
+        # The llmperf script announces the end of its last test case before it starts holding.
+        try:
+            return LLMPERF_DONE in kube.pod_logs(pod, job.namespace, container=LOAD_CONTAINER, tail_lines=50)
+        except KubeApiError:
+            return False
+    try:
+        raw = kube.exec(pod, job.namespace, ["cat", f"{job.out}/run.json"], container=LOAD_CONTAINER)
+    except KubeApiError:
+        return False
+    try:
+        return json.loads(raw).get("finished_at") is not None
+    except ValueError:
+        return False  # being rewritten right now
+
+
+def wait_for_results(
+    kube: KubeApi,
+    job: LoadJob,
+    *,
+    console: Console | None = None,
+    timeout_s: float,
+    clock: Clock = time.monotonic,
+    sleep: Sleep = time.sleep,
+    poll_s: float = 5.0,
+    stream_logs: bool = True,
+) -> list[Obj]:
+    """Stream the pods' logs until every pod holds finished results; return the pods."""
+    from spectrn.deploy import diagnose_pod
+
+    start = clock()
+    printed: dict[str, int] = {}
+    transient = 0
+    while True:
+        try:
+            pods = [
+                p
+                for p in kube.list("v1", "Pod", job.namespace, job.selector)
+                if not p["metadata"].get("deletionTimestamp")
+            ]
+            ready_pods = []
+            for pod in sorted(pods, key=_index):
+                name = pod["metadata"]["name"]
+                phase = (pod.get("status") or {}).get("phase")
+                if stream_logs and phase in ("Running", "Succeeded", "Failed"):
+                    _stream(kube, job, pod, printed, console)
+                if phase in ("Succeeded", "Failed"):
+                    events = kube.events_for("Pod", name, job.namespace)
+                    log = _safe_tail(kube, name, job.namespace)
+                    raise BenchError(
+                        f"load pod {name} ended ({phase}) before its results were collected: results are lost"
+                        + (f"; last log lines: {' | '.join(log)}" if log else "")
+                        + (f"; events: {' | '.join(_brief_events(events))}" if events else ""),
+                        hint="re-run the bench; if the pod failed, its log names the cause (endpoint unreachable, "
+                        "bad prompt set); keep the CLI running or run `spectrn collect` within the hold time",
+                    )
+                if phase == "Pending":
+                    diag = diagnose_pod(pod, kube.events_for("Pod", name, job.namespace))
+                    if diag is not None and diag.fatal:
+                        raise BenchError(
+                            f"load pod {name}: {diag.cause}: {diag.detail}",
+                            hint=f"{diag.next_step}; then `spectrn collect {job.run_id}` or re-run",
+                        )
+                if phase == "Running" and _results_ready(kube, job, name):
+                    ready_pods.append(pod)
+            transient = 0
+        except KubeApiError as e:
+            if e.status in (0, 429) or e.status >= 500:
+                transient += 1
+                if transient > 6:
+                    raise BenchError(
+                        f"lost contact with the API server while the load Job runs: {e.message}",
+                        hint=f"the Job keeps its results; fetch them with `spectrn collect {job.run_id}`",
+                    ) from None
+                sleep(poll_s)
+                continue
+            raise
+        if len(ready_pods) >= job.pods_expected:
+            return ready_pods
+        if clock() - start > timeout_s:
+            raise BenchError(
+                f"the load Job {job.name} did not finish within {timeout_s:.0f} s "
+                f"({len(ready_pods)}/{job.pods_expected} pod(s) done)",
+                hint=f"it keeps running; fetch the results later with `spectrn collect {job.run_id}`",
+            )
+        sleep(poll_s)
+
+
+def _brief_events(events: list[Obj]) -> list[str]:
+    return [f"{e.get('reason')}: {e.get('message')}" for e in events[-3:]]
+
+
+def _safe_tail(kube: KubeApi, pod: str, namespace: str) -> list[str]:
+    try:
+        text = kube.pod_logs(pod, namespace, container=LOAD_CONTAINER, tail_lines=5)
+    except KubeApiError:
+        return []
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def _stream(kube: KubeApi, job: LoadJob, pod: Obj, printed: dict[str, int], console: Console | None) -> None:
+    name = pod["metadata"]["name"]
+    try:
+        text = kube.pod_logs(name, job.namespace, container=LOAD_CONTAINER)
+    except KubeApiError:
+        return
+    lines = text.splitlines()
+    seen = printed.get(name, 0)
+    prefix = f"[shard {_index(pod)}] " if job.pods_expected > 1 else ""
+    for line in lines[seen:]:
+        _print(console, f"{prefix}{line}")
+    printed[name] = len(lines)
+
+
+# ---- collecting -----------------------------------------------------------------------------------
+
+
+def _safe_extract(data: bytes, dest: Path) -> list[str]:
+    """Extract a tar stream from a pod; only plain files and folders below ``dest`` are accepted."""
+    if len(data) > MAX_RESULTS_BYTES:
+        raise BenchError(f"results archive is {len(data)} bytes, over the {MAX_RESULTS_BYTES}-byte limit")
+    dest.mkdir(parents=True, exist_ok=True)
+    names = []
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+            for member in tar.getmembers():
+                rel = PurePosixPath(member.name)
+                if rel.is_absolute() or ".." in rel.parts:
+                    raise BenchError(f"results archive holds an unsafe path {member.name!r}")
+                if not (member.isfile() or member.isdir()):
+                    continue  # links and devices are never part of a result folder
+                target = dest.joinpath(*[p for p in rel.parts if p != "."]) if rel.parts != (".",) else dest
+                if member.isdir():
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                src = tar.extractfile(member)
+                if src is None:
+                    continue
+                with target.open("wb") as f:
+                    shutil.copyfileobj(src, f)
+                names.append(str(target.relative_to(dest)))
+    except tarfile.TarError as e:
+        raise BenchError(f"results archive from the pod is corrupt: {e}", hint="re-run `spectrn collect`") from None
+    return names
+
+
+def copy_results(kube: KubeApi, job: LoadJob, pods: list[Obj], run_dir: Path) -> dict[int, Path]:
+    """Copy each pod's ``<out>`` into the run folder (one pod) or ``shards/<index>/`` (several)."""
+    out: dict[int, Path] = {}
+    for pod in pods:
+        idx = _index(pod)
+        dest = run_dir if job.pods_expected == 1 else run_dir / "shards" / str(idx)
+        data = kube.exec(
+            pod["metadata"]["name"], job.namespace, ["tar", "cf", "-", "-C", job.out, "."], container=LOAD_CONTAINER
+        )
+        files = _safe_extract(data, dest)
+        if not files:
+            raise BenchError(
+                f"load pod {pod['metadata']['name']} has no files under {job.out}",
+                hint="read the pod log (`kubectl logs`); the load generator wrote nothing",
+            )
+        out[idx] = dest
+    return out
+
+
+def mark_collected(kube: KubeApi, job: LoadJob, pods: list[Obj]) -> None:
+    for pod in pods:
+        kube.exec(pod["metadata"]["name"], job.namespace, ["touch", f"{job.out}/.collected"], container=LOAD_CONTAINER)
+
+
+def merge_shards(run_dir: Path, shards: dict[int, Path]) -> None:
+    """Unite shard folders into ``run_dir`` (see the module docstring)."""
+    if not shards:
+        raise AnalysisError(f"no shard folders to merge into {run_dir}")
+    metas: dict[int, dict[str, Any]] = {}
+    for idx, folder in sorted(shards.items()):
+        try:
+            metas[idx] = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise AnalysisError(f"shard {idx}: run.json unreadable: {e}", hint="re-run the bench") from None
+    with (run_dir / "requests.jsonl").open("w", encoding="utf-8") as out:
+        for idx, folder in sorted(shards.items()):
+            path = folder / "requests.jsonl"
+            if not path.exists():
+                continue
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+            for n, line in enumerate(lines, 1):
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    if n == len(lines):
+                        break  # torn last line of a killed writer
+                    raise AnalysisError(f"shard {idx}: requests.jsonl line {n} is corrupt") from None
+                rec.setdefault("shard", idx)
+                out.write(json.dumps(rec, separators=(",", ":")) + "\n")
+    first = metas[min(metas)]
+    merged = dict(first)
+    merged.pop("shard", None)
+    merged["shards"] = len(shards)
+    merged["started_at"] = min(float(m.get("started_at") or 0) for m in metas.values())
+    ends = [m.get("finished_at") for m in metas.values()]
+    merged["finished_at"] = None if any(e is None for e in ends) else max(float(e) for e in ends)
+    merged["interrupted"] = any(bool(m.get("interrupted")) for m in metas.values())
+    endpoints: dict[str, str] = {}
+    notes: list[str] = []
+    for idx, m in sorted(metas.items()):
+        endpoints.update(m.get("endpoints") or {})
+        notes += [f"shard {idx}: {note}" for note in m.get("notes") or []]
+    merged["endpoints"] = endpoints
+    merged["notes"] = notes
+    (run_dir / "run.json").write_text(json.dumps(merged, indent=2), encoding="utf-8")
+    _merge_metrics(run_dir, shards, metas)
+
+
+def _merge_metrics(run_dir: Path, shards: dict[int, Path], metas: dict[int, dict[str, Any]]) -> None:
+    # Counters are server-wide: the earliest "before" and the latest "after" span every shard's requests.
+    earliest = min(metas, key=lambda i: float(metas[i].get("started_at") or 0))
+    latest = max(metas, key=lambda i: float(metas[i].get("finished_at") or 0))
+    mdir = run_dir / "metrics"
+    chosen: dict[str, Path] = {}
+    for idx, folder in shards.items():
+        for prom in sorted((folder / "metrics").glob("*.prom")):
+            tag = "before" if prom.name.endswith(".before.prom") else "after"
+            if (tag == "before" and idx == earliest) or (tag == "after" and idx == latest):
+                chosen[prom.name] = prom
+    if not chosen:
+        src = shards[earliest] / "acceptance.json"
+        if src.exists():
+            shutil.copyfile(src, run_dir / "acceptance.json")
+        return
+    mdir.mkdir(exist_ok=True)
+    for name, path in chosen.items():
+        shutil.copyfile(path, mdir / name)
+    try:
+        from spectrn.loadgen.metrics import acceptance_delta, parse_metrics
+    except ImportError:
+        shutil.copyfile(shards[earliest] / "acceptance.json", run_dir / "acceptance.json")
+        return
+    acceptance: dict[str, Any] = {}
+    for name in sorted(chosen):
+        if not name.endswith(".before.prom"):
+            continue
+        key = name.removesuffix(".before.prom")  # <variant>.<level>
+        after = mdir / f"{key}.after.prom"
+        variant, _, level = key.partition(".")
+        before_snap = parse_metrics((mdir / name).read_text(encoding="utf-8"))
+        after_snap = parse_metrics(after.read_text(encoding="utf-8")) if after.exists() else None
+        acceptance[f"{variant}@{level}"] = acceptance_delta(before_snap, after_snap)
+    (run_dir / "acceptance.json").write_text(json.dumps(acceptance, indent=2), encoding="utf-8")
+
+
+def analyse(run_dir: Path, engine: str, run_id: str) -> dict[str, Any]:
+    """The same analysis as a local bench (``spectrn.analyze``), or llmperf ingestion."""
+    if engine == "llmperf":
+        from spectrn.loadgen.llmperf_io import ingest
+        from spectrn.paths import atomic_write_text
+
+        cases_dir = run_dir / "llmperf"
+        if cases_dir.is_dir():
+            # One folder per test case (the published sample's layout), each with one folder per variant.
+            cases = {c.name: ingest(c, run_id) for c in sorted(cases_dir.iterdir()) if c.is_dir()}
+            if not cases:
+                raise AnalysisError(f"{cases_dir} holds no llmperf test case folders", hint="read the llmperf pod log")
+            summary = {
+                "run_id": run_id,
+                "engine": "llmperf",
+                "clean": all(bool(c.get("clean")) for c in cases.values()),
+                "warnings": sorted({w for c in cases.values() for w in c.get("warnings", [])}),
+                "by_test_case": cases,
+            }
+        else:
+            summary = ingest(run_dir, run_id)
+        atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=2, default=str))
+        return summary
+    from spectrn.analyze import analyze_run
+
+    return analyze_run(run_dir)
+
+
+def delete_load_job(kube: KubeApi, job: LoadJob) -> None:
+    for obj in job.objects:
+        meta = obj["metadata"]
+        kube.delete(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace") or job.namespace)
+
+
+def collect_job(
+    kube: KubeApi,
+    job: LoadJob,
+    results_root: Path,
+    *,
+    console: Console | None = None,
+    timeout_s: float = 3600,
+    clock: Clock = time.monotonic,
+    sleep: Sleep = time.sleep,
+    poll_s: float = 5.0,
+    stream_logs: bool = True,
+    keep_job: bool = False,
+) -> Path:
+    """Wait for results, copy them out, release the pods, merge, analyse, delete the Job; return the run folder."""
+    from spectrn.paths import safe_output_dir
+
+    pods = wait_for_results(
+        kube,
+        job,
+        console=console,
+        timeout_s=timeout_s,
+        clock=clock,
+        sleep=sleep,
+        poll_s=poll_s,
+        stream_logs=stream_logs,
+    )
+    run_dir = safe_output_dir(results_root / job.run_id, what="run folder")
+    shards = copy_results(kube, job, pods, run_dir)
+    if job.pods_expected > 1:
+        merge_shards(run_dir, shards)
+    _print(console, f"collected {len(pods)} pod(s) into {run_dir}")
+    mark_collected(kube, job, pods)
+    summary = analyse(run_dir, job.engine, job.run_id)
+    _print(console, f"wrote {run_dir / 'summary.json'} (clean: {summary.get('clean')})")
+    if not keep_job:
+        delete_load_job(kube, job)
+    return run_dir
+
+
+def run_incluster_bench(
+    cfg: SpectrnConfig,
+    run_id: str,
+    engine: str,
+    console: Console | None,
+    kube: KubeApi,
+    *,
+    results_root: Path = Path("results"),
+    timeout_s: float | None = None,
+    clock: Clock = time.monotonic,
+    sleep: Sleep = time.sleep,
+    poll_s: float = 5.0,
+) -> Path:
+    """``spectrn bench`` against the deployed services from inside the cluster; returns ``results/<run-id>``."""
+    job = start_load_job(kube, cfg, run_id, engine)
+    _print(console, f"started Job {job.namespace}/{job.name} ({job.pods_expected} pod(s)); streaming progress")
+    if timeout_s is None:
+        per_request = cfg.bench.timeout_s
+        timeout_s = cfg.probes.startup_budget_s + per_request * max(1, cfg.bench.requests) + 1800
+    try:
+        return collect_job(
+            kube, job, results_root, console=console, timeout_s=timeout_s, clock=clock, sleep=sleep, poll_s=poll_s
+        )
+    except KeyboardInterrupt:
+        raise Interrupted(
+            f"bench stopped; the load Job {job.name} keeps its results",
+            hint=f"fetch them with `spectrn collect {run_id}`, or delete it with `kubectl delete job {job.name}`",
+        ) from None
+    except (BenchError, KubeApiError) as e:
+        e.hint = (e.hint + "; " if e.hint else "") + f"the Job is kept: `spectrn collect {run_id}` retries"
+        raise
+
+
+def collect(
+    kube: KubeApi,
+    namespace: str,
+    run_id: str,
+    *,
+    results_root: Path = Path("results"),
+    console: Console | None = None,
+    timeout_s: float = 600,
+    clock: Clock = time.monotonic,
+    sleep: Sleep = time.sleep,
+    poll_s: float = 5.0,
+) -> Path:
+    """``spectrn collect RUN_ID``: fetch the results of a load Job whose CLI went away."""
+    from spectrn.render import check_run_id
+
+    check_run_id(run_id)
+    job = find_load_job(kube, namespace, run_id)
+    return collect_job(
+        kube,
+        job,
+        results_root,
+        console=console,
+        timeout_s=timeout_s,
+        clock=clock,
+        sleep=sleep,
+        poll_s=poll_s,
+        stream_logs=False,
+    )

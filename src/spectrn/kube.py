@@ -1,0 +1,676 @@
+"""Every call spectrn makes to the Kubernetes API goes through this module.
+
+``KubeApi`` is the small interface the rest of spectrn uses (deploy, status, teardown, in-cluster bench,
+the kind helper). ``RealKube`` implements it with the official ``kubernetes`` client, which is imported
+inside the constructor so that ``spectrn --help`` never pays for it; ``spectrn.kube_fake.FakeKube``
+implements it in memory for tests.
+
+Objects are plain dicts (the same shape as the YAML spectrn renders). Generic object calls are raw REST
+requests built from ``apiVersion`` and ``kind``: the plural and scope of the kinds spectrn renders are
+known below, and any other kind is resolved once through API discovery.
+
+Server-side apply: ``apply`` sends the whole object as ``application/apply-patch+yaml`` with the field
+manager ``spectrn`` and ``force=true``. Forcing means that when another manager (``kubectl edit``, a
+controller, an earlier ``kubectl apply``) owns a field spectrn renders, spectrn takes the field over
+instead of failing with 409 Conflict: the rendered configuration is the source of truth for the fields it
+sets, while fields spectrn does not set (e.g. an HPA's replicas on an object without ``replicas``) stay
+with their owner.
+
+Errors: every failure becomes ``KubeApiError`` (a ``spectrn.errors.KubeError``) that keeps the API
+server's own message from its ``Status`` body, the HTTP status and the reason (``NotFound``,
+``Forbidden``, ``Conflict``, ``Expired``...), and a hint naming the next step.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+from urllib.parse import quote
+
+from spectrn.errors import KubeError
+
+FIELD_MANAGER = "spectrn"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY_VALUE = "spectrn"
+MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
+COMPONENT_LABEL = "spectrn.io/component"
+
+Propagation = Literal["Foreground", "Background", "Orphan"]
+Obj = dict[str, Any]
+
+
+class KubeApiError(KubeError):
+    """A refused or failed Kubernetes call; ``status`` is the HTTP status (0: no response)."""
+
+    def __init__(self, message: str, *, status: int = 0, reason: str = "", hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
+        self.reason = reason
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def gone(self) -> bool:
+        return self.status == 410
+
+
+_HINTS = {
+    401: "your credentials were rejected: refresh them (e.g. `aws eks update-kubeconfig --name CLUSTER`) "
+    "and check `kubectl auth whoami`",
+    403: "ask a cluster admin for the RBAC permissions listed in docs/kubernetes.md "
+    "(check with `kubectl auth can-i --list -n NAMESPACE`)",
+    404: "the object or its API is missing: check the namespace, the name and that the CRD/API group is installed",
+    409: "another writer changed the object at the same time: re-run the command",
+    410: "the watch fell too far behind the server: spectrn re-lists and resumes; re-run if it persists",
+    422: "the object was rejected as invalid: check the rendered manifest with `spectrn render` and the field named",
+    429: "the API server is throttling requests: wait a moment and re-run",
+}
+
+
+def api_error(status: int, reason: str, body: str | bytes | None, *, action: str) -> KubeApiError:
+    """Build the spectrn error for an HTTP failure, keeping the server's ``Status`` message when present."""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else (body or "")
+    message = ""
+    server_reason = ""
+    try:
+        parsed = json.loads(text)
+        if isinstance(parsed, dict):
+            message = str(parsed.get("message") or "")
+            server_reason = str(parsed.get("reason") or "")
+    except ValueError:
+        message = text.strip()[:500]
+    reason = server_reason or reason or ""
+    detail = message or reason or "no message from the server"
+    hint = _HINTS.get(status) or (
+        "the API server failed: check the cluster's health and re-run" if status >= 500 else None
+    )
+    return KubeApiError(
+        f"{action}: HTTP {status} {reason}: {detail}".replace("  ", " "), status=status, reason=reason, hint=hint
+    )
+
+
+def connection_error(exc: BaseException, *, action: str, host: str = "") -> KubeApiError:
+    where = f" at {host}" if host else ""
+    return KubeApiError(
+        f"{action}: cannot reach the Kubernetes API server{where}: {type(exc).__name__}: {exc}",
+        status=0,
+        reason="ConnectionError",
+        hint="check the kube context (`kubectl config current-context`), network access and that the cluster is up",
+    )
+
+
+def translate_api_exception(exc: BaseException, *, action: str) -> KubeApiError:
+    """Turn a ``kubernetes.client.ApiException`` (or a transport error) into a ``KubeApiError``."""
+    status = getattr(exc, "status", None)
+    if isinstance(status, int) and status > 0:
+        return api_error(status, str(getattr(exc, "reason", "") or ""), getattr(exc, "body", None), action=action)
+    return connection_error(exc, action=action)
+
+
+# ---- object addressing ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ResourceInfo:
+    plural: str
+    namespaced: bool
+
+
+# The kinds spectrn renders, reads or deletes; anything else is resolved through discovery.
+KNOWN_KINDS: dict[str, ResourceInfo] = {
+    "Namespace": ResourceInfo("namespaces", False),
+    "Node": ResourceInfo("nodes", False),
+    "PersistentVolume": ResourceInfo("persistentvolumes", False),
+    "CSIDriver": ResourceInfo("csidrivers", False),
+    "DeviceClass": ResourceInfo("deviceclasses", False),
+    "ResourceSlice": ResourceInfo("resourceslices", False),
+    "ClusterRole": ResourceInfo("clusterroles", False),
+    "ClusterRoleBinding": ResourceInfo("clusterrolebindings", False),
+    "ServiceAccount": ResourceInfo("serviceaccounts", True),
+    "ConfigMap": ResourceInfo("configmaps", True),
+    "Secret": ResourceInfo("secrets", True),
+    "PersistentVolumeClaim": ResourceInfo("persistentvolumeclaims", True),
+    "ResourceClaimTemplate": ResourceInfo("resourceclaimtemplates", True),
+    "ResourceClaim": ResourceInfo("resourceclaims", True),
+    "Deployment": ResourceInfo("deployments", True),
+    "ReplicaSet": ResourceInfo("replicasets", True),
+    "StatefulSet": ResourceInfo("statefulsets", True),
+    "Service": ResourceInfo("services", True),
+    "Job": ResourceInfo("jobs", True),
+    "Pod": ResourceInfo("pods", True),
+    "Event": ResourceInfo("events", True),
+    "Role": ResourceInfo("roles", True),
+    "RoleBinding": ResourceInfo("rolebindings", True),
+    "NetworkPolicy": ResourceInfo("networkpolicies", True),
+    "PodDisruptionBudget": ResourceInfo("poddisruptionbudgets", True),
+}
+
+
+def api_prefix(api_version: str) -> str:
+    return "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+
+
+def describe(obj: Obj) -> str:
+    """``Deployment spectrn/qwen-vllm`` (namespace/name) or ``PersistentVolume spectrn-models``."""
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return f"{obj.get('kind', '?')} {ns + '/' if ns else ''}{meta.get('name', '?')}"
+
+
+def labels_of(obj: Obj) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("labels") or {})
+
+
+# ---- the interface -------------------------------------------------------------------------------
+
+
+class KubeApi(Protocol):
+    """What spectrn needs from a cluster. Every method raises ``KubeApiError`` on failure."""
+
+    @property
+    def context(self) -> str:
+        """Name of the kube context (or ``in-cluster``) the client talks to."""
+        ...
+
+    def apply(self, obj: Obj, *, field_manager: str = FIELD_MANAGER, force: bool = True, dry_run: bool = False) -> Obj:
+        """Server-side apply ``obj``; returns the live object."""
+        ...
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj | None:
+        """The live object, or None when it does not exist."""
+        ...
+
+    def list(
+        self, api_version: str, kind: str, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[Obj]: ...
+
+    def list_meta(
+        self, api_version: str, kind: str, namespace: str | None = None, label_selector: str | None = None
+    ) -> tuple[list[Obj], str]:
+        """Like ``list`` plus the list's resourceVersion, to start a watch from."""
+        ...
+
+    def watch(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        resource_version: str | None = None,
+        timeout_s: float = 30,
+    ) -> Iterator[tuple[str, Obj]]:
+        """Yield ``(type, object)`` events (ADDED, MODIFIED, DELETED) until the server-side timeout.
+
+        A too-old ``resource_version`` raises ``KubeApiError`` with status 410: re-list and watch again.
+        """
+        ...
+
+    def delete(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        propagation: Propagation = "Background",
+    ) -> bool:
+        """Delete; False when it was already gone."""
+        ...
+
+    def pod_logs(
+        self,
+        name: str,
+        namespace: str,
+        *,
+        container: str | None = None,
+        tail_lines: int | None = None,
+        previous: bool = False,
+    ) -> str: ...
+
+    def events_for(self, kind: str, name: str, namespace: str) -> list[Obj]:
+        """Events whose involvedObject is ``kind/name``, oldest first."""
+        ...
+
+    def exec(
+        self, pod: str, namespace: str, command: list[str], *, container: str | None = None, timeout_s: float = 300
+    ) -> bytes:
+        """Run ``command`` in the pod; return its stdout; non-zero exit raises ``KubeApiError``."""
+        ...
+
+    def api_versions(self) -> set[str]:
+        """Served group versions: ``v1``, ``apps/v1``, ``resource.k8s.io/v1``, ..."""
+        ...
+
+    def can_i(
+        self, verb: str, resource: str, *, group: str = "", namespace: str | None = None, subresource: str = ""
+    ) -> bool:
+        """SelfSubjectAccessReview: may the current user do ``verb`` on ``resource``?"""
+        ...
+
+    def patch_node_status(self, name: str, patch: list[Obj]) -> Obj:
+        """JSON-patch a node's status subresource (used to advertise fake Neuron capacity on kind)."""
+        ...
+
+
+# ---- the real client ----------------------------------------------------------------------------
+
+
+def _selector_query(label_selector: str | None) -> list[tuple[str, str]]:
+    return [("labelSelector", label_selector)] if label_selector else []
+
+
+class RealKube:
+    """``KubeApi`` over the official client: kubeconfig (optionally a context) or in-cluster config."""
+
+    def __init__(
+        self,
+        *,
+        context: str | None = None,
+        kubeconfig: str | None = None,
+        in_cluster: bool | None = None,
+        request_timeout_s: float = 60,
+        api_client: Any = None,
+    ) -> None:
+        from kubernetes import client, config
+
+        self._timeout = request_timeout_s
+        self._context = context or ""
+        if api_client is not None:
+            self._api = api_client
+            self._context = context or "custom"
+        else:
+            self._api = self._load(client, config, context, kubeconfig, in_cluster)
+        self._discovered: dict[tuple[str, str], ResourceInfo] = {}
+        self._versions: set[str] | None = None
+
+    def _load(
+        self, client: Any, config: Any, context: str | None, kubeconfig: str | None, in_cluster: bool | None
+    ) -> Any:
+        import os
+
+        use_in_cluster = in_cluster
+        if use_in_cluster is None:
+            use_in_cluster = not kubeconfig and not context and "KUBERNETES_SERVICE_HOST" in os.environ
+            if use_in_cluster and os.path.exists(os.path.expanduser("~/.kube/config")):
+                use_in_cluster = False
+        cfg = client.Configuration()
+        try:
+            if use_in_cluster:
+                config.load_incluster_config(client_configuration=cfg)
+                self._context = "in-cluster"
+            else:
+                config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
+                if not context:
+                    _, active = config.list_kube_config_contexts(config_file=kubeconfig)
+                    self._context = str((active or {}).get("name", ""))
+        except config.ConfigException as e:
+            raise KubeApiError(
+                f"cannot load the Kubernetes configuration: {e}",
+                reason="ConfigError",
+                hint="point --kubeconfig at a valid file, pick a context with --context, or run inside a pod",
+            ) from None
+        except FileNotFoundError as e:
+            raise KubeApiError(
+                f"kubeconfig not found: {e.filename}",
+                reason="ConfigError",
+                hint="create it (e.g. `aws eks update-kubeconfig --name CLUSTER`) or pass --kubeconfig",
+            ) from None
+        return client.ApiClient(cfg)
+
+    @property
+    def context(self) -> str:
+        return self._context
+
+    @property
+    def host(self) -> str:
+        return str(self._api.configuration.host)
+
+    # -- raw requests -----------------------------------------------------------------------------
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        action: str,
+        stream: bool = False,
+        timeout_s: float | None = None,
+    ) -> Any:
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        try:
+            req = self._api.param_serialize(
+                method,
+                path,
+                query_params=query or None,
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+            )
+            resp = self._api.call_api(*req, _request_timeout=timeout_s or self._timeout)
+        except Exception as e:  # urllib3 transport errors and ApiExceptions raised by the REST layer
+            if getattr(e, "status", None):
+                raise translate_api_exception(e, action=action) from None
+            raise connection_error(e, action=action, host=self.host) from None
+        if stream:
+            if not 200 <= resp.status <= 299:
+                raise api_error(resp.status, str(resp.reason or ""), resp.read(), action=action)
+            return resp.response
+        data = resp.read()
+        if not 200 <= resp.status <= 299:
+            raise api_error(resp.status, str(resp.reason or ""), data, action=action)
+        if not data:
+            return {}
+        try:
+            return json.loads(data)
+        except ValueError:
+            return data
+
+    def _info(self, api_version: str, kind: str) -> ResourceInfo:
+        known = KNOWN_KINDS.get(kind)
+        if known is not None:
+            return known
+        key = (api_version, kind)
+        if key not in self._discovered:
+            listing = self._request("GET", api_prefix(api_version), action=f"discover {api_version}")
+            for res in listing.get("resources", []):
+                if "/" not in res.get("name", ""):
+                    self._discovered[(api_version, res["kind"])] = ResourceInfo(
+                        res["name"], bool(res.get("namespaced"))
+                    )
+            if key not in self._discovered:
+                raise KubeApiError(
+                    f"the cluster serves no kind {kind} in {api_version}",
+                    status=404,
+                    reason="NotFound",
+                    hint="install the CRD or API group that provides it, or choose another resources_mode",
+                )
+        return self._discovered[key]
+
+    def _path(self, api_version: str, kind: str, namespace: str | None, name: str | None = None) -> str:
+        info = self._info(api_version, kind)
+        parts = [api_prefix(api_version)]
+        if info.namespaced:
+            if not namespace:
+                raise KubeApiError(
+                    f"{kind} {name or ''} needs a namespace", reason="Invalid", hint="set metadata.namespace"
+                )
+            parts.append(f"namespaces/{quote(namespace, safe='')}")
+        parts.append(info.plural)
+        if name:
+            parts.append(quote(name, safe=""))
+        return "/".join(parts)
+
+    # -- KubeApi ------------------------------------------------------------------------------------
+    def apply(self, obj: Obj, *, field_manager: str = FIELD_MANAGER, force: bool = True, dry_run: bool = False) -> Obj:
+        meta = obj.get("metadata") or {}
+        path = self._path(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
+        query = [("fieldManager", field_manager)]
+        if force:
+            query.append(("force", "true"))
+        if dry_run:
+            query.append(("dryRun", "All"))
+        result: Obj = self._request(
+            "PATCH",
+            path,
+            query=query,
+            body=obj,
+            content_type="application/apply-patch+yaml",
+            action=f"apply {describe(obj)}",
+        )
+        return result
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj | None:
+        try:
+            result: Obj = self._request(
+                "GET", self._path(api_version, kind, namespace, name), action=f"get {kind} {namespace or ''}/{name}"
+            )
+        except KubeApiError as e:
+            if e.not_found:
+                return None
+            raise
+        return result
+
+    def list_meta(
+        self, api_version: str, kind: str, namespace: str | None = None, label_selector: str | None = None
+    ) -> tuple[list[Obj], str]:
+        items: list[Obj] = []
+        query = _selector_query(label_selector)
+        cont = ""
+        rv = ""
+        while True:
+            page = self._request(
+                "GET",
+                self._path(api_version, kind, namespace),
+                query=query + ([("continue", cont)] if cont else []) + [("limit", "500")],
+                action=f"list {kind} in {namespace or 'the cluster'}",
+            )
+            for item in page.get("items", []):
+                # List items omit apiVersion and kind; put them back so every object describes itself.
+                item.setdefault("apiVersion", api_version)
+                item.setdefault("kind", kind)
+                items.append(item)
+            meta = page.get("metadata") or {}
+            rv = str(meta.get("resourceVersion", ""))
+            cont = str(meta.get("continue") or "")
+            if not cont:
+                return items, rv
+
+    def list(
+        self, api_version: str, kind: str, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[Obj]:
+        return self.list_meta(api_version, kind, namespace, label_selector)[0]
+
+    def watch(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        resource_version: str | None = None,
+        timeout_s: float = 30,
+    ) -> Iterator[tuple[str, Obj]]:
+        query = _selector_query(label_selector) + [("watch", "true"), ("timeoutSeconds", str(max(1, int(timeout_s))))]
+        if resource_version:
+            query.append(("resourceVersion", resource_version))
+        action = f"watch {kind} in {namespace or 'the cluster'}"
+        raw = self._request(
+            "GET",
+            self._path(api_version, kind, namespace),
+            query=query,
+            action=action,
+            stream=True,
+            timeout_s=timeout_s + 10,
+        )
+        buf = b""
+        try:
+            for chunk in raw.stream(8192, decode_content=True):
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    if line.strip():
+                        yield self._watch_event(line, action)
+            if buf.strip():
+                yield self._watch_event(buf, action)
+        except KubeApiError:
+            raise
+        except Exception as e:  # connection reset mid-stream
+            raise connection_error(e, action=action, host=self.host) from None
+        finally:
+            raw.release_conn()
+
+    @staticmethod
+    def _watch_event(line: bytes, action: str) -> tuple[str, Obj]:
+        event = json.loads(line)
+        etype = str(event.get("type", ""))
+        obj = event.get("object") or {}
+        if etype == "ERROR":
+            raise api_error(int(obj.get("code") or 500), str(obj.get("reason", "")), json.dumps(obj), action=action)
+        return etype, obj
+
+    def delete(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        propagation: Propagation = "Background",
+    ) -> bool:
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
+        try:
+            self._request(
+                "DELETE",
+                self._path(api_version, kind, namespace, name),
+                body=body,
+                action=f"delete {kind} {namespace or ''}/{name}",
+            )
+        except KubeApiError as e:
+            if e.not_found:
+                return False
+            raise
+        return True
+
+    def pod_logs(
+        self,
+        name: str,
+        namespace: str,
+        *,
+        container: str | None = None,
+        tail_lines: int | None = None,
+        previous: bool = False,
+    ) -> str:
+        query: list[tuple[str, str]] = []
+        if container:
+            query.append(("container", container))
+        if tail_lines is not None:
+            query.append(("tailLines", str(tail_lines)))
+        if previous:
+            query.append(("previous", "true"))
+        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}/log"
+        raw = self._request("GET", path, query=query, action=f"logs of pod {namespace}/{name}", stream=True)
+        try:
+            return bytes(raw.data).decode("utf-8", "replace")
+        finally:
+            raw.release_conn()
+
+    def events_for(self, kind: str, name: str, namespace: str) -> list[Obj]:
+        selector = f"involvedObject.kind={kind},involvedObject.name={name}"
+        page = self._request(
+            "GET",
+            f"/api/v1/namespaces/{quote(namespace, safe='')}/events",
+            query=[("fieldSelector", selector)],
+            action=f"events of {kind} {namespace}/{name}",
+        )
+        events: list[Obj] = list(page.get("items", []))
+        events.sort(key=_event_time)
+        return events
+
+    def exec(
+        self, pod: str, namespace: str, command: list[str], *, container: str | None = None, timeout_s: float = 300
+    ) -> bytes:
+        from kubernetes import client
+        from kubernetes.stream import stream
+
+        action = f"exec {' '.join(command[:3])} in pod {namespace}/{pod}"
+        kwargs: dict[str, Any] = dict(command=command, stderr=True, stdin=False, stdout=True, tty=False)
+        if container:
+            kwargs["container"] = container
+        try:
+            resp = stream(
+                client.CoreV1Api(self._api).connect_get_namespaced_pod_exec,
+                pod,
+                namespace,
+                _preload_content=False,
+                binary=True,
+                **kwargs,
+            )
+            resp.run_forever(timeout=timeout_s)
+            out = resp.read_channel(1)
+            err = resp.read_channel(2)
+            if resp.is_open():
+                resp.close()
+                raise KubeApiError(
+                    f"{action}: did not finish within {timeout_s:.0f} s",
+                    reason="Timeout",
+                    hint="re-run; the pod may be overloaded",
+                )
+            rc = resp.returncode
+        except KubeApiError:
+            raise
+        except Exception as e:
+            raise translate_api_exception(e, action=action) from None
+        if rc:
+            raise KubeApiError(
+                f"{action}: exit status {rc}: {bytes(err).decode('utf-8', 'replace').strip()[-500:]}",
+                reason="ExecFailed",
+                hint="check that the pod is still running and the path exists",
+            )
+        return bytes(out)
+
+    def api_versions(self) -> set[str]:
+        if self._versions is None:
+            versions = {"v1"} if self._request("GET", "/api", action="discover the core API") else set()
+            groups = self._request("GET", "/apis", action="discover API groups")
+            for group in groups.get("groups", []):
+                for v in group.get("versions", []):
+                    versions.add(str(v.get("groupVersion")))
+            self._versions = versions
+        return set(self._versions)
+
+    def can_i(
+        self, verb: str, resource: str, *, group: str = "", namespace: str | None = None, subresource: str = ""
+    ) -> bool:
+        attrs: dict[str, str] = {"verb": verb, "resource": resource, "group": group}
+        if namespace:
+            attrs["namespace"] = namespace
+        if subresource:
+            attrs["subresource"] = subresource
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attrs},
+        }
+        result = self._request(
+            "POST",
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            body=review,
+            action=f"check permission {verb} {resource}",
+        )
+        return bool((result.get("status") or {}).get("allowed"))
+
+    def patch_node_status(self, name: str, patch: list[Obj]) -> Obj:
+        result: Obj = self._request(
+            "PATCH",
+            f"/api/v1/nodes/{quote(name, safe='')}/status",
+            body=patch,
+            content_type="application/json-patch+json",
+            action=f"patch status of node {name}",
+        )
+        return result
+
+
+def _event_time(ev: Obj) -> str:
+    return str(
+        ev.get("lastTimestamp") or ev.get("eventTime") or (ev.get("metadata") or {}).get("creationTimestamp") or ""
+    )
+
+
+def neuron_quantity(value: Any) -> int:
+    """Parse an extended-resource quantity (``"16"``); anything unparsable counts as 0."""
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        match = re.fullmatch(r"(\d+)", str(value or "").strip())
+        return int(match.group(1)) if match else 0
+
+
+def connect(*, context: str | None = None, kubeconfig: str | None = None) -> KubeApi:
+    """The real client for the CLI (in-cluster when run in a pod without a kubeconfig)."""
+    return RealKube(context=context, kubeconfig=kubeconfig)

@@ -1,0 +1,755 @@
+"""An in-memory ``KubeApi`` for tests and demos: a tiny cluster with scriptable pods.
+
+``FakeKube`` stores objects by (group, kind, namespace, name), records every call in ``calls`` (so tests
+can check apply order and that teardown touched nothing else), and plays two controllers:
+
+* Deployments: applying one with a new pod template creates its pods, whose status then follows a
+  *scenario* (``ready``, ``unschedulable-neuron``, ``image-pull``, ``crashloop``, ``oom``, ...) one step per
+  tick, with the events and log lines a real kubelet/scheduler would produce. Old pods go away once the
+  new ones are ready, like a rolling update.
+* Jobs: applying one creates its pods (indexed when ``completionMode: Indexed``); each pod runs and its
+  result files come from ``job_files(pod_name, index)``. ``exec`` understands ``cat``, ``test -e``,
+  ``touch`` and ``tar cf - -C DIR .``; touching ``<out>/.collected`` lets the pod finish.
+
+Time is fake: ``clock()`` returns it, ``sleep(s)`` and each ``watch`` call advance it by a tick, so waits
+that take hours in a real cluster take milliseconds here. Failures are injected with ``fail_next``.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import io
+import json
+import tarfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from spectrn.kube import (
+    KNOWN_KINDS,
+    KubeApiError,
+    Obj,
+    Propagation,
+    api_error,
+    connection_error,
+    describe,
+)
+
+SCENARIOS = (
+    "ready",
+    "slow-compile",
+    "unschedulable-neuron",
+    "unschedulable-claim",
+    "image-pull",
+    "crashloop",
+    "oom",
+    "startup-timeout",
+    "startup-killed",
+)
+
+DEFAULT_VERSIONS = {
+    "v1",
+    "apps/v1",
+    "batch/v1",
+    "storage.k8s.io/v1",
+    "authorization.k8s.io/v1",
+    "resource.k8s.io/v1",
+    "resource.k8s.io/v1beta1",
+}
+
+
+def _group(api_version: str) -> str:
+    return api_version.rpartition("/")[0] if "/" in api_version else ""
+
+
+def _selector_matches(selector: str | None, labels: dict[str, str]) -> bool:
+    """Equality-based label selectors (``a=b,c!=d,e``), which is what spectrn sends."""
+    if not selector:
+        return True
+    for term in selector.split(","):
+        term = term.strip()
+        if "!=" in term:
+            k, v = term.split("!=", 1)
+            if labels.get(k.strip()) == v.strip():
+                return False
+        elif "=" in term:
+            k, v = term.split("=", 1)
+            if labels.get(k.strip().rstrip("=")) != v.strip().lstrip("="):
+                return False
+        elif labels.get(term) is None:
+            return False
+    return True
+
+
+@dataclass
+class _Failure:
+    op: str
+    kind: str | None
+    name: str | None
+    status: int
+    message: str
+    reason: str
+    times: int
+
+
+@dataclass
+class _PodRun:
+    scenario: str
+    step: int = 0
+    owner_kind: str = "Deployment"
+    owner: str = ""
+    template_hash: str = ""
+    index: int = 0
+    files: dict[str, bytes] = field(default_factory=dict)
+    collected: bool = False
+
+
+class FakeKube:
+    """In-memory ``KubeApi``; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        nodes: int = 1,
+        neuron_per_node: int = 16,
+        api_versions: set[str] | None = None,
+        csi_drivers: tuple[str, ...] = ("s3.csi.aws.com",),
+        device_classes: tuple[str, ...] = ("neuron.aws.com",),
+        tick_s: float = 5.0,
+        context: str = "fake",
+    ) -> None:
+        self._context = context
+        self.objects: dict[tuple[str, str, str, str], Obj] = {}
+        self.calls: list[tuple[str, str]] = []
+        self.now = 1_000.0
+        self.tick_s = tick_s
+        self.versions = set(DEFAULT_VERSIONS if api_versions is None else api_versions)
+        self.scenarios: dict[str, str] = {}
+        self.denied: set[tuple[str, str]] = set()
+        self.logs: dict[str, str] = {}
+        self.previous_logs: dict[str, str] = {}
+        self.events: list[Obj] = []
+        self.runs: dict[str, _PodRun] = {}
+        self.job_files: Callable[[str, int], dict[str, bytes]] = lambda pod, index: {}
+        self.job_finishes_without_collect = False
+        self._failures: list[_Failure] = []
+        self._rv = 100
+        self._uid = 0
+        for i in range(nodes):
+            capacity = {"cpu": "192", "memory": "2Ti", "pods": "110"}
+            if neuron_per_node:
+                capacity["aws.amazon.com/neuron"] = str(neuron_per_node)
+                capacity["aws.amazon.com/neuroncore"] = str(neuron_per_node * 8)
+            self._put(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {"name": f"node-{i}", "labels": {"node.kubernetes.io/instance-type": "trn2.48xlarge"}},
+                    "status": {"capacity": dict(capacity), "allocatable": dict(capacity)},
+                }
+            )
+        for driver in csi_drivers:
+            self._put({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": driver}})
+        for dc in device_classes:
+            self._put({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": dc}})
+
+    # ---- test controls ---------------------------------------------------------------------------
+    @property
+    def context(self) -> str:
+        return self._context
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += max(seconds, 0.0)
+        self.tick()
+
+    def behave(self, deployment: str, scenario: str) -> None:
+        """Pods created from now on for ``deployment`` follow ``scenario``."""
+        if scenario not in SCENARIOS:
+            raise ValueError(f"unknown scenario {scenario!r}; choose one of {SCENARIOS}")
+        self.scenarios[deployment] = scenario
+
+    def fail_next(
+        self,
+        op: str,
+        *,
+        kind: str | None = None,
+        name: str | None = None,
+        status: int = 500,
+        message: str = "internal error",
+        reason: str = "InternalError",
+        times: int = 1,
+    ) -> None:
+        """The next ``times`` calls of ``op`` (apply, get, list, watch, delete, logs, exec, ...) on the matching
+        object fail with HTTP ``status`` (0: connection reset) and the server message ``message``."""
+        self._failures.append(_Failure(op, kind, name, status, message, reason, times))
+
+    def deny(self, verb: str, resource: str) -> None:
+        self.denied.add((verb, resource))
+
+    def find(self, kind: str, name: str, namespace: str | None = None) -> Obj | None:
+        for (_, k, ns, n), obj in self.objects.items():
+            if k == kind and n == name and (namespace is None or ns == (namespace or "")):
+                return obj
+        return None
+
+    def kinds(self, kind: str) -> list[Obj]:
+        return [o for (_, k, _, _), o in self.objects.items() if k == kind]
+
+    def put(self, obj: Obj) -> Obj:
+        """Create an object directly (as if someone else made it), bypassing apply and the call log."""
+        return self._put(copy.deepcopy(obj))
+
+    # ---- internals -------------------------------------------------------------------------------
+    def _check_fail(self, op: str, kind: str | None = None, name: str | None = None) -> None:
+        for f in self._failures:
+            if f.op == op and f.times > 0 and (f.kind in (None, kind)) and (f.name in (None, name)):
+                f.times -= 1
+                action = f"{op} {kind or ''} {name or ''}".strip()
+                if f.status == 0:
+                    raise connection_error(ConnectionResetError(104, "Connection reset by peer"), action=action)
+                body = json.dumps(
+                    {"kind": "Status", "status": "Failure", "message": f.message, "reason": f.reason, "code": f.status}
+                )
+                raise api_error(f.status, f.reason, body, action=action)
+
+    def _key(self, api_version: str, kind: str, namespace: str | None, name: str) -> tuple[str, str, str, str]:
+        info = KNOWN_KINDS.get(kind)
+        ns = (namespace or "") if (info is None or info.namespaced) else ""
+        return (_group(api_version), kind, ns, name)
+
+    def _put(self, obj: Obj) -> Obj:
+        meta = obj.setdefault("metadata", {})
+        self._rv += 1
+        meta["resourceVersion"] = str(self._rv)
+        if "uid" not in meta:
+            self._uid += 1
+            meta["uid"] = f"uid-{self._uid}"
+            meta["creationTimestamp"] = "2026-01-01T00:00:00Z"
+            meta["generation"] = 1
+        self.objects[self._key(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])] = obj
+        return obj
+
+    def _event(self, pod: Obj, reason: str, message: str, etype: str = "Normal") -> None:
+        meta = pod["metadata"]
+        self.events.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": f"{meta['name']}.{len(self.events)}", "namespace": meta.get("namespace")},
+                "involvedObject": {"kind": "Pod", "name": meta["name"], "namespace": meta.get("namespace")},
+                "reason": reason,
+                "message": message,
+                "type": etype,
+                "lastTimestamp": f"2026-01-01T00:{len(self.events) // 60:02d}:{len(self.events) % 60:02d}Z",
+                "count": 1,
+            }
+        )
+
+    # ---- KubeApi -----------------------------------------------------------------------------------
+    def apply(self, obj: Obj, *, field_manager: str = "spectrn", force: bool = True, dry_run: bool = False) -> Obj:
+        meta = obj.get("metadata") or {}
+        self._check_fail("apply", obj.get("kind"), meta.get("name"))
+        if not obj.get("apiVersion") or not obj.get("kind") or not meta.get("name"):
+            raise api_error(
+                400,
+                "BadRequest",
+                json.dumps({"message": "apiVersion, kind and metadata.name are required"}),
+                action="apply",
+            )
+        if _group(obj["apiVersion"]) and obj["apiVersion"] not in self.versions:
+            raise api_error(
+                404,
+                "NotFound",
+                json.dumps({"message": f"the server could not find the requested resource ({obj['apiVersion']})"}),
+                action=f"apply {describe(obj)}",
+            )
+        ns = meta.get("namespace")
+        info = KNOWN_KINDS.get(obj["kind"])
+        if ns and (info is None or info.namespaced) and self.find("Namespace", ns) is None:
+            raise api_error(
+                404,
+                "NotFound",
+                json.dumps({"message": f'namespaces "{ns}" not found'}),
+                action=f"apply {describe(obj)}",
+            )
+        if dry_run:
+            return copy.deepcopy(obj)
+        self.calls.append(("apply", describe(obj)))
+        key = self._key(obj["apiVersion"], obj["kind"], ns, meta["name"])
+        live = self.objects.get(key)
+        new = copy.deepcopy(obj)
+        if live is not None:
+            new_meta = new["metadata"]
+            for k in ("uid", "creationTimestamp", "generation"):
+                new_meta[k] = live["metadata"][k]
+            if json.dumps(live.get("spec"), sort_keys=True) != json.dumps(new.get("spec"), sort_keys=True):
+                new_meta["generation"] = live["metadata"]["generation"] + 1
+            if "status" in live:
+                new["status"] = live["status"]
+        stored = self._put(new)
+        if obj["kind"] == "Deployment":
+            self._reconcile_deployment(stored)
+        elif obj["kind"] == "Job" and live is None:
+            self._start_job(stored)
+        return copy.deepcopy(stored)
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj | None:
+        self._check_fail("get", kind, name)
+        self.calls.append(("get", f"{kind} {namespace + '/' if namespace else ''}{name}"))
+        obj = self.objects.get(self._key(api_version, kind, namespace, name))
+        if obj is None and _group(api_version) and api_version not in self.versions:
+            raise api_error(
+                404,
+                "NotFound",
+                json.dumps({"message": "the server could not find the requested resource"}),
+                action=f"get {kind}",
+            )
+        return copy.deepcopy(obj) if obj is not None else None
+
+    def list_meta(
+        self, api_version: str, kind: str, namespace: str | None = None, label_selector: str | None = None
+    ) -> tuple[list[Obj], str]:
+        self._check_fail("list", kind)
+        self.calls.append(("list", f"{kind} {namespace or '*'} {label_selector or ''}".strip()))
+        if _group(api_version) and api_version not in self.versions:
+            raise api_error(
+                404,
+                "NotFound",
+                json.dumps({"message": "the server could not find the requested resource"}),
+                action=f"list {kind}",
+            )
+        out = []
+        for (_, k, ns, _), obj in sorted(self.objects.items()):
+            if k != kind or (namespace is not None and ns != namespace):
+                continue
+            if _selector_matches(label_selector, dict(obj["metadata"].get("labels") or {})):
+                out.append(copy.deepcopy(obj))
+        return out, str(self._rv)
+
+    def list(
+        self, api_version: str, kind: str, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[Obj]:
+        return self.list_meta(api_version, kind, namespace, label_selector)[0]
+
+    def watch(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        resource_version: str | None = None,
+        timeout_s: float = 30,
+    ) -> Iterator[tuple[str, Obj]]:
+        self._check_fail("watch", kind)
+        before = self._rv
+        self.now += min(timeout_s, self.tick_s)
+        self.tick()
+        for (_, k, ns, _), obj in sorted(self.objects.items()):
+            if k != kind or (namespace is not None and ns != namespace):
+                continue
+            changed = int(obj["metadata"]["resourceVersion"]) > before
+            if changed and _selector_matches(label_selector, dict(obj["metadata"].get("labels") or {})):
+                yield "MODIFIED", copy.deepcopy(obj)
+
+    def delete(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        propagation: Propagation = "Background",
+    ) -> bool:
+        self._check_fail("delete", kind, name)
+        key = self._key(api_version, kind, namespace, name)
+        self.calls.append(("delete", f"{kind} {key[2] + '/' if key[2] else ''}{name}"))
+        obj = self.objects.pop(key, None)
+        if obj is None:
+            return False
+        if propagation != "Orphan" and kind in ("Deployment", "Job"):
+            for pod_key, pod in list(self.objects.items()):
+                run = self.runs.get(pod["metadata"]["name"]) if pod_key[1] == "Pod" else None
+                if run is not None and run.owner == name and pod_key[2] == key[2]:
+                    del self.objects[pod_key]
+        if kind == "Namespace":
+            for k in [k for k in self.objects if k[2] == name]:
+                del self.objects[k]
+        return True
+
+    def pod_logs(
+        self,
+        name: str,
+        namespace: str,
+        *,
+        container: str | None = None,
+        tail_lines: int | None = None,
+        previous: bool = False,
+    ) -> str:
+        self._check_fail("logs", "Pod", name)
+        if self.find("Pod", name, namespace) is None:
+            raise api_error(
+                404, "NotFound", json.dumps({"message": f'pods "{name}" not found'}), action=f"logs of pod {name}"
+            )
+        text = (self.previous_logs if previous else self.logs).get(name, "")
+        if tail_lines is not None:
+            lines = text.splitlines()
+            text = "\n".join(lines[-tail_lines:]) + ("\n" if lines else "")
+        return text
+
+    def events_for(self, kind: str, name: str, namespace: str) -> list[Obj]:
+        self._check_fail("events", kind, name)
+        return [
+            copy.deepcopy(e)
+            for e in self.events
+            if e["involvedObject"]["kind"] == kind
+            and e["involvedObject"]["name"] == name
+            and e["involvedObject"].get("namespace") == namespace
+        ]
+
+    def exec(
+        self, pod: str, namespace: str, command: list[str], *, container: str | None = None, timeout_s: float = 300
+    ) -> bytes:
+        self._check_fail("exec", "Pod", pod)
+        self.calls.append(("exec", f"{pod}: {' '.join(command)}"))
+        obj = self.find("Pod", pod, namespace)
+        run = self.runs.get(pod)
+        if obj is None or run is None:
+            raise api_error(
+                404, "NotFound", json.dumps({"message": f'pods "{pod}" not found'}), action=f"exec in {pod}"
+            )
+        if obj["status"].get("phase") != "Running":
+            raise api_error(
+                400,
+                "BadRequest",
+                json.dumps(
+                    {
+                        "message": "cannot exec into a container in a completed pod; "
+                        f"current phase is {obj['status'].get('phase')}"
+                    }
+                ),
+                action=f"exec in {pod}",
+            )
+        files = run.files
+
+        def fail(msg: str) -> KubeApiError:
+            return KubeApiError(
+                f"exec {command[0]} in pod {namespace}/{pod}: exit status 1: {msg}", reason="ExecFailed"
+            )
+
+        match command:
+            case ["cat", path]:
+                if path not in files:
+                    raise fail(f"cat: {path}: No such file or directory")
+                return files[path]
+            case ["test", "-e", path]:
+                if path not in files and not any(p.startswith(path.rstrip("/") + "/") for p in files):
+                    raise fail("")
+                return b""
+            case ["touch", path]:
+                files.setdefault(path, b"")
+                if path.endswith("/.collected"):
+                    run.collected = True
+                return b""
+            case ["tar", "cf", "-", "-C", folder, "."]:
+                prefix = folder.rstrip("/") + "/"
+                buf = io.BytesIO()
+                with tarfile.open(fileobj=buf, mode="w") as tar:
+                    for path, data in sorted(files.items()):
+                        if path.startswith(prefix):
+                            info = tarfile.TarInfo("./" + path[len(prefix) :])
+                            info.size = len(data)
+                            tar.addfile(info, io.BytesIO(data))
+                return buf.getvalue()
+        raise fail(f"{command[0]}: command not understood by the fake cluster")
+
+    def api_versions(self) -> set[str]:
+        self._check_fail("discovery")
+        return set(self.versions)
+
+    def can_i(
+        self, verb: str, resource: str, *, group: str = "", namespace: str | None = None, subresource: str = ""
+    ) -> bool:
+        self._check_fail("can_i", resource)
+        full = f"{resource}/{subresource}" if subresource else resource
+        return (verb, full) not in self.denied and ("*", full) not in self.denied
+
+    def patch_node_status(self, name: str, patch: list[Obj]) -> Obj:
+        self._check_fail("patch_node_status", "Node", name)
+        node = self.find("Node", name)
+        if node is None:
+            raise api_error(
+                404, "NotFound", json.dumps({"message": f'nodes "{name}" not found'}), action=f"patch node {name}"
+            )
+        self.calls.append(("patch_node_status", name))
+        for op in patch:
+            parts = [p.replace("~1", "/").replace("~0", "~") for p in op["path"].strip("/").split("/")]
+            target = node
+            for p in parts[:-1]:
+                target = target.setdefault(p, {})
+            if op["op"] in ("add", "replace"):
+                target[parts[-1]] = op["value"]
+            elif op["op"] == "remove":
+                target.pop(parts[-1], None)
+        self._put(node)
+        return copy.deepcopy(node)
+
+    # ---- controllers -------------------------------------------------------------------------------
+    def _pods_of(self, owner: str, namespace: str) -> list[Obj]:
+        return [
+            o
+            for (_, k, ns, n), o in self.objects.items()
+            if k == "Pod" and ns == namespace and n in self.runs and self.runs[n].owner == owner
+        ]
+
+    def _reconcile_deployment(self, dep: Obj) -> None:
+        meta = dep["metadata"]
+        template = dep["spec"]["template"]
+        thash = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:8]
+        ns = meta.get("namespace", "")
+        existing = self._pods_of(meta["name"], ns)
+        if any(self.runs[p["metadata"]["name"]].template_hash == thash for p in existing):
+            return
+        scenario = self.scenarios.get(meta["name"], "ready")
+        for i in range(int(dep["spec"].get("replicas", 1))):
+            name = f"{meta['name']}-{thash}-{i}"
+            labels = dict((template.get("metadata") or {}).get("labels") or {})
+            labels["pod-template-hash"] = thash
+            pod = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "namespace": ns, "labels": labels},
+                "spec": copy.deepcopy(template.get("spec") or {}),
+                "status": {"phase": "Pending", "conditions": []},
+            }
+            self.runs[name] = _PodRun(scenario, owner=meta["name"], template_hash=thash)
+            self._put(pod)
+            self._advance(pod)
+        self._update_deployment_status(dep)
+
+    def _start_job(self, job: Obj) -> None:
+        meta = job["metadata"]
+        spec = job["spec"]
+        count = int(spec.get("completions") or spec.get("parallelism") or 1)
+        indexed = spec.get("completionMode") == "Indexed"
+        template = spec["template"]
+        for i in range(count):
+            name = f"{meta['name']}-{i}-fk{i:03d}" if indexed else f"{meta['name']}-fk{i:03d}"
+            labels = dict((template.get("metadata") or {}).get("labels") or {})
+            labels["job-name"] = meta["name"]
+            annotations = {"batch.kubernetes.io/job-completion-index": str(i)} if indexed else {}
+            pod = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": name,
+                    "namespace": meta.get("namespace", ""),
+                    "labels": labels,
+                    "annotations": annotations,
+                },
+                "spec": copy.deepcopy(template.get("spec") or {}),
+                "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+            }
+            run = _PodRun("job", owner_kind="Job", owner=meta["name"], index=i)
+            run.files = dict(self.job_files(name, i))
+            self.runs[name] = run
+            self.logs[name] = f"shard {i}: starting\n"
+            self._put(pod)
+        job["status"] = {"active": count}
+
+    def tick(self) -> None:
+        """Advance every pod one step of its scenario and update owners' status."""
+        for key, pod in list(self.objects.items()):
+            if key[1] == "Pod" and key in self.objects:
+                before = json.dumps(pod["status"], sort_keys=True)
+                self._advance(pod)
+                if json.dumps(pod["status"], sort_keys=True) != before:
+                    self._put(pod)
+        for key, dep in list(self.objects.items()):
+            if key[1] == "Deployment":
+                self._retire_old_pods(dep)
+                self._update_deployment_status(dep)
+            elif key[1] == "Job":
+                self._update_job_status(dep)
+
+    def _advance(self, pod: Obj) -> None:
+        name = pod["metadata"]["name"]
+        run = self.runs[name]
+        if run.owner_kind == "Job":
+            self._advance_job_pod(pod, run)
+            return
+        step = run.step
+        run.step += 1
+        container = ((pod["spec"].get("containers") or [{}])[0]).get("name", "server")
+        image = ((pod["spec"].get("containers") or [{}])[0]).get("image", "image")
+        status = pod["status"]
+        sc = run.scenario
+
+        def scheduled() -> None:
+            status["conditions"] = [{"type": "PodScheduled", "status": "True"}]
+
+        def waiting(reason: str, message: str = "", restarts: int = 0, last: Obj | None = None) -> None:
+            cs: Obj = {
+                "name": container,
+                "ready": False,
+                "started": False,
+                "restartCount": restarts,
+                "image": image,
+                "state": {"waiting": {"reason": reason, "message": message}},
+            }
+            if last:
+                cs["lastState"] = {"terminated": last}
+            status["containerStatuses"] = [cs]
+
+        def running(ready: bool, started: bool, restarts: int = 0) -> None:
+            status["phase"] = "Running"
+            status["containerStatuses"] = [
+                {
+                    "name": container,
+                    "ready": ready,
+                    "started": started,
+                    "restartCount": restarts,
+                    "image": image,
+                    "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}},
+                }
+            ]
+            status["conditions"] = [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "Ready", "status": "True" if ready else "False"},
+            ]
+
+        if sc.startswith("unschedulable"):
+            msg = (
+                "0/2 nodes are available: 2 Insufficient aws.amazon.com/neuron. preemption: 0/2 nodes are available: "
+                "2 No preemption victims found for incoming pod."
+                if sc == "unschedulable-neuron"
+                else "0/1 nodes are available: 1 cannot allocate all claims. still not schedulable, "
+                "preemption: 0/1 nodes "
+                "are available: 1 Preemption is not helpful for scheduling."
+            )
+            status["conditions"] = [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": msg}
+            ]
+            if step == 0:
+                self._event(pod, "FailedScheduling", msg, "Warning")
+            return
+        if step == 0:
+            return  # just created: Pending, not yet looked at by the scheduler
+        if step == 1:
+            scheduled()
+            waiting("ContainerCreating")
+            self._event(pod, "Scheduled", f"Successfully assigned {pod['metadata']['namespace']}/{name} to node-0")
+            self._event(pod, "Pulling", f'Pulling image "{image}"')
+            return
+        if sc == "image-pull":
+            if step == 2:
+                msg = f'failed to pull and unpack image "{image}": failed to resolve reference "{image}": not found'
+                waiting("ErrImagePull", msg)
+                self._event(pod, "Failed", f'Failed to pull image "{image}": {msg}', "Warning")
+            else:
+                waiting("ImagePullBackOff", f'Back-off pulling image "{image}"')
+                self._event(pod, "BackOff", f'Back-off pulling image "{image}"', "Warning")
+            return
+        if step == 2:
+            self._event(pod, "Pulled", f'Successfully pulled image "{image}" in 2m3.1s')
+            self._event(pod, "Started", f"Started container {container}")
+            self.logs[name] = "INFO Starting vLLM API server\nINFO Neuron compilation started (this can take hours)\n"
+            running(False, False)
+            return
+        if sc == "crashloop":
+            last = {"exitCode": 1, "reason": "Error"}
+            self.previous_logs[name] = (
+                "INFO Starting vLLM API server\nTraceback (most recent call last):\n"
+                "ValueError: speculative_config: num_speculative_tokens must be positive\n"
+            )
+            waiting("CrashLoopBackOff", f"back-off 40s restarting failed container={container}", step - 2, last)
+            self._event(pod, "BackOff", f"Back-off restarting failed container {container}", "Warning")
+            return
+        if sc == "oom":
+            last = {"exitCode": 137, "reason": "OOMKilled"}
+            self.previous_logs[name] = "INFO Loading weights\nINFO Building Neuron model\n"
+            waiting("CrashLoopBackOff", f"back-off 40s restarting failed container={container}", step - 2, last)
+            return
+        if sc in ("startup-timeout", "startup-killed"):
+            self.logs[name] = self.logs.get(name, "") + f"INFO compiling graph {step}/1000\n"
+            self._event(
+                pod,
+                "Unhealthy",
+                'Startup probe failed: Get "http://10.0.0.5:8000/health": '
+                "dial tcp 10.0.0.5:8000: connect: connection refused",
+                "Warning",
+            )
+            if sc == "startup-killed" and step >= 4:
+                self._event(pod, "Killing", f"Container {container} failed startup probe, will be restarted")
+                running(False, False, restarts=1)
+            else:
+                running(False, False)
+            return
+        compile_steps = 6 if sc == "slow-compile" else 1
+        if step < 3 + compile_steps - 1:
+            self.logs[name] = self.logs.get(name, "") + f"INFO compiling: {step - 1}/{compile_steps}\n"
+            running(False, True)
+            return
+        self.logs[name] = self.logs.get(name, "") + "INFO Application startup complete.\n"
+        running(True, True)
+
+    def _advance_job_pod(self, pod: Obj, run: _PodRun) -> None:
+        name = pod["metadata"]["name"]
+        status = pod["status"]
+        if status.get("phase") != "Running":
+            return
+        if run.collected or self.job_finishes_without_collect:
+            status["phase"] = "Succeeded"
+            status["conditions"] = [{"type": "Ready", "status": "False"}]
+            self._put(pod)
+            return
+        run.step += 1
+        self.logs[name] = self.logs.get(name, "") + f"progress: {run.step} requests done\n"
+        self._put(pod)
+
+    def _retire_old_pods(self, dep: Obj) -> None:
+        meta = dep["metadata"]
+        ns = meta.get("namespace", "")
+        pods = self._pods_of(meta["name"], ns)
+        thash = hashlib.sha256(json.dumps(dep["spec"]["template"], sort_keys=True).encode()).hexdigest()[:8]
+        new_ready = [p for p in pods if self.runs[p["metadata"]["name"]].template_hash == thash and _ready(p)]
+        if len(new_ready) >= int(dep["spec"].get("replicas", 1)):
+            for p in pods:
+                if self.runs[p["metadata"]["name"]].template_hash != thash:
+                    self.objects.pop(self._key("v1", "Pod", ns, p["metadata"]["name"]), None)
+
+    def _update_deployment_status(self, dep: Obj) -> None:
+        meta = dep["metadata"]
+        pods = self._pods_of(meta["name"], meta.get("namespace", ""))
+        thash = hashlib.sha256(json.dumps(dep["spec"]["template"], sort_keys=True).encode()).hexdigest()[:8]
+        updated = [p for p in pods if self.runs[p["metadata"]["name"]].template_hash == thash]
+        ready = [p for p in pods if _ready(p)]
+        new_status = {
+            "observedGeneration": meta["generation"],
+            "replicas": len(pods),
+            "updatedReplicas": len(updated),
+            "readyReplicas": len(ready),
+            "availableReplicas": len(ready),
+            "unavailableReplicas": max(0, len(pods) - len(ready)),
+        }
+        if dep.get("status") != new_status:
+            dep["status"] = new_status
+            self._put(dep)
+
+    def _update_job_status(self, job: Obj) -> None:
+        meta = job["metadata"]
+        pods = self._pods_of(meta["name"], meta.get("namespace", ""))
+        succeeded = sum(1 for p in pods if p["status"].get("phase") == "Succeeded")
+        active = sum(1 for p in pods if p["status"].get("phase") == "Running")
+        new_status: Obj = {"active": active, "succeeded": succeeded}
+        total = int(job["spec"].get("completions") or job["spec"].get("parallelism") or 1)
+        if succeeded >= total:
+            new_status["conditions"] = [{"type": "Complete", "status": "True"}]
+        if job.get("status") != new_status:
+            job["status"] = new_status
+            self._put(job)
+
+
+def _ready(pod: Obj) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in pod["status"].get("conditions") or [])
