@@ -1073,6 +1073,24 @@ class PublishResult:
     time_shift_s: float
     warnings: list[str]
 
+    def describe(self) -> list[str]:
+        """Human-readable outcome, one line each."""
+        lines = [
+            f"published run {self.run_id} to CloudWatch namespace {self.namespace} ({self.target}): "
+            f"{self.sent_now} PutMetricData calls now, {self.already_sent} already sent earlier, "
+            f"{self.batches} in all ({self.datums} datums, {self.samples} samples)",
+            f"progress: {self.state_path}",
+        ]
+        if self.time_shift_s:
+            lines.append(f"timestamps shifted by {self.time_shift_s / 86400:+.2f} days (--retime)")
+        if self.nonfinite_dropped:
+            lines.append(f"dropped {len(self.nonfinite_dropped)} non-finite values (listed in {self.state_path.name})")
+        if self.dashboard:
+            lines.append(f"dashboard: {self.dashboard}")
+        lines += [f"dashboard note: {m}" for m in self.dashboard_messages]
+        lines += [f"warning: {w}" for w in self.warnings]
+        return lines
+
 
 def _load_state(path: Path) -> dict[str, Any]:
     if not path.exists():
@@ -1097,8 +1115,12 @@ def _save_state(path: Path, state: dict[str, Any]) -> None:
 
 def publish_run(
     run_dir: Path,
-    sink: MetricsSink,
+    sink: MetricsSink | None = None,
     *,
+    console: Any = None,
+    region: str | None = None,
+    endpoint_url: str | None = None,
+    max_attempts: int = 8,
     namespace: str | None = None,
     storage_resolution: int | None = None,
     dashboard: bool = True,
@@ -1117,10 +1139,24 @@ def publish_run(
     content hash is not recorded as sent to this namespace and target. ``force`` resends everything
     (CloudWatch then counts those samples twice). On failure raises ``PublishError`` saying what was and
     was not sent.
+
+    Without ``sink``, CloudWatch through boto3 (``region`` or the run's ``cloudwatch.region`` or the AWS
+    chain; ``endpoint_url`` or ``AWS_ENDPOINT_URL_CLOUDWATCH``). With ``console`` (a rich Console), progress
+    and the outcome are printed there.
     """
     run_dir = Path(run_dir)
     run = load_run(run_dir)
     cw = run.config.get("cloudwatch") if isinstance(run.config.get("cloudwatch"), dict) else {}
+    if sink is None:
+        sink = Boto3Sink(
+            region=region or cw.get("region") or None, endpoint_url=endpoint_url, max_attempts=max_attempts
+        )
+    if console is not None and progress is None:
+
+        def progress(done: int, total: int) -> None:
+            if done == total or done % 50 == 0:
+                console.print(f"[dim]PutMetricData {done}/{total}[/]", highlight=False)
+
     ns = namespace or str(cw.get("namespace") or "Spectrn")
     res = int(storage_resolution or cw.get("storage_resolution") or 60)
     prefix = dashboard_prefix or str(cw.get("dashboard_prefix") or "spectrn")
@@ -1209,7 +1245,7 @@ def publish_run(
         )
         target["dashboard"] = {"name": dash_name, "published_at": _iso(time.time())}
         _save_state(state_path, state)
-    return PublishResult(
+    result = PublishResult(
         run_id=plan.run_id,
         namespace=ns,
         target=sink.target,
@@ -1225,6 +1261,23 @@ def publish_run(
         time_shift_s=shift,
         warnings=warnings,
     )
+    if console is not None:
+        for line in result.describe():
+            console.print(line, highlight=False)
+    return result
+
+
+def recorded_time_shift(run_dir: Path, namespace: str, target: str | None = None) -> float:
+    """The ``--retime`` shift an earlier publish of this run used (0 when none), so the dashboard's time range
+    matches the data."""
+    path = Path(run_dir) / STATE_FILE
+    if not path.exists():
+        return 0.0
+    targets = _load_state(path)["targets"]
+    for t in targets.values():
+        if t.get("namespace") == namespace and (target is None or t.get("target") == target):
+            return float(t.get("time_shift_s") or 0.0)
+    return 0.0
 
 
 def publish_dashboard(

@@ -725,7 +725,7 @@ def _utc(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts))
 
 
-def _summary_for(run: RunData) -> dict[str, Any]:
+def run_summary(run: RunData) -> dict[str, Any]:
     if run.summary is not None:
         return run.summary
     from spectrn.analyze import finite, summarize
@@ -743,7 +743,7 @@ def build_report(run_dir: Path, out_dir: Path | None = None, *, metrics_fn: Metr
     from spectrn.paths import atomic_write_text, safe_output_dir
 
     run = load_run(Path(run_dir))
-    summary = _summary_for(run)
+    summary = run_summary(run)
     out = safe_output_dir(Path(out_dir) if out_dir else Path(run_dir) / "report", what="report folder")
     values = _values_by_variant(run, metrics_fn or default_metrics_fn())
     first = level_views(summary)[0][1]
@@ -816,7 +816,7 @@ def compare_runs(a: Path | RunData, b: Path | RunData) -> dict[str, Any]:
     """
     ra = a if isinstance(a, RunData) else load_run(Path(a))
     rb = b if isinstance(b, RunData) else load_run(Path(b))
-    sa, sb = _summary_for(ra), _summary_for(rb)
+    sa, sb = run_summary(ra), run_summary(rb)
     fa, fb = _flatten(ra.config), _flatten(rb.config)
     diffs = {k: [fa.get(k), fb.get(k)] for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)}
     rows = []

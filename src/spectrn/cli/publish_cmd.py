@@ -1,0 +1,184 @@
+"""``spectrn publish`` and ``spectrn dashboard``: a run's distributions and dashboard in CloudWatch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from spectrn.cli.common import err_console
+from spectrn.cli.main import app
+from spectrn.errors import PublishError
+
+RunDirArg = Annotated[Path, typer.Argument(help="Run folder, e.g. results/<run-id>.")]
+NamespaceOpt = Annotated[
+    str | None, typer.Option("--namespace", help="CloudWatch namespace (default: the run's cloudwatch.namespace).")
+]
+RegionOpt = Annotated[
+    str | None,
+    typer.Option("--region", help="AWS region (default: the run's cloudwatch.region, then the AWS resolution chain)."),
+]
+EndpointUrlOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--endpoint-url",
+        help="CloudWatch endpoint (a local test server, a VPC endpoint); default: AWS_ENDPOINT_URL_CLOUDWATCH or AWS.",
+    ),
+]
+PrefixOpt = Annotated[
+    str | None, typer.Option("--prefix", help="Dashboard name prefix (default: the run's cloudwatch.dashboard_prefix).")
+]
+RunIdOpt = Annotated[
+    str | None,
+    typer.Option("--run-id", help="Publish under this RunId instead of the run's own (e.g. a sweep's id)."),
+]
+
+
+def _settings(run_dir: Path) -> dict[str, object]:
+    from spectrn.cloudwatch import load_run
+
+    run = load_run(run_dir)
+    cw = run.config.get("cloudwatch")
+    return cw if isinstance(cw, dict) else {}
+
+
+def _require_aws(run_dir: Path, region: str | None) -> None:
+    """Fail before any work when botocore finds no credentials or region, pointing at the EMF file."""
+    from spectrn.cloudwatch import EMF_FILE, aws_available
+
+    ok, why = aws_available(region)
+    if ok:
+        return
+    emf = run_dir / EMF_FILE
+    where = (
+        f"the same metrics are in {emf} (Embedded Metric Format; the CloudWatch agent can ship it)"
+        if emf.exists()
+        else f"`spectrn publish --emf {run_dir}` writes them to {emf} for the CloudWatch agent"
+    )
+    raise PublishError(
+        f"cannot publish to CloudWatch: {why}",
+        hint=f"configure AWS (aws configure, AWS_PROFILE, IRSA) and a region, or use EMF: {where}",
+    )
+
+
+@app.command("publish")
+def publish(
+    run_dir: RunDirArg,
+    namespace: NamespaceOpt = None,
+    region: RegionOpt = None,
+    endpoint_url: EndpointUrlOpt = None,
+    storage_resolution: Annotated[
+        int | None,
+        typer.Option(
+            "--storage-resolution", help="1 (high resolution) or 60 (default: cloudwatch.storage_resolution)."
+        ),
+    ] = None,
+    dashboard: Annotated[
+        bool, typer.Option("--dashboard/--no-dashboard", help="Also create or replace the run's dashboard.")
+    ] = True,
+    prefix: PrefixOpt = None,
+    run_id: RunIdOpt = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Resend every batch, even those publish.json records as sent: CloudWatch then counts them twice.",
+        ),
+    ] = False,
+    retime: Annotated[
+        bool,
+        typer.Option(
+            "--retime",
+            help="Shift timestamps so the run ends now (for runs older than CloudWatch's 14-day limit).",
+        ),
+    ] = False,
+    skip_nonfinite: Annotated[
+        bool,
+        typer.Option("--skip-nonfinite", help="Drop NaN/Inf values (listed in publish.json) instead of failing."),
+    ] = False,
+    max_attempts: Annotated[
+        int, typer.Option("--max-attempts", min=1, max=20, help="Attempts per call (botocore adaptive retries).")
+    ] = 8,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show what would be sent (calls, datums, samples); send nothing.")
+    ] = False,
+    emf: Annotated[
+        bool,
+        typer.Option("--emf", help="Write metrics.emf.jsonl (Embedded Metric Format) instead of calling CloudWatch."),
+    ] = False,
+) -> None:
+    """Publish a run's per-request distributions to CloudWatch (re-runnable: sends only unsent batches)."""
+    from spectrn import cloudwatch as cw
+
+    console = err_console()
+    if emf:
+        path = cw.write_emf(run_dir, namespace=namespace, run_id=run_id)
+        typer.echo(f"wrote {path}")
+        return
+    if dry_run:
+        settings = _settings(run_dir)
+        ns = namespace or str(settings.get("namespace") or "Spectrn")
+        res = int(storage_resolution or settings.get("storage_resolution") or 60)  # type: ignore[call-overload]
+        plan = cw.build_metric_datums(
+            cw.load_run(run_dir), namespace=ns, run_id=run_id, storage_resolution=res, skip_nonfinite=skip_nonfinite
+        )
+        batches = cw.batch_datums(plan.datums, namespace=ns)
+        typer.echo(
+            f"would send {len(batches)} PutMetricData calls to namespace {ns}: {len(plan.datums)} datums, "
+            f"{plan.samples} samples, RunId {plan.run_id}"
+        )
+        return
+    if endpoint_url is None:
+        _require_aws(run_dir, region or (str(_settings(run_dir).get("region") or "") or None))
+    cw.publish_run(
+        run_dir,
+        console=console,
+        region=region,
+        endpoint_url=endpoint_url,
+        max_attempts=max_attempts,
+        namespace=namespace,
+        storage_resolution=storage_resolution,
+        dashboard=dashboard,
+        dashboard_prefix=prefix,
+        run_id=run_id,
+        force=force,
+        retime=retime,
+        skip_nonfinite=skip_nonfinite,
+    )
+
+
+@app.command("dashboard")
+def dashboard_cmd(
+    run_dir: RunDirArg,
+    namespace: NamespaceOpt = None,
+    region: RegionOpt = None,
+    endpoint_url: EndpointUrlOpt = None,
+    prefix: PrefixOpt = None,
+    run_id: RunIdOpt = None,
+    print_body: Annotated[
+        bool, typer.Option("--print", help="Print the validated dashboard body (JSON) instead of calling CloudWatch.")
+    ] = False,
+) -> None:
+    """Create or replace the run's CloudWatch comparison dashboard (also done by `spectrn publish`)."""
+    from spectrn import cloudwatch as cw
+
+    run = cw.load_run(run_dir)
+    settings = _settings(run_dir)
+    ns = namespace or str(settings.get("namespace") or "Spectrn")
+    pre = prefix or str(settings.get("dashboard_prefix") or "spectrn")
+    reg = region or (str(settings.get("region") or "") or None)
+    if print_body:
+        view = cw.dashboard_run(run, run_id=run_id, time_shift_s=cw.recorded_time_shift(run_dir, ns))
+        body = cw.build_dashboard([view], namespace=ns, region=reg or "us-east-1")
+        typer.echo(json.dumps(body, indent=2))
+        return
+    if endpoint_url is None:
+        _require_aws(run_dir, reg)
+    sink = cw.Boto3Sink(region=reg, endpoint_url=endpoint_url)
+    shift = cw.recorded_time_shift(run_dir, ns, sink.target)
+    name, messages = cw.publish_dashboard(run, sink, namespace=ns, prefix=pre, run_id=run_id, time_shift_s=shift)
+    typer.echo(f"dashboard {name} in {sink.region}")
+    for m in messages:
+        typer.echo(f"dashboard note: {m}")
