@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv test test-fast demo check lint fmt bench-sim bench-loadgen wheel clean
+.PHONY: venv test test-fast demo check lint fmt bench-sim bench-loadgen wheel docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,9 @@ fmt: venv
 check: lint
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
+
+docs: venv
+	$(BIN)/spectrn config-reference --write README.md
 
 wheel: venv
 	$(BIN)/python -m pip wheel --no-deps -w dist .

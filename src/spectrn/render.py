@@ -25,12 +25,15 @@ import re
 import shlex
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from spectrn.config import SpectrnConfig
 from spectrn.errors import ConfigError, RenderError
+
+if TYPE_CHECKING:
+    import jinja2
 
 VARIANTS = ("baseline", "speculative")
 SHARED_COMPONENTS = ("namespace", "serviceaccounts", "storage", "devices", "prompts")
@@ -361,10 +364,8 @@ def _slug(text: str) -> str:
 
 
 def llmperf_script(cfg: SpectrnConfig, run_id: str, endpoints: Mapping[str, str], *, hold_s: int) -> str:
-    """The llmperf pod's shell script: the sample's flags and test cases, both services at once."""
-    from spectrn.paths import data_dir
-
-    env = _template_env(data_dir("manifests"))
+    """The llmperf pod's shell script: the sample's flags and test cases, both services at once.
+    llmperf runs one closed-loop level: the first of ``bench.concurrency``."""
     bench = cfg.bench
     flags = [
         "--model", cfg.target_spec.hf_id,
@@ -379,7 +380,8 @@ def llmperf_script(cfg: SpectrnConfig, run_id: str, endpoints: Mapping[str, str]
         "--additional-sampling-params", _json({"temperature": bench.temperature}),
     ]  # fmt: skip
     cases = [(_slug(c) if c != LLMPERF_KEEP_SONNET else "sonnet", c) for c in LLMPERF_TEST_CASES]
-    return env.get_template("llmperf-run.sh.j2").render(
+    return _Renderer(cfg).render_text(
+        "llmperf-run.sh.j2",
         repo=LLMPERF_REPO,
         ref=LLMPERF_REF,
         flags=flags,
@@ -394,7 +396,7 @@ def llmperf_script(cfg: SpectrnConfig, run_id: str, endpoints: Mapping[str, str]
 # ---- templates ----------------------------------------------------------------------------------
 
 
-def _template_env(folder: Path) -> Any:
+def _template_env(folder: Path) -> jinja2.Environment:
     import jinja2
 
     env = jinja2.Environment(
@@ -455,15 +457,18 @@ class _Renderer:
         self.cfg = cfg
         self.env = _template_env(folder)
 
-    def render(self, template: str, **ctx: Any) -> list[dict[str, Any]]:
+    def render_text(self, template: str, **ctx: Any) -> str:
         import jinja2
 
         try:
-            text = self.env.get_template(template).render(cfg=self.cfg, **ctx)
+            return self.env.get_template(template).render(cfg=self.cfg, **ctx)
         except jinja2.UndefinedError as e:
             raise RenderError(f"template {template}: {e.message}", hint="this is a bug in spectrn's manifests") from e
         except jinja2.TemplateError as e:
             raise RenderError(f"template {template}: {e}", hint="this is a bug in spectrn's manifests") from e
+
+    def render(self, template: str, **ctx: Any) -> list[dict[str, Any]]:
+        text = self.render_text(template, **ctx)
         try:
             docs = list(yaml.safe_load_all(text))
         except yaml.YAMLError as e:
