@@ -598,9 +598,8 @@ def diagnose_pod(pod: Obj, events: Sequence[Obj], previous_logs: str = "", logs:
         waiting = (cs.get("state") or {}).get("waiting") or {}
         reason = waiting.get("reason", "")
         if reason in ("ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull"):
-            failed = next(
-                (e.get("message", "") for e in reversed(events) if e.get("reason") in ("Failed", "BackOff")), ""
-            )
+            # The "Failed" event carries the registry's reason; "BackOff" only says that kubelet waits.
+            failed = next((e.get("message", "") for e in reversed(events) if e.get("reason") == "Failed"), "")
             return d(
                 f"{reason}: image {cs.get('image', '?')} cannot be pulled",
                 failed or str(waiting.get("message", "")),
@@ -633,7 +632,7 @@ def diagnose_pod(pod: Obj, events: Sequence[Obj], previous_logs: str = "", logs:
                 f"CrashLoopBackOff: container {cs.get('name')} keeps exiting (exit code {last.get('exitCode', '?')}, "
                 f"restarts {cs.get('restartCount', 0)})",
                 str(waiting.get("message", "")),
-                "read the log lines below (`kubectl logs --previous`); a bad vLLM flag, model path or speculation "
+                "read the last log lines (`kubectl logs --previous`); a bad vLLM flag, model path or speculation "
                 "setting is the usual cause: fix it in spectrn.yaml and re-run `spectrn deploy`",
                 True,
                 _tail(previous_logs, 20),
@@ -650,7 +649,7 @@ def diagnose_pod(pod: Obj, events: Sequence[Obj], previous_logs: str = "", logs:
         return d(
             f"pod failed: {status.get('reason', 'Failed')}",
             str(status.get("message", "")),
-            "read the events below; an evicted pod usually means the node ran out of memory or disk",
+            "read the recent events; an evicted pod usually means the node ran out of memory or disk",
             True,
         )
     mount = next((e for e in reversed(events) if e.get("reason") in ("FailedMount", "FailedAttachVolume")), None)
@@ -679,6 +678,8 @@ class ServiceState:
     image: str = ""
     window: str = "-"
     age: str = ""
+    events: list[str] = field(default_factory=list)
+    logs: list[str] = field(default_factory=list)
 
     @property
     def done(self) -> bool:
@@ -777,6 +778,8 @@ def observe_service(
             state.diagnosis = diag
         if worst is None or rank.get(phase, 0) < worst[0]:
             worst = (rank.get(phase, 0), phase, detail)
+            state.events = _event_lines(events)
+            state.logs = _tail(current or prev, 10)
     assert worst is not None
     state.phase, state.detail = worst[1], worst[2]
     if state.ready and state.phase != "Ready":
@@ -815,8 +818,8 @@ def _failure_error(states: Sequence[ServiceState], *, timed_out: bool, timeout_s
             else:
                 cause = f"not ready after {timeout_s:.0f} s (phase {s.phase})" + (f": {s.detail}" if s.detail else "")
                 hint = "re-run with a longer --timeout, or inspect with `kubectl describe pod` / `spectrn status`"
-            diag_lines = diag.events if diag else []
-            log_lines = diag.logs if diag else []
+            diag_lines = diag.events if diag else s.events
+            log_lines = diag.logs if diag and diag.logs else s.logs
         else:
             cause = f"{diag.cause}: {diag.detail}"
             hint = diag.next_step

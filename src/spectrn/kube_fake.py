@@ -234,6 +234,13 @@ class FakeKube:
 
     def _event(self, pod: Obj, reason: str, message: str, etype: str = "Normal") -> None:
         meta = pod["metadata"]
+        for ev in self.events:  # the kubelet aggregates repeats into one event with a count
+            same = ev["involvedObject"]["name"] == meta["name"] and ev["involvedObject"].get("namespace") == meta.get(
+                "namespace"
+            )
+            if same and ev["reason"] == reason and ev["message"] == message:
+                ev["count"] += 1
+                return
         self.events.append(
             {
                 "apiVersion": "v1",
@@ -300,13 +307,7 @@ class FakeKube:
         self._check_fail("get", kind, name)
         self.calls.append(("get", f"{kind} {namespace + '/' if namespace else ''}{name}"))
         obj = self.objects.get(self._key(api_version, kind, namespace, name))
-        if obj is None and _group(api_version) and api_version not in self.versions:
-            raise api_error(
-                404,
-                "NotFound",
-                json.dumps({"message": "the server could not find the requested resource"}),
-                action=f"get {kind}",
-            )
+        # An unserved API answers 404 like a missing object; RealKube.get returns None for both.
         return copy.deepcopy(obj) if obj is not None else None
 
     def list_meta(
