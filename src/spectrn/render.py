@@ -163,6 +163,15 @@ def artifacts_path(cfg: SpectrnConfig, speculative: bool) -> str:
     return f"{cfg.s3.mount_path.rstrip('/')}/{cfg.s3.artifacts_prefix.strip('/')}/{cfg.artifact_key(speculative)}"
 
 
+def job_name(run_id: str, engine: str = "spectrn") -> str:
+    return f"spectrn-{'loadgen' if engine == 'spectrn' else 'llmperf'}-{run_id}"
+
+
+def config_map_name(run_id: str) -> str:
+    """The ConfigMap holding the config the load pod of ``run_id`` reads."""
+    return f"spectrn-config-{run_id}"
+
+
 def pv_name(cfg: SpectrnConfig) -> str:
     # PersistentVolumes are cluster-scoped: the namespace keeps two spectrn installs apart.
     return f"spectrn-s3-{cfg.namespace}"
@@ -576,9 +585,9 @@ def render_load_job(
         "labels": labels,
         "run_id": run_id,
         "engine": engine,
-        "config_name": f"spectrn-config-{run_id}",
+        "config_name": config_map_name(run_id),
         "config_yaml": pod_config_yaml(cfg),
-        "job_name": f"spectrn-{'loadgen' if engine == 'spectrn' else 'llmperf'}-{run_id}",
+        "job_name": job_name(run_id, engine),
         "wait_command": ["python3", "-c", WAIT_FOR_HEALTH, str(cfg.probes.startup_budget_s)]
         + [u.removesuffix("/v1") + "/health" for u in endpoints.values()],
         "non_root_uid": NON_ROOT_UID,
@@ -674,9 +683,29 @@ def _str_representer(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _str_representer)
 
 
+def _notes(obj: Mapping[str, Any]) -> list[str]:
+    """Comments for a reader of the YAML: what each pod's security level is, what to fill in."""
+    kind, meta = obj["kind"], obj["metadata"]
+    if kind == "ServiceAccount" and "eks.amazonaws.com/role-arn" not in meta.get("annotations", {}):
+        return [
+            "AWS identity: set service_accounts.*_role_arn to render the IRSA annotation",
+            "eks.amazonaws.com/role-arn, or create an EKS Pod Identity association for this ServiceAccount.",
+        ]
+    if kind in ("Deployment", "Job"):
+        ctx = obj["spec"]["template"]["spec"].get("securityContext", {})
+        level = "restricted" if ctx.get("runAsNonRoot") else "baseline (root in the Neuron DLC, /dev/shm, S3 volume)"
+        return [f"Pod Security Standards level: {level}."]
+    if kind == "PersistentVolume" and "REPLACE" in str(obj["spec"].get("csi", {}).get("volumeAttributes", {})):
+        return ["Placeholder bucket: set s3.bucket to the bucket holding your weights and compiled artifacts."]
+    return []
+
+
 def to_yaml(objects: Iterable[Mapping[str, Any]]) -> str:
-    """Multi-document YAML, pipeable to ``kubectl apply -f -``."""
-    docs = [yaml.dump(dict(o), Dumper=_Dumper, sort_keys=False, width=10_000, allow_unicode=True) for o in objects]
+    """Multi-document YAML, pipeable to ``kubectl apply -f -``, with a comment where a reader must act."""
+    docs = []
+    for o in objects:
+        notes = "".join(f"# {line}\n" for line in _notes(o))
+        docs.append(notes + yaml.dump(dict(o), Dumper=_Dumper, sort_keys=False, width=10_000, allow_unicode=True))
     return "---\n" + "---\n".join(docs) if docs else ""
 
 

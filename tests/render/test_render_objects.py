@@ -594,6 +594,11 @@ def test_to_yaml_round_trips(make_cfg):
     text = render.to_yaml(objs)
     assert text.startswith("---\n")
     assert list(yaml.safe_load_all(text)) == objs
+    assert text.count("# Pod Security Standards level: baseline") == 2  # the two vLLM Deployments
+    assert text.count("# Pod Security Standards level: restricted") == 1  # the load Job
+    assert "# Placeholder bucket" in text
+    sim = render.to_yaml(render.render_objects(make_cfg(runtime="sim"), prompts=FIXED_PROMPTS))
+    assert sim.count("# Pod Security Standards level: restricted") == 2 and "baseline" not in sim
 
 
 def test_write_objects_one_file_each(make_cfg, tmp_path):
