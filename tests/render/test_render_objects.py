@@ -598,7 +598,7 @@ def test_to_yaml_round_trips(make_cfg):
     assert text.count("# Pod Security Standards level: restricted") == 1  # the load Job
     assert "# Placeholder bucket" in text
     sim = render.to_yaml(render.render_objects(make_cfg(runtime="sim"), prompts=FIXED_PROMPTS))
-    assert sim.count("# Pod Security Standards level: restricted") == 2 and "baseline" not in sim
+    assert sim.count("# Pod Security Standards level: restricted") == 2 and "level: baseline" not in sim
 
 
 def test_write_objects_one_file_each(make_cfg, tmp_path):
