@@ -124,6 +124,9 @@ class Engine:
         self.log_size = log_size
         self.counter = 0
         self.steps = 0
+        # Per step: (wake-up - deadline, last write - deadline) in seconds, the engine's own schedule error.
+        self.lateness: deque[tuple[float, float]] = deque(maxlen=100_000)
+        self._written_at = 0.0
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -170,14 +173,15 @@ class Engine:
 
     # ---- the loop ---------------------------------------------------------------------------------
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
+        # time.monotonic, not loop.time(): uvloop's loop clock has millisecond resolution.
+        now = time.monotonic
         assert self._wake is not None
-        clock = loop.time()
+        clock = now()
         while True:
             if not self.running and not self.waiting:
                 self._wake.clear()
                 await self._wake.wait()
-                clock = loop.time()
+                clock = now()
                 continue
             start = clock
             admit = self._admissible(start)
@@ -195,21 +199,24 @@ class Engine:
                 await asyncio.sleep(0)
                 clock = max(clock, min(r.arrival for r in self.waiting))
                 continue
-            await self._sleep_until(loop, end, duration)
+            await self._sleep_until(end, duration)
+            woke = now()
             self._deliver(plan, end, prefill=bool(admit))
+            self.lateness.append((woke - end, self._written_at - end))
             self.steps += 1
             clock = end
             if self.stall_rate and self._stall_rng.random() < self.stall_rate:
                 clock += self.stall_s
 
-    async def _sleep_until(self, loop: asyncio.AbstractEventLoop, deadline: float, duration: float) -> None:
+    async def _sleep_until(self, deadline: float, duration: float) -> None:
+        now = time.monotonic
         spin = min(self.spin_s, 0.2 * duration)
-        delay = deadline - loop.time() - spin
+        delay = deadline - now() - spin
         if delay > 0:
             await asyncio.sleep(delay)
         else:
             await asyncio.sleep(0)  # let handlers run even when behind schedule
-        while loop.time() < deadline:
+        while now() < deadline:
             pass
 
     def _admissible(self, start: float) -> list[SimRequest]:
@@ -259,6 +266,7 @@ class Engine:
     def _deliver(self, plan: list[_Planned], t: float, *, prefill: bool) -> None:
         # Writes first, bookkeeping after: the chunks leave as close to the deadline as possible.
         gone = [p.req for p in plan if p.req.finished is None and not p.req.sink.write(p.req, p.data, p.finish)]
+        self._written_at = time.monotonic()
         m = self.metrics
         step_tokens = 0
         for p in plan:

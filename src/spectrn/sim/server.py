@@ -305,6 +305,7 @@ class SimServer:
                 "max_num_seqs": self.settings.batch_limit,
                 "max_model_len": self.settings.context_limit,
                 "steps": self.engine.steps,
+                "lateness_s": [list(x) for x in self.engine.lateness],
             }
         )
 
@@ -522,7 +523,7 @@ class SimServer:
             output=OutputStream(prompt_text, s.seed),
             rng=engine.request_rng(counter, prompt_text),
             probs=self.model.position_probs(prompt_text),
-            arrival=loop.time(),
+            arrival=time.monotonic(),
             done=loop.create_future(),
         )
         req.created = created

@@ -1,0 +1,220 @@
+"""Does the simulator keep its schedule under load? Chunk arrival time minus scheduled emission time.
+
+The simulator runs in its own process (``python -m spectrn sim serve``, time scale 1, max_num_seqs >= the
+number of streams); this process opens N streaming requests at once with a small raw-socket client
+(non-blocking sockets + epoll, no HTTP library), timestamps every SSE content event on arrival with
+``time.monotonic()`` (the same clock the simulator schedules on), then fetches the simulator's own record of
+each chunk's scheduled time from ``GET /sim/requests`` and reports the deviation (arrival - scheduled):
+p50, p99 and max per concurrency level.
+
+    .venv/bin/python benchmarks/sim_schedule.py                  # 1, 64, 256 streams, speculative
+    .venv/bin/python benchmarks/sim_schedule.py --streams 256 --max-tokens 128 --baseline --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import selectors
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Stream:
+    sock: socket.socket
+    reads: list[tuple[float, bytes]] = field(default_factory=list)  # (arrival time, raw bytes) per recv
+    rid: str | None = None
+    arrivals: list[float] = field(default_factory=list)  # one per content event
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _get_json(url: str) -> object:
+    with urllib.request.urlopen(url, timeout=60) as r:
+        return json.loads(r.read())
+
+
+def _wait_healthy(base: str, proc: subprocess.Popen[bytes], timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"simulator exited with code {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"{base}/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise SystemExit("simulator did not become healthy")
+
+
+def _parse(s: Stream) -> None:
+    """After the run: split the recorded reads into HTTP chunks and SSE events; time each content event.
+
+    An event's arrival time is that of the read that completed it. Parsing happens after the run so the
+    receive loop does nothing but recv and timestamp.
+    """
+    buf = bytearray()
+    body = bytearray()
+    headers_done = False
+    for t, data in s.reads:
+        buf += data
+        if not headers_done:
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                continue
+            status = bytes(buf[: buf.find(b"\r\n")])
+            if b" 200 " not in status:
+                raise SystemExit(f"unexpected response: {bytes(buf[:300])!r}")
+            del buf[: end + 4]
+            headers_done = True
+        while True:
+            nl = buf.find(b"\r\n")
+            if nl < 0:
+                break
+            size = int(bytes(buf[:nl]), 16)
+            if len(buf) < nl + 2 + size + 2:
+                break
+            body += buf[nl + 2 : nl + 2 + size]
+            del buf[: nl + 2 + size + 2]
+            while True:
+                sep = body.find(b"\n\n")
+                if sep < 0:
+                    break
+                event = bytes(body[:sep])
+                del body[: sep + 2]
+                if event == b"data: [DONE]":
+                    continue
+                payload = json.loads(event[6:])
+                if s.rid is None:
+                    s.rid = payload["id"]
+                if payload["choices"]:
+                    s.arrivals.append(t)
+
+
+def run_level(base: str, port: int, streams: int, max_tokens: int, prompt: str) -> dict[str, object]:
+    body = json.dumps(
+        {
+            "prompt": prompt,
+            "max_tokens": max_tokens,
+            "ignore_eos": True,
+            "temperature": 0,
+            "stream": True,
+        }
+    ).encode()
+    request = (
+        b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\nConnection: close\r\n\r\n%b" % (len(body), body)
+    )
+    sel = selectors.DefaultSelector()
+    all_streams = []
+    for _ in range(streams):
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        all_streams.append(Stream(sock))
+    for s in all_streams:
+        s.sock.sendall(request)
+        s.sock.setblocking(False)
+        sel.register(s.sock, selectors.EVENT_READ, s)
+    open_count = streams
+    now = time.monotonic
+    while open_count:
+        for key, _ in sel.select(timeout=30):
+            s = key.data
+            try:
+                data = s.sock.recv(262144)
+            except BlockingIOError:
+                continue
+            if not data:
+                sel.unregister(s.sock)
+                s.sock.close()
+                open_count -= 1
+                continue
+            s.reads.append((now(), data))
+    sel.close()
+    for s in all_streams:
+        _parse(s)
+    truth = _get_json(f"{base}/sim/requests")
+    by_id = {r["id"]: r for r in truth["requests"]}  # type: ignore[index]
+    deviations: list[float] = []
+    tokens_per_chunk: list[int] = []
+    for s in all_streams:
+        chunks = by_id[s.rid]["chunks"]
+        if len(chunks) != len(s.arrivals):
+            raise SystemExit(f"{s.rid}: {len(s.arrivals)} events received, {len(chunks)} scheduled")
+        for c, t in zip(chunks, s.arrivals, strict=True):
+            deviations.append(t - c["t"])
+            tokens_per_chunk.append(c["n"])
+    globals()["LAST"] = (all_streams, by_id)
+    deviations.sort()
+
+    def q(p: float) -> float:
+        return deviations[min(len(deviations) - 1, int(p * len(deviations)))]
+
+    return {
+        "streams": streams,
+        "chunks": len(deviations),
+        "tokens_per_chunk_mean": round(statistics.fmean(tokens_per_chunk), 3),
+        "deviation_ms": {
+            "p50": round(q(0.50) * 1000, 3),
+            "p90": round(q(0.90) * 1000, 3),
+            "p99": round(q(0.99) * 1000, 3),
+            "max": round(deviations[-1] * 1000, 3),
+            "min": round(deviations[0] * 1000, 3),
+        },
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--streams", type=int, nargs="+", default=[1, 64, 256])
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--baseline", action="store_true", help="Serve without speculation (one token per chunk).")
+    ap.add_argument("--time-scale", type=float, default=1.0)
+    ap.add_argument("--prompt", default="counting numbers from 1 " * 8)
+    ap.add_argument("--json", type=Path, help="Also write the results here.")
+    args = ap.parse_args()
+    results = []
+    for n in args.streams:
+        port = _free_port()
+        cmd = [sys.executable, "-m", "spectrn", "sim", "serve", "--port", str(port)]
+        cmd += ["--max-num-seqs", str(max(n, 4)), "--time-scale", repr(args.time_scale), "--max-model-len", "4096"]
+        if not args.baseline:
+            cmd += ["--speculative"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            _wait_healthy(base, proc)
+            res = run_level(base, port, n, args.max_tokens, args.prompt)
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=30)
+        res["mode"] = "baseline" if args.baseline else "speculative"
+        res["time_scale"] = args.time_scale
+        results.append(res)
+        d = res["deviation_ms"]
+        print(
+            f"{n:>4} streams  {res['chunks']:>6} chunks  {res['tokens_per_chunk_mean']:.2f} tok/chunk  "
+            f"deviation ms: p50 {d['p50']:.3f}  p90 {d['p90']:.3f}  p99 {d['p99']:.3f}  max {d['max']:.3f}",  # type: ignore[index]
+            flush=True,
+        )
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,199 @@
+"""``spectrn sim``: run the simulated Neuron vLLM server, list its presets, print its ground truth."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from spectrn.cli.main import app
+
+sim_app = typer.Typer(
+    name="sim",
+    help="Simulated Neuron vLLM server: vLLM's OpenAI protocol with speculative-decoding timing.",
+    no_args_is_help=True,
+)
+app.add_typer(sim_app, name="sim")
+
+PresetOpt = Annotated[str, typer.Option("--preset", help="Calibration preset (see `spectrn sim presets`).")]
+SpecOpt = Annotated[bool, typer.Option("--speculative/--baseline", help="Serve with speculative decoding.")]
+DraftOpt = Annotated[str | None, typer.Option("--draft", help="Draft model key (default: the preset's, qwen3-1.7b).")]
+WindowOpt = Annotated[int | None, typer.Option("--window", help="num_speculative_tokens (default: the preset's, 7).")]
+TimeScaleOpt = Annotated[
+    float, typer.Option("--time-scale", help="Multiply every simulated duration (0.1 = ten times faster).")
+]
+ConfigFileOpt = Annotated[
+    Path | None,
+    typer.Option("--config-file", help="YAML with any SimSettings keys (cost:, acceptance:, faults:, ...)."),
+]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override one model parameter: --set cost.step_base_s=0.04 (repeatable)."),
+]
+
+
+def _param_overrides(items: list[str] | None) -> dict[str, dict[str, float]]:
+    from spectrn.errors import ConfigError
+    from spectrn.sim.model import AcceptanceModel, CostModel
+
+    out: dict[str, dict[str, float]] = {}
+    for item in items or []:
+        key, sep, raw = item.partition("=")
+        group, dot, name = key.strip().partition(".")
+        valid = {"cost": CostModel, "acceptance": AcceptanceModel}
+        if not sep or not dot or group not in valid:
+            raise ConfigError(
+                f"--set {item!r} is not GROUP.NAME=VALUE with GROUP cost or acceptance",
+                hint="write e.g. --set cost.step_base_s=0.04 or --set acceptance.alpha_open=0.25",
+            )
+        if name not in valid[group].model_fields:
+            raise ConfigError(
+                f"--set {item!r}: {group} has no parameter {name!r}",
+                hint=f"valid: {', '.join(valid[group].model_fields)}",
+            )
+        try:
+            out.setdefault(group, {})[name] = float(raw)
+        except ValueError:
+            raise ConfigError(f"--set {item!r}: {raw!r} is not a number", hint="give a number, e.g. 0.04") from None
+    return out
+
+
+@sim_app.command("serve")
+def serve(
+    ctx: typer.Context,
+    port: Annotated[int, typer.Option("--port", help="TCP port.")] = 8000,
+    host: Annotated[str, typer.Option("--host", help="Address to bind (0.0.0.0 inside a container).")] = "127.0.0.1",
+    preset: PresetOpt = "qwen3-32b-trn2",
+    speculative: SpecOpt = False,
+    draft: DraftOpt = None,
+    window: WindowOpt = None,
+    max_num_seqs: Annotated[int | None, typer.Option("--max-num-seqs", help="Batch limit (default: preset).")] = None,
+    max_model_len: Annotated[
+        int | None, typer.Option("--max-model-len", help="Context limit (default: preset).")
+    ] = None,
+    time_scale: TimeScaleOpt = 1.0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of output text, acceptance draws and faults.")] = 0,
+    served_model_name: Annotated[
+        str | None, typer.Option("--served-model-name", help="Model name clients send (default: target HF id).")
+    ] = None,
+    startup_delay: Annotated[
+        float, typer.Option("--startup-delay", help="Seconds /health answers 503 ('compiling') after start.")
+    ] = 0.0,
+    error_rate: Annotated[float, typer.Option("--error-rate", help="Share of requests answered with an error.")] = 0.0,
+    error_status: Annotated[int, typer.Option("--error-status", help="Status of injected errors: 500 or 503.")] = 500,
+    disconnect_rate: Annotated[float, typer.Option("--disconnect-rate", help="Share of streams cut mid-way.")] = 0.0,
+    stall_rate: Annotated[
+        float, typer.Option("--stall-rate", help="Probability per engine step of an engine stall.")
+    ] = 0.0,
+    stall_s: Annotated[float, typer.Option("--stall-s", help="Length of a stall (seconds, before time scale).")] = 1.0,
+    malformed_sse_rate: Annotated[
+        float, typer.Option("--malformed-sse-rate", help="Share of streams with one malformed event.")
+    ] = 0.0,
+    config_file: ConfigFileOpt = None,
+    sets: SetOpt = None,
+) -> None:
+    """Serve vLLM's OpenAI API with simulated Neuron timing (also the container entrypoint)."""
+    from spectrn.sim import load_settings
+    from spectrn.sim import serve as run
+
+    def given(name: str, value: Any) -> Any:
+        # Flags left at their defaults do not override the config file.
+        source = ctx.get_parameter_source(name)
+        return value if source is not None and source.name != "DEFAULT" else None
+
+    faults = {
+        k: v
+        for k, v in {
+            "error_rate": given("error_rate", error_rate),
+            "error_status": given("error_status", error_status),
+            "disconnect_rate": given("disconnect_rate", disconnect_rate),
+            "stall_rate": given("stall_rate", stall_rate),
+            "stall_s": given("stall_s", stall_s),
+            "malformed_sse_rate": given("malformed_sse_rate", malformed_sse_rate),
+        }.items()
+        if v is not None
+    }
+    settings = load_settings(
+        config_file,
+        preset=given("preset", preset),
+        speculative=given("speculative", speculative),
+        draft=draft,
+        window=window,
+        max_num_seqs=max_num_seqs,
+        max_model_len=max_model_len,
+        time_scale=given("time_scale", time_scale),
+        seed=given("seed", seed),
+        served_model_name=served_model_name,
+        startup_delay_s=given("startup_delay", startup_delay),
+        faults=faults or None,
+        **_param_overrides(sets),
+    )
+    m = settings.resolved()
+    mode = f"speculative (draft {m.draft}, window {m.window})" if m.speculative else "baseline"
+    typer.echo(
+        f"spectrn sim: {settings.model_name} [{settings.preset}, {mode}, max_num_seqs {settings.batch_limit}, "
+        f"time scale {settings.time_scale:g}] on http://{host}:{port}",
+        err=True,
+    )
+    run(settings, host, port)
+
+
+@sim_app.command("presets")
+def presets(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the full presets as JSON.")] = False,
+) -> None:
+    """List the calibration presets."""
+    from spectrn.sim.model import PRESETS
+
+    if as_json:
+        typer.echo(json.dumps({k: p.model_dump(mode="json") for k, p in PRESETS.items()}, indent=2))
+        return
+    for key, p in PRESETS.items():
+        drafts = ", ".join(p.drafts)
+        typer.echo(f"{key}: {p.description}")
+        typer.echo(f"  target {p.target}; drafts {drafts} (others by size rule); default window {p.default_window}")
+
+
+@sim_app.command("expect")
+def expect(
+    prompt: Annotated[str, typer.Option("--prompt", help="Prompt text to evaluate.")],
+    preset: PresetOpt = "qwen3-32b-trn2",
+    draft: DraftOpt = None,
+    window: WindowOpt = None,
+    batch: Annotated[int, typer.Option("--batch", help="Concurrent requests decoding together.")] = 4,
+    prompt_tokens: Annotated[
+        int | None, typer.Option("--prompt-tokens", help="Prompt length (default: counted).")
+    ] = None,
+    output_tokens: Annotated[int, typer.Option("--output-tokens", help="Output length.")] = 600,
+    time_scale: TimeScaleOpt = 1.0,
+    config_file: ConfigFileOpt = None,
+    sets: SetOpt = None,
+) -> None:
+    """Print the simulator's ground truth for a prompt: predictability, acceptance, expected TPOT."""
+    from spectrn.sim import load_settings
+    from spectrn.sim.model import predictability
+    from spectrn.sim.tokens import encode
+
+    common: dict[str, Any] = dict(preset=preset, draft=draft, window=window, time_scale=time_scale)
+    base = load_settings(config_file, **common, speculative=False, **_param_overrides(sets))
+    spec = load_settings(config_file, **common, speculative=True, **_param_overrides(sets))
+    n_prompt = prompt_tokens or len(encode(prompt))
+    mb, ms = base.resolved(), spec.resolved()
+    tb = mb.expected_tpot_s(prompt, batch=batch, prompt_tokens=n_prompt, output_tokens=output_tokens)
+    ts = ms.expected_tpot_s(prompt, batch=batch, prompt_tokens=n_prompt, output_tokens=output_tokens)
+    out = {
+        "prompt_tokens": n_prompt,
+        "predictability": predictability(prompt),
+        "draft": ms.draft,
+        "window": ms.window,
+        "position_accept_probs": [round(p, 4) for p in ms.position_probs(prompt)],
+        "expected_acceptance_rate": round(ms.expected_acceptance_rate(prompt), 4),
+        "expected_tokens_per_step": round(ms.expected_tokens_per_step(prompt), 4),
+        "ttft_s": round(mb.prefill_s(n_prompt), 6),
+        "baseline_tpot_s": round(tb, 6),
+        "speculative_tpot_s": round(ts, 6),
+        "speedup": round(tb / ts, 3),
+    }
+    typer.echo(json.dumps(out, indent=2))

@@ -1,0 +1,55 @@
+"""Fixtures for the simulator tests: servers started in background threads and stopped afterwards."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spectrn.sim import SimSettings, run_in_thread
+from spectrn.sim.server import SimHandle
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-real"
+STRUCTURED = "counting numbers from 1 " * 6
+OPEN = "Tell me a story about a lighthouse keeper who finds a letter, and explain why it matters to her."
+
+
+@pytest.fixture
+def start_sim() -> Iterator[Callable[..., SimHandle]]:
+    handles: list[SimHandle] = []
+
+    def start(**kwargs: Any) -> SimHandle:
+        kwargs.setdefault("time_scale", 0.05)
+        h = run_in_thread(SimSettings(**kwargs))
+        handles.append(h)
+        return h
+
+    yield start
+    for h in handles:
+        h.stop()
+
+
+def sse_events(raw: bytes | str) -> list[Any]:
+    """Parse an SSE body into JSON payloads (and the string "[DONE]")."""
+    text = raw.decode() if isinstance(raw, bytes) else raw
+    out: list[Any] = []
+    for block in text.split("\n\n"):
+        block = block.strip()
+        if not block:
+            continue
+        assert block.startswith("data: "), block
+        data = block[len("data: ") :]
+        out.append(data if data == "[DONE]" else json.loads(data))
+    return out
+
+
+def fixture_request(variant: str, name: str) -> dict[str, Any]:
+    return json.loads((FIXTURES / variant / f"{name}.request.json").read_text())  # type: ignore[no-any-return]
+
+
+def fixture_headers(variant: str, name: str) -> dict[str, str]:
+    lines = (FIXTURES / variant / f"{name}.headers.txt").read_text().splitlines()[1:]
+    return {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines if line.strip())}
