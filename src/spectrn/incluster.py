@@ -135,11 +135,13 @@ def find_load_job(kube: KubeApi, namespace: str, run_id: str) -> LoadJob:
 
 
 def _results_ready(kube: KubeApi, job: LoadJob, pod: str) -> bool:
+    # A command that exits non-zero means "not yet"; any other failure (API down, pod gone) propagates.
     try:
         kube.exec(pod, job.namespace, ["test", "-e", f"{job.out}/.done"], container=LOAD_CONTAINER)
         return True
-    except KubeApiError:
-        pass
+    except KubeApiError as e:
+        if e.reason != "ExecFailed":
+            raise
     if job.engine == "llmperf":
         # The llmperf script announces the end of its last test case before it starts holding.
         try:
@@ -148,7 +150,9 @@ def _results_ready(kube: KubeApi, job: LoadJob, pod: str) -> bool:
             return False
     try:
         raw = kube.exec(pod, job.namespace, ["cat", f"{job.out}/run.json"], container=LOAD_CONTAINER)
-    except KubeApiError:
+    except KubeApiError as e:
+        if e.reason != "ExecFailed":
+            raise
         return False
     try:
         return json.loads(raw).get("finished_at") is not None

@@ -8,7 +8,8 @@ can check apply order and that teardown touched nothing else), and plays two con
   tick, with the events and log lines a real kubelet/scheduler would produce. Old pods go away once the
   new ones are ready, like a rolling update.
 * Jobs: applying one creates its pods (indexed when ``completionMode: Indexed``); each pod runs and its
-  result files come from ``job_files(pod_name, index)``. ``exec`` understands ``cat``, ``test -e``,
+  result files come from ``job_files(pod_name, index)`` and appear after ``job_run_ticks`` ticks.
+  ``exec`` understands ``cat``, ``test -e``,
   ``touch`` and ``tar cf - -C DIR .``; touching ``<out>/.collected`` lets the pod finish.
 
 Time is fake: ``clock()`` returns it, ``sleep(s)`` and each ``watch`` call advance it by a tick, so waits
@@ -101,6 +102,7 @@ class _PodRun:
     template_hash: str = ""
     index: int = 0
     files: dict[str, bytes] = field(default_factory=dict)
+    pending: dict[str, bytes] = field(default_factory=dict)
     collected: bool = False
 
 
@@ -132,6 +134,7 @@ class FakeKube:
         self.runs: dict[str, _PodRun] = {}
         self.job_files: Callable[[str, int], dict[str, bytes]] = lambda pod, index: {}
         self.job_finishes_without_collect = False
+        self.job_run_ticks = 2
         self._failures: list[_Failure] = []
         self._rv = 100
         self._uid = 0
@@ -520,7 +523,12 @@ class FakeKube:
             pod = {
                 "apiVersion": "v1",
                 "kind": "Pod",
-                "metadata": {"name": name, "namespace": ns, "labels": labels},
+                "metadata": {
+                    "name": name,
+                    "namespace": ns,
+                    "labels": labels,
+                    "ownerReferences": [{"kind": "ReplicaSet", "name": f"{meta['name']}-{thash}"}],
+                },
                 "spec": copy.deepcopy(template.get("spec") or {}),
                 "status": {"phase": "Pending", "conditions": []},
             }
@@ -548,12 +556,13 @@ class FakeKube:
                     "namespace": meta.get("namespace", ""),
                     "labels": labels,
                     "annotations": annotations,
+                    "ownerReferences": [{"kind": "Job", "name": meta["name"]}],
                 },
                 "spec": copy.deepcopy(template.get("spec") or {}),
                 "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
             }
             run = _PodRun("job", owner_kind="Job", owner=meta["name"], index=i)
-            run.files = dict(self.job_files(name, i))
+            run.pending = dict(self.job_files(name, i))
             self.runs[name] = run
             self.logs[name] = f"shard {i}: starting\n"
             self._put(pod)
@@ -707,6 +716,9 @@ class FakeKube:
             return
         run.step += 1
         self.logs[name] = self.logs.get(name, "") + f"progress: {run.step} requests done\n"
+        if run.step >= self.job_run_ticks and run.pending:
+            run.files.update(run.pending)  # the load generator wrote its results
+            run.pending = {}
         self._put(pod)
 
     def _retire_old_pods(self, dep: Obj) -> None:
