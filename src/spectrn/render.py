@@ -730,23 +730,10 @@ def write_objects(objects: Iterable[Mapping[str, Any]], out_dir: Path) -> list[P
 
 
 def iam_policy(cfg: SpectrnConfig) -> dict[str, Any]:
-    """Least-privilege IAM policy for the load pod: metrics into spectrn's namespace, its own dashboards."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Sid": "PutSpectrnMetrics",
-                "Effect": "Allow",
-                "Action": "cloudwatch:PutMetricData",
-                # PutMetricData has no resource ARN; the namespace condition is the only scope it supports.
-                "Resource": "*",
-                "Condition": {"StringEquals": {"cloudwatch:namespace": cfg.cloudwatch.namespace}},
-            },
-            {
-                "Sid": "PutSpectrnDashboards",
-                "Effect": "Allow",
-                "Action": "cloudwatch:PutDashboard",
-                "Resource": f"arn:aws:cloudwatch::*:dashboard/{cfg.cloudwatch.dashboard_prefix}-*",
-            },
-        ],
-    }
+    """Least-privilege IAM policy for the load pod: PutMetricData into ``cloudwatch.namespace`` only and
+    spectrn's own dashboards. One definition, shared with ``spectrn publish`` (``spectrn.cloudwatch``)."""
+    from spectrn.cloudwatch import publish_iam_policy
+
+    return publish_iam_policy(
+        cfg.cloudwatch.namespace, cfg.cloudwatch.dashboard_prefix, region=cfg.cloudwatch.region or "*"
+    )

@@ -413,13 +413,20 @@ def test_labels_on_every_object(make_cfg):
 
 
 def test_iam_policy_is_least_privilege(make_cfg):
-    policy = render.iam_policy(make_cfg(cloudwatch={"namespace": "MyTeam/Spec", "dashboard_prefix": "spec"}))
-    actions = [s["Action"] for s in policy["Statement"]]
-    assert actions == ["cloudwatch:PutMetricData", "cloudwatch:PutDashboard"]
-    put = policy["Statement"][0]
-    assert put["Condition"] == {"StringEquals": {"cloudwatch:namespace": "MyTeam/Spec"}}
-    assert policy["Statement"][1]["Resource"] == "arn:aws:cloudwatch::*:dashboard/spec-*"
-    assert "*" not in "".join(actions)
+    cfg = make_cfg(cloudwatch={"namespace": "MyTeam/Spec", "dashboard_prefix": "spec", "region": "eu-west-1"})
+    policy = render.iam_policy(cfg)
+    statements = policy["Statement"]
+    actions = [a for st in statements for a in ([st["Action"]] if isinstance(st["Action"], str) else st["Action"])]
+    assert set(actions) <= {"cloudwatch:PutMetricData", "cloudwatch:PutDashboard", "cloudwatch:GetDashboard"}
+    assert {"cloudwatch:PutMetricData", "cloudwatch:PutDashboard"} <= set(actions)
+    assert all(st["Effect"] == "Allow" for st in statements)
+    for st in statements:
+        if st["Action"] == "cloudwatch:PutMetricData":
+            assert st["Condition"]["StringEquals"]["cloudwatch:namespace"] == "MyTeam/Spec"
+        else:
+            assert st["Resource"].endswith(":dashboard/spec-*")
+    with pytest.raises(ConfigError, match="dashboard_prefix"):
+        render.iam_policy(make_cfg(cloudwatch={"dashboard_prefix": "bad prefix*"}))
 
 
 # ---- load Job -----------------------------------------------------------------------------------
