@@ -535,7 +535,9 @@ def render_objects(
         objs += r.render("s3-storage.yaml.j2", labels=_labels(cfg, "storage"), pv_name=pv_name(cfg))
     if "devices" in chosen:
         objs += r.render("neuron-claim.yaml.j2", labels=_labels(cfg, "devices"), **_claim_ctx(cfg))
-    prompts = dict(prompts) if prompts is not None else prompts_data(cfg)
+    if prompts is None and chosen & {"prompts", "loadgen"}:
+        prompts = prompts_data(cfg)
+    prompts = dict(prompts or {})
     if "prompts" in chosen:
         objs += r.render("prompts-configmap.yaml.j2", labels=_labels(cfg, "prompts"), data=prompts)
     variants = [v for v in VARIANTS if v in chosen]

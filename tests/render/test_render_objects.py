@@ -482,6 +482,13 @@ def test_user_prompt_file_travels_in_the_configmap(make_cfg, tmp_path):
     assert _flag(args, "--prompts-file") == "/etc/spectrn/prompts/user-prompts.yaml"
 
 
+def test_missing_user_prompt_file(make_cfg, tmp_path):
+    cfg = make_cfg(bench={"prompts": str(tmp_path / "absent.yaml")})
+    with pytest.raises(ConfigError, match="bench.prompts file .* does not exist"):
+        render.render_objects(cfg, run_id="r")
+    assert render.render_objects(cfg, components=["namespace"])  # not needed, not read
+
+
 def test_prompts_configmap_carries_the_packaged_files(make_cfg):
     from spectrn.paths import data_dir
 
