@@ -179,7 +179,7 @@ class RunData:
         if not self.records:
             return self.meta.started_at, self.meta.finished_at or self.meta.started_at
         start = min(r.sent_at for r in self.records)
-        end = max(r.sent_at + (r.e2e or 0.0) for r in self.records)
+        end = max(r.sent_at + (r.e2e if r.e2e is not None and math.isfinite(r.e2e) else 0.0) for r in self.records)
         return start, end
 
 
@@ -367,7 +367,7 @@ def build_metric_datums(
             g["TokensPerChunk"].append(float(tpc))
         itls = rm.itls or []
         if itls:
-            if math.isfinite(math.fsum(itls)):
+            if math.isfinite(sum(itls)):  # NaN and +-Inf all make the sum non-finite
                 g["ITL"].extend(itls)
             else:
                 finite = [x for x in itls if math.isfinite(x)]
@@ -1025,7 +1025,7 @@ class Boto3Sink:
         self.endpoint_url = endpoint_url
         self.target = f"{self.region}" + (f"@{endpoint_url}" if endpoint_url else "")
         config = Config(
-            retries={"mode": "adaptive", "max_attempts": max_attempts},
+            retries={"mode": "adaptive", "total_max_attempts": max_attempts},  # attempts incl. the first
             connect_timeout=10,
             read_timeout=60,
             user_agent_extra="spectrn",
@@ -1132,6 +1132,7 @@ def publish_run(
     now: float | None = None,
     metrics_fn: MetricsFn | None = None,
     progress: Callable[[int, int], None] | None = None,
+    max_datums_per_call: int = MAX_DATUMS_PER_CALL,
 ) -> PublishResult:
     """Publish a run's per-request distributions (and its dashboard) through ``sink``, resumably.
 
@@ -1185,7 +1186,7 @@ def publish_run(
     if not plan.datums:
         raise PublishError(f"run {run.run_id} has no measured requests to publish", hint="check requests.jsonl")
     check_timestamps(plan.datums, now, run_id=run.run_id)
-    batches = batch_datums(plan.datums, namespace=ns)
+    batches = batch_datums(plan.datums, namespace=ns, max_datums=min(max_datums_per_call, MAX_DATUMS_PER_CALL))
     hashes = [batch_hash(b, ns) for b in batches]
     digest = hashlib.sha256("".join(hashes).encode()).hexdigest()[:32]
     if force:
@@ -1263,7 +1264,7 @@ def publish_run(
     )
     if console is not None:
         for line in result.describe():
-            console.print(line, highlight=False)
+            console.print(line, highlight=False, soft_wrap=True)
     return result
 
 

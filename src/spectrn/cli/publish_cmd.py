@@ -101,6 +101,15 @@ def publish(
     max_attempts: Annotated[
         int, typer.Option("--max-attempts", min=1, max=20, help="Attempts per call (botocore adaptive retries).")
     ] = 8,
+    batch_size: Annotated[
+        int,
+        typer.Option(
+            "--batch-size",
+            min=1,
+            max=1000,
+            help="Datums per PutMetricData call (at most 1000; calls also stay < 1 MB).",
+        ),
+    ] = 1000,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show what would be sent (calls, datums, samples); send nothing.")
     ] = False,
@@ -124,7 +133,7 @@ def publish(
         plan = cw.build_metric_datums(
             cw.load_run(run_dir), namespace=ns, run_id=run_id, storage_resolution=res, skip_nonfinite=skip_nonfinite
         )
-        batches = cw.batch_datums(plan.datums, namespace=ns)
+        batches = cw.batch_datums(plan.datums, namespace=ns, max_datums=batch_size)
         typer.echo(
             f"would send {len(batches)} PutMetricData calls to namespace {ns}: {len(plan.datums)} datums, "
             f"{plan.samples} samples, RunId {plan.run_id}"
@@ -146,6 +155,7 @@ def publish(
         force=force,
         retime=retime,
         skip_nonfinite=skip_nonfinite,
+        max_datums_per_call=batch_size,
     )
 
 

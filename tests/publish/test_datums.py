@@ -1,0 +1,296 @@
+"""Records -> PutMetricData datums and batches: values, limits, non-finite values, timestamps (pure, no server)."""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import numpy as np
+import pytest
+from runfactory import make_run
+
+from spectrn import cloudwatch as cw
+from spectrn.analyze import request_metrics
+from spectrn.errors import ConfigError, PublishError
+from spectrn.records import RequestRecord, RunMeta
+
+
+def _dims(d: dict[str, Any]) -> dict[str, str]:
+    return {x["Name"]: x["Value"] for x in d["Dimensions"]}
+
+
+def _expand(datums: list[dict[str, Any]], name: str, **dims: str) -> list[float]:
+    """Every sample of ``name`` whose dimension set is exactly ``dims`` (values repeated by their counts)."""
+    out: list[float] = []
+    for d in datums:
+        if d["MetricName"] == name and _dims(d) == dims:
+            for v, c in zip(d["Values"], d["Counts"], strict=True):
+                out += [v] * int(c)
+    return sorted(out)
+
+
+def _rounded(values: list[float], sig: int = 4) -> list[float]:
+    uniq, counts = cw.round_sig(values, sig)
+    return [v for v, c in zip(uniq, counts, strict=True) for _ in range(int(c))]
+
+
+def test_round_sig_collapses_repeats_and_gives_exact_decimals() -> None:
+    values, counts = cw.round_sig([0.0153449, 0.0153451, 0.01534, 9.9996, 10.001, 0.0, -0.5, 1e-120], 4)
+    assert values == [-0.5, 0.0, 0.01534, 0.01535, 10.0]
+    assert counts == [1.0, 2.0, 2.0, 1.0, 2.0]  # 1e-120 is below CloudWatch's range: published as 0
+    assert all(repr(v) == repr(float(f"{v:.4g}")) for v in values)
+
+
+def test_datums_carry_each_requests_raw_values(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path, per_class=5, errors=2)
+    run = cw.load_run(run_dir)
+    plan = cw.build_metric_datums(run, namespace="Spectrn")
+    base = {"RunId": "run-1", "Config": "qwen3-1.7b/k7", "Load": "c4"}
+    ok = [r for r in run.records if r.ok]
+    assert all(not r.warmup for r in run.records)
+    for variant in ("baseline", "speculative"):
+        for cls in ("structured", "open"):
+            recs = [r for r in ok if r.variant == variant and r.prompt_class == cls]
+            metrics = [request_metrics(r) for r in recs]
+            got = _expand(plan.datums, "TTFT", **base, Variant=variant, PromptClass=cls)
+            assert got == _rounded([m.ttft for m in metrics if m])
+            got = _expand(plan.datums, "TPOT", **base, Variant=variant, PromptClass=cls)
+            assert got == _rounded([m.tpot for m in metrics if m and m.tpot is not None])
+            itl = _expand(plan.datums, "ITL", **base, Variant=variant, PromptClass=cls)
+            assert len(itl) == sum(len(m.itls) for m in metrics if m)  # every per-token gap, not one per request
+        # the aggregate dimension set is the union over prompt classes
+        agg = _expand(plan.datums, "E2ELatency", **base, Variant=variant)
+        assert agg == _rounded([r.e2e for r in ok if r.variant == variant])
+        errors = _expand(plan.datums, "Errors", **base, Variant=variant)
+        all_v = [r for r in run.records if r.variant == variant]
+        assert len(errors) == len(all_v) and sum(errors) == sum(1 for r in all_v if not r.ok)
+    rate = _expand(plan.datums, "AcceptanceRate", **base, Variant="speculative")
+    assert rate == [62.0]
+    assert _expand(plan.datums, "MeanAcceptanceLength", **base, Variant="speculative") == [3.4]
+    assert not _expand(plan.datums, "AcceptanceRate", **base, Variant="baseline")
+    units = {d["MetricName"]: d["Unit"] for d in plan.datums}
+    assert units == {name: spec.unit for name, spec in cw.METRICS.items()}
+    assert {d["StorageResolution"] for d in plan.datums} == {60}
+    assert plan.samples == sum(sum(d["Counts"]) for d in plan.datums)
+
+
+def test_percentiles_from_published_distribution_match_the_records(tmp_path: Path) -> None:
+    """moto cannot compute percentiles, so check here that the distribution sent lets CloudWatch compute the same
+    percentiles as the raw records: rounding is monotonic, so nearest-rank percentiles agree exactly."""
+    run = cw.load_run(make_run(tmp_path, per_class=40, summary=False))
+    plan = cw.build_metric_datums(run)
+    base = {"RunId": "run-1", "Config": "qwen3-1.7b/k7", "Load": "c4"}
+    for variant in ("baseline", "speculative"):
+        raw_itl = [x for r in run.records if r.ok and r.variant == variant for x in request_metrics(r).itls]
+        raw_tpot = [request_metrics(r).tpot for r in run.records if r.ok and r.variant == variant]
+        for name, raw in (("ITL", raw_itl), ("TPOT", raw_tpot)):
+            published = _expand(plan.datums, name, **base, Variant=variant)
+            for q in (50, 90, 99):
+                expect = float(np.percentile(raw, q, method="inverted_cdf"))
+                got = float(np.percentile(published, q, method="inverted_cdf"))
+                assert got == cw.round_sig([expect], 4)[0][0], (name, variant, q)  # rounding is monotonic
+                assert math.isclose(got, expect, rel_tol=5e-4)
+
+
+def _big_run(n_requests: int, classes: int = 8, seed: int = 1) -> cw.RunData:
+    """A synthetic run of ``n_requests`` requests, built in memory (no files)."""
+    rng = random.Random(seed)
+    start = time.time() - 6 * 3600
+    records = []
+    for i in range(n_requests):
+        variant = "baseline" if i % 2 == 0 else "speculative"
+        ttft = 0.03 + rng.random() * 0.05
+        times, toks, t = [ttft], [1], ttft
+        for _ in range(5):
+            t += 0.01 + rng.random() * 0.04
+            times.append(t)
+            toks.append(1 if variant == "baseline" else rng.randint(1, 4))
+        records.append(
+            RequestRecord(
+                variant=variant,
+                index=i // 2,
+                prompt_id=f"p{i}",
+                prompt_class=f"class{(i // 2) % classes}",
+                sent_at=start + i * 0.2,
+                ttft=ttft,
+                e2e=t,
+                chunk_times=times,
+                chunk_tokens=toks,
+            )
+        )
+    meta = RunMeta(
+        run_id="big", spectrn_version="0", started_at=start, config={"draft": "d", "num_speculative_tokens": 7}
+    )
+    return cw.RunData(Path("."), meta, records, None, {})
+
+
+def _botocore_sizes(batch: list[dict[str, Any]], namespace: str) -> tuple[int, int]:
+    """The real request body sizes botocore would send for one batch: query protocol and CBOR."""
+    import botocore.session
+    from botocore.serialize import create_serializer
+
+    op = botocore.session.get_session().get_service_model("cloudwatch").operation_model("PutMetricData")
+    params = {"Namespace": namespace, "MetricData": batch}
+    query = create_serializer("query").serialize_to_request(params, op)["body"]
+    cbor = create_serializer("smithy-rpc-v2-cbor").serialize_to_request(params, op)["body"]
+    return len(urlencode(query).encode()), len(cbor)
+
+
+@pytest.mark.slow
+def test_batching_limits_hold_for_100k_requests() -> None:
+    run = _big_run(100_000)
+    plan = cw.build_metric_datums(run, namespace="Spectrn")
+    batches = cw.batch_datums(plan.datums, namespace="Spectrn")
+    n_ok = len(run.records)
+    # nothing lost, nothing duplicated: TTFT samples = requests x 2 dimension sets
+    ttft = sum(sum(d["Counts"]) for d in plan.datums if d["MetricName"] == "TTFT")
+    assert ttft == 2 * n_ok
+    itl = sum(sum(d["Counts"]) for d in plan.datums if d["MetricName"] == "ITL")
+    assert itl == 2 * sum(len(request_metrics(r).itls) for r in run.records)
+    assert [d for b in batches for d in b] == plan.datums  # order kept, every datum in exactly one call
+    assert max(len(d["Values"]) for d in plan.datums) == cw.MAX_VALUES_PER_DATUM  # splitting happened
+    for d in plan.datums:
+        cw.validate_datum(d)
+        assert len(d["Values"]) <= 150 and len(d["Values"]) == len(d["Counts"]) == len(set(d["Values"]))
+        assert len(d["Dimensions"]) <= 30
+        assert all(math.isfinite(v) for v in d["Values"])
+    assert all(len(b) <= 1000 for b in batches)
+    assert any(len(b) < 1000 for b in batches[:-1])  # some calls were cut by size, not by count
+    largest = sorted(batches, key=lambda b: sum(cw.estimate_request_bytes(d) for d in b))[-5:]
+    for b in largest:
+        query_bytes, cbor_bytes = _botocore_sizes(b, "Spectrn")
+        assert query_bytes <= cw.MAX_REQUEST_BYTES and cbor_bytes <= cw.MAX_REQUEST_BYTES
+        assert query_bytes <= sum(cw.estimate_request_bytes(d) for d in b) + 200  # the estimate is an upper bound
+
+
+def test_batches_respect_the_1000_datum_limit() -> None:
+    ts = datetime.now(tz=UTC)
+    datums = [
+        {
+            "MetricName": "TTFT",
+            "Dimensions": [{"Name": "RunId", "Value": f"r{i}"}],
+            "Timestamp": ts,
+            "Values": [0.1],
+            "Counts": [1.0],
+            "Unit": "Seconds",
+            "StorageResolution": 60,
+        }
+        for i in range(2500)
+    ]
+    batches = cw.batch_datums(datums)
+    assert [len(b) for b in batches] == [1000, 1000, 500]
+    assert [len(b) for b in cw.batch_datums(datums, max_datums=300)][:2] == [300, 300]
+
+
+def test_validate_datum_rejects_what_cloudwatch_rejects() -> None:
+    ok = {
+        "MetricName": "TTFT",
+        "Dimensions": [{"Name": "RunId", "Value": "r"}],
+        "Timestamp": datetime.now(tz=UTC),
+        "Values": [0.1],
+        "Counts": [1.0],
+        "Unit": "Seconds",
+        "StorageResolution": 60,
+    }
+    cw.validate_datum(ok)
+    for bad, why in (
+        ({"Values": [float(i) for i in range(151)], "Counts": [1.0] * 151}, "151 values"),
+        ({"Values": [float("nan")]}, "outside CloudWatch's range"),
+        ({"Values": [float("inf")]}, "outside CloudWatch's range"),
+        ({"Counts": [1.0, 2.0]}, "2 counts for 1 values"),
+        ({"Dimensions": [{"Name": f"D{i}", "Value": "v"} for i in range(31)]}, "31 dimensions"),
+        ({"Dimensions": [{"Name": "RunId", "Value": ""}]}, "empty dimension"),
+        ({"Unit": "Parsecs"}, "unit"),
+        ({"StorageResolution": 5}, "StorageResolution"),
+    ):
+        with pytest.raises(PublishError, match=why):
+            cw.validate_datum({**ok, **bad})
+
+
+def _nan_run(tmp_path: Path) -> cw.RunData:
+    """In memory: requests.jsonl cannot hold NaN (pydantic writes null), but a metrics function or a caller
+    building records in memory (a sweep) can produce one."""
+    run = cw.load_run(make_run(tmp_path, per_class=3, errors=0, summary=False))
+    recs = run.records
+    bad = recs[0].model_copy(update={"ttft": float("nan")})
+    inf = recs[3].model_copy(update={"e2e": float("inf")})
+    run.records = [bad, *recs[1:3], inf, *recs[4:]]
+    return run
+
+
+def test_nonfinite_values_fail_with_the_requests_named(tmp_path: Path) -> None:
+    run = _nan_run(tmp_path)
+    with pytest.raises(PublishError) as e:
+        cw.build_metric_datums(run)
+    msg = str(e.value)
+    assert "non-finite" in msg and "baseline request 0 (structured-0)" in msg and "nan" in msg
+    assert "--skip-nonfinite" in msg
+
+
+def test_skip_nonfinite_drops_and_lists_them(tmp_path: Path) -> None:
+    run = _nan_run(tmp_path)
+    plan = cw.build_metric_datums(run, skip_nonfinite=True)
+    assert plan.nonfinite_dropped and any("TTFT of baseline request 0" in x for x in plan.nonfinite_dropped)
+    for d in plan.datums:
+        cw.validate_datum(d)
+    for b in cw.batch_datums(plan.datums):
+        assert b
+
+
+def test_nonfinite_acceptance_is_caught(tmp_path: Path) -> None:
+    run_dir = make_run(
+        tmp_path,
+        per_class=2,
+        summary=False,
+        acceptance={"speculative": {"rate": float("nan"), "mean_accepted_length": 2}},
+    )
+    with pytest.raises(PublishError, match="AcceptanceRate of speculative is nan"):
+        cw.build_metric_datums(cw.load_run(run_dir))
+
+
+def test_timestamps_outside_cloudwatchs_window_fail_clearly(tmp_path: Path) -> None:
+    now = time.time()
+    old = cw.load_run(make_run(tmp_path / "old", start=now - 15 * 86400, summary=False))
+    plan = cw.build_metric_datums(old)
+    with pytest.raises(PublishError) as e:
+        cw.check_timestamps(plan.datums, now, run_id="run-1")
+    assert "days ago" in str(e.value) and "14 days" in str(e.value) and "--retime" in str(e.value)
+
+    future = cw.load_run(make_run(tmp_path / "future", start=now + 3 * 3600, summary=False))
+    with pytest.raises(PublishError, match="in the future.*2 hours ahead"):
+        cw.check_timestamps(cw.build_metric_datums(future).datums, now, run_id="run-1")
+
+    fresh = cw.load_run(make_run(tmp_path / "fresh", start=now - 13 * 86400, summary=False))
+    cw.check_timestamps(cw.build_metric_datums(fresh).datums, now, run_id="run-1")  # inside the window: fine
+
+
+def test_settings_are_validated(tmp_path: Path) -> None:
+    run = cw.load_run(make_run(tmp_path, per_class=1, summary=False))
+    with pytest.raises(ConfigError, match="reserved"):
+        cw.build_metric_datums(run, namespace="AWS/EC2")
+    with pytest.raises(ConfigError, match="storage_resolution=5"):
+        cw.build_metric_datums(run, storage_resolution=5)
+    high = cw.build_metric_datums(run, storage_resolution=1)
+    assert {d["StorageResolution"] for d in high.datums} == {1}
+
+
+def test_dimension_sets_are_consistent_and_small(tmp_path: Path) -> None:
+    plan = cw.build_metric_datums(cw.load_run(make_run(tmp_path, per_class=2, summary=False)))
+    shapes = Counter(tuple(x["Name"] for x in d["Dimensions"]) for d in plan.datums)
+    assert set(shapes) == {cw.DIMS_AGGREGATE, cw.DIMS_BY_CLASS}
+
+
+def test_batch_hash_is_content_addressed(tmp_path: Path) -> None:
+    run = cw.load_run(make_run(tmp_path, per_class=2, summary=False))
+    a = cw.batch_datums(cw.build_metric_datums(run).datums)
+    b = cw.batch_datums(cw.build_metric_datums(run).datums)
+    assert [cw.batch_hash(x, "Spectrn") for x in a] == [cw.batch_hash(x, "Spectrn") for x in b]
+    assert cw.batch_hash(a[0], "Spectrn") != cw.batch_hash(a[0], "Other")
+    shifted = cw.batch_datums(cw.build_metric_datums(run, time_shift_s=60).datums)
+    assert cw.batch_hash(shifted[0], "Spectrn") != cw.batch_hash(a[0], "Spectrn")

@@ -1,0 +1,241 @@
+"""Integration: publish to a real local CloudWatch-compatible server (moto over HTTP) and read it back.
+
+moto quirks handled here: ``get_metric_statistics`` matches dimensions as a subset (real CloudWatch matches
+exactly), so aggregate checks use ``get_metric_data``, which moto matches exactly; moto computes no
+percentiles (tests/publish/test_datums.py checks the distribution that makes CloudWatch's percentiles right).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REGION
+from runfactory import make_run
+
+from spectrn import cloudwatch as cw
+from spectrn.analyze import request_metrics
+from spectrn.errors import PublishError
+
+BASE = {"RunId": "run-1", "Config": "qwen3-1.7b/k7", "Load": "c4"}
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    return make_run(tmp_path, per_class=8, errors=2, start=time.time() - 2 * 3600)
+
+
+def _window(run_dir: Path) -> tuple[datetime, datetime]:
+    start, end = cw.load_run(run_dir).time_range()
+    return datetime.fromtimestamp(start - 600, UTC), datetime.fromtimestamp(end + 600, UTC)
+
+
+def _query_all(client: Any, run_dir: Path, metrics: list[dict[str, Any]], stat: str) -> dict[str, float]:
+    """One whole-run ``stat`` per metric (exact dimension match), keyed by a readable id."""
+    start, end = _window(run_dir)
+    out: dict[str, float] = {}
+    for i in range(0, len(metrics), 500):
+        chunk = metrics[i : i + 500]
+        queries = [
+            {"Id": f"m{n}", "MetricStat": {"Metric": m, "Period": 86400 * 2, "Stat": stat}, "ReturnData": True}
+            for n, m in enumerate(chunk)
+        ]
+        resp = client.get_metric_data(MetricDataQueries=queries, StartTime=start, EndTime=end)
+        for r in resp["MetricDataResults"]:
+            m = chunk[int(r["Id"][1:])]
+            key = m["MetricName"] + "|" + ",".join(f"{d['Name']}={d['Value']}" for d in m["Dimensions"])
+            out[key] = float(sum(r["Values"])) if stat in ("SampleCount", "Sum") else float(r["Values"][0])
+    return out
+
+
+def _metric(name: str, **dims: str) -> dict[str, Any]:
+    return {
+        "Namespace": "Spectrn",
+        "MetricName": name,
+        "Dimensions": [{"Name": k, "Value": v} for k, v in dims.items()],
+    }
+
+
+def _list_metrics(client: Any) -> list[dict[str, Any]]:
+    pages = client.get_paginator("list_metrics").paginate(Namespace="Spectrn")
+    return [m for page in pages for m in page["Metrics"]]
+
+
+def _key(name: str, **dims: str) -> str:
+    return name + "|" + ",".join(f"{k}={v}" for k, v in dims.items())
+
+
+def test_statistics_dimensions_units_and_dashboard_round_trip(run_dir: Path, moto_url: str, cw_client: Any) -> None:
+    res = cw.publish_run(run_dir, region=REGION, endpoint_url=moto_url, max_attempts=2)
+    assert res.sent_now == res.batches and res.dashboard == "spectrn-run-1"
+    run = cw.load_run(run_dir)
+
+    # what the records imply, per variant and prompt class, and over all classes
+    metrics, expected = [], {}
+    for variant in ("baseline", "speculative"):
+        for cls in (None, "structured", "open"):
+            dims = {**BASE, "Variant": variant} | ({"PromptClass": cls} if cls else {})
+            recs = [r for r in run.records if r.variant == variant and (cls is None or r.prompt_class == cls)]
+            ms = [request_metrics(r) for r in recs if r.ok]
+            for name, values in (
+                ("TTFT", [m.ttft for m in ms]),
+                ("TPOT", [m.tpot for m in ms if m.tpot is not None]),
+                ("ITL", [x for m in ms for x in m.itls]),
+                ("E2ELatency", [m.e2e for m in ms]),
+                ("OutputThroughput", [m.throughput_tok_s for m in ms]),
+                ("Errors", [0.0 if r.ok else 1.0 for r in recs]),
+            ):
+                metrics.append(_metric(name, **dims))
+                expected[_key(name, **dims)] = values
+    got = {
+        stat: _query_all(cw_client, run_dir, metrics, stat) for stat in ("SampleCount", "Average", "Minimum", "Maximum")
+    }
+    for key, raw in expected.items():
+        rounded = [v for v, c in zip(*cw.round_sig(raw, 4), strict=True) for _ in range(int(c))]
+        assert got["SampleCount"][key] == len(raw), key
+        assert got["Minimum"][key] == min(rounded) and got["Maximum"][key] == max(rounded), key
+        assert got["Average"][key] == pytest.approx(sum(rounded) / len(rounded), rel=1e-9), key
+        assert got["Average"][key] == pytest.approx(sum(raw) / len(raw), rel=5e-4), key  # vs raw: rounding only
+    errors_spec = _key("Errors", **BASE, Variant="speculative")
+    assert sum(expected[errors_spec]) == 2  # the two failed requests show up as errors
+
+    acc = _query_all(cw_client, run_dir, [_metric("AcceptanceRate", **BASE, Variant="speculative")], "Average")
+    assert list(acc.values()) == [62.0]
+
+    # dimensions: exactly the two documented sets; units as documented
+    listed = _list_metrics(cw_client)
+    shapes = {tuple(sorted(d["Name"] for d in m["Dimensions"])) for m in listed}
+    assert shapes == {tuple(sorted(cw.DIMS_AGGREGATE)), tuple(sorted(cw.DIMS_BY_CLASS))}
+    start, end = _window(run_dir)
+    for name, spec in cw.METRICS.items():
+        variant = "speculative"
+        dims = [{"Name": k, "Value": v} for k, v in {**BASE, "Variant": variant, "PromptClass": "structured"}.items()]
+        if not spec.per_request:
+            dims = dims[:-1]
+        stats = cw_client.get_metric_statistics(
+            Namespace="Spectrn", MetricName=name, Dimensions=dims, StartTime=start, EndTime=end,
+            Period=86400 * 2, Statistics=["SampleCount"],
+        )  # fmt: skip
+        assert stats["Datapoints"] and {p["Unit"] for p in stats["Datapoints"]} == {spec.unit}, name
+
+    # the dashboard round-trips, passes the validator and shows only metrics that exist
+    body_text = cw_client.get_dashboard(DashboardName="spectrn-run-1")["DashboardBody"]
+    body = cw.validate_dashboard(body_text)
+    expected_body = cw.build_dashboard([cw.dashboard_run(run)], namespace="Spectrn", region=REGION)
+    assert body == expected_body
+    existing = {(m["MetricName"], tuple(sorted((d["Name"], d["Value"]) for d in m["Dimensions"]))) for m in listed}
+    shown = 0
+    for w in body["widgets"]:
+        for entry in w["properties"].get("metrics", []):
+            parts = entry[:-1]
+            dims = tuple(sorted(zip(parts[2::2], parts[3::2], strict=True)))
+            assert (parts[1], dims) in existing, entry
+            shown += 1
+    assert shown > 50
+
+
+class _FlakyProxy:
+    """Forwards to moto; while ``failing``, answers PutMetricData after the first ``allow`` calls with HTTP 500."""
+
+    def __init__(self, upstream: str, allow: int) -> None:
+        self.upstream, self.allow, self.failing, self.passed, self.refused = upstream, allow, True, 0, 0
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                # the operation is in the path (CBOR), X-Amz-Target (JSON) or the form body (query, maybe gzipped)
+                raw = gzip.decompress(body) if self.headers.get("Content-Encoding") == "gzip" else body
+                is_put = "PutMetricData" in self.path + str(self.headers.get("X-Amz-Target")) or b"PutMetricData" in raw
+                if is_put and proxy.failing and proxy.passed >= proxy.allow:
+                    proxy.refused += 1
+                    payload = b'{"__type":"InternalFailure","message":"simulated outage"}'
+                    self.send_response(500)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                    return
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
+                req = urllib.request.Request(proxy.upstream + self.path, data=body, headers=headers, method="POST")
+                try:
+                    with urllib.request.urlopen(req, timeout=30) as resp:
+                        status, rheaders, data = resp.status, resp.headers, resp.read()
+                except urllib.error.HTTPError as e:
+                    status, rheaders, data = e.code, e.headers, e.read()
+                if is_put and status == 200:
+                    proxy.passed += 1
+                self.send_response(status)
+                for k, v in rheaders.items():
+                    if k.lower() not in ("content-length", "transfer-encoding", "connection", "server", "date"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> _FlakyProxy:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture
+def flaky(moto_url: str) -> Iterator[_FlakyProxy]:
+    with _FlakyProxy(moto_url, allow=3) as p:
+        yield p
+
+
+def test_failing_endpoint_part_way_then_rerun_publishes_everything_exactly_once(
+    run_dir: Path, flaky: _FlakyProxy, cw_client: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from spectrn.cli.main import main
+
+    argv = ["publish", str(run_dir), "--endpoint-url", flaky.url, "--region", REGION, "--max-attempts", "2"]
+    argv += ["--batch-size", "10"]  # several calls even for a small run
+    with pytest.raises(SystemExit) as e:
+        main([*argv, "--namespace", "Spectrn"])
+    assert e.value.code == PublishError.exit_code
+    err = capsys.readouterr().err
+    # botocore's adaptive mode retried the failed call (2 attempts), then the error says what was sent
+    assert flaky.refused == 2
+    assert "PublishError: publish of run run-1 to Spectrn" in err and "stopped at batch 4/" in err
+    assert "Sent: 3/" in err and "not sent:" in err and "re-run `spectrn publish" in err
+    state = json.loads((run_dir / "publish.json").read_text())
+    (target,) = state["targets"].values()
+    assert len(target["sent"]) == 3 and "InternalFailure" in target["last_error"]["message"]
+
+    flaky.failing = False
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 0
+    out = capsys.readouterr().err
+    assert "calls now, 3 already sent earlier" in out
+
+    # every sample arrived exactly once: the total SampleCount over every metric equals the plan's samples
+    listed = _list_metrics(cw_client)
+    metrics = [{"Namespace": "Spectrn", "MetricName": m["MetricName"], "Dimensions": m["Dimensions"]} for m in listed]
+    counts = _query_all(cw_client, run_dir, metrics, "SampleCount")
+    plan = cw.build_metric_datums(cw.load_run(run_dir))
+    assert sum(counts.values()) == plan.samples
+    assert cw_client.get_dashboard(DashboardName="spectrn-run-1")["DashboardName"] == "spectrn-run-1"

@@ -1,0 +1,134 @@
+"""publish_run with a fake sink: progress in publish.json, part-way failures, idempotent re-runs, --force, --retime."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from conftest import FakeSink
+from runfactory import make_run
+
+from spectrn import cloudwatch as cw
+from spectrn.errors import PublishError
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    return make_run(tmp_path, per_class=6, start=time.time() - 3600, summary=False)
+
+
+def _samples(sink: FakeSink) -> float:
+    return sum(sum(d["Counts"]) for _, batch in sink.calls for d in batch)
+
+
+def test_publish_sends_everything_once_and_records_it(run_dir: Path) -> None:
+    sink = FakeSink()
+    res = cw.publish_run(run_dir, sink, max_datums_per_call=10)
+    assert res.batches == len(sink.calls) == res.sent_now > 1
+    assert res.already_sent == 0
+    assert _samples(sink) == res.samples
+    assert all(ns == "Spectrn" for ns, _ in sink.calls)
+    assert list(sink.dashboards) == ["spectrn-run-1"]
+    cw.validate_dashboard(sink.dashboards["spectrn-run-1"])
+    state = json.loads((run_dir / "publish.json").read_text())
+    target = state["targets"]["Spectrn@us-east-1@fake"]
+    assert len(target["sent"]) == res.batches and target["dashboard"]["name"] == "spectrn-run-1"
+    assert sorted(p.name for p in run_dir.iterdir()) == sorted(
+        ["run.json", "requests.jsonl", "acceptance.json", "publish.json"]
+    )  # publish writes nothing but publish.json
+
+    again = FakeSink()
+    res2 = cw.publish_run(run_dir, again, max_datums_per_call=10)
+    assert again.calls == [] and res2.sent_now == 0 and res2.already_sent == res.batches  # idempotent
+
+
+def test_failure_part_way_reports_sent_and_unsent_then_rerun_completes(run_dir: Path) -> None:
+    total = len(cw.batch_datums(cw.build_metric_datums(cw.load_run(run_dir)).datums, max_datums=10))
+    failing = FakeSink(fail_calls={4})
+    with pytest.raises(PublishError) as e:
+        cw.publish_run(run_dir, failing, max_datums_per_call=10)
+    msg = str(e.value)
+    assert "stopped at batch 4/" in msg and "simulated outage" in msg
+    assert f"Sent: 3/{total} batches" in msg and f"not sent: {total - 3} batches" in msg
+    assert "re-run `spectrn publish" in msg and "only the unsent batches" in msg
+    assert e.value.sent_batches == 3 and e.value.unsent_batches == total - 3  # type: ignore[attr-defined]
+    assert failing.dashboards == {}  # no dashboard for a half-published run
+
+
+def test_rerun_after_failure_sends_exactly_the_rest(run_dir: Path) -> None:
+    first = FakeSink(fail_calls={3})
+    with pytest.raises(PublishError):
+        cw.publish_run(run_dir, first, max_datums_per_call=10)
+    state = json.loads((run_dir / "publish.json").read_text())["targets"]["Spectrn@us-east-1@fake"]
+    assert len(state["sent"]) == 2 and state["last_error"]["batch"] == 2
+    second = FakeSink()
+    res = cw.publish_run(run_dir, second, max_datums_per_call=10)
+    assert res.already_sent == 2 and res.sent_now == res.batches - 2
+    sent = [d for _, b in first.calls + second.calls for d in b]
+    assert len(sent) == res.datums  # every datum exactly once across both attempts
+    assert sum(sum(d["Counts"]) for d in sent) == res.samples
+    state = json.loads((run_dir / "publish.json").read_text())["targets"]["Spectrn@us-east-1@fake"]
+    assert "last_error" not in state
+
+
+def test_force_resends_everything(run_dir: Path) -> None:
+    cw.publish_run(run_dir, FakeSink(), max_datums_per_call=10)
+    sink = FakeSink()
+    res = cw.publish_run(run_dir, sink, force=True, max_datums_per_call=10)
+    assert res.sent_now == res.batches == len(sink.calls)
+
+
+def test_another_namespace_is_another_target(run_dir: Path) -> None:
+    cw.publish_run(run_dir, FakeSink())
+    sink = FakeSink()
+    res = cw.publish_run(run_dir, sink, namespace="Team/Spectrn")
+    assert res.sent_now == res.batches and sink.calls[0][0] == "Team/Spectrn"
+
+
+def test_old_run_needs_retime_and_retime_is_stable(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path, per_class=2, start=time.time() - 20 * 86400, summary=False)
+    with pytest.raises(PublishError, match="14 days"):
+        cw.publish_run(run_dir, FakeSink())
+    assert not FakeSink().calls
+    sink = FakeSink(fail_calls={2})
+    with pytest.raises(PublishError):
+        cw.publish_run(run_dir, sink, retime=True, max_datums_per_call=5)
+    stamps = [d["Timestamp"].timestamp() for _, b in sink.calls for d in b]
+    assert stamps and all(time.time() - 3 * 3600 < s < time.time() for s in stamps)
+    rest = FakeSink()
+    res = cw.publish_run(run_dir, rest, retime=True, max_datums_per_call=5)
+    assert res.already_sent == 1 and res.sent_now == res.batches - 1  # same shift reused: same hashes
+    body = json.loads(rest.dashboards["spectrn-run-1"])
+    start = body["start"]
+    assert start.startswith(time.strftime("%Y-%m-%d", time.gmtime(min(stamps))))
+
+
+def test_changed_run_data_is_flagged(run_dir: Path) -> None:
+    cw.publish_run(run_dir, FakeSink(), dashboard=False)
+    (run_dir / "acceptance.json").write_text(json.dumps({"speculative": {"rate": 0.5, "mean_accepted_length": 2.0}}))
+    res = cw.publish_run(run_dir, FakeSink(), dashboard=False)
+    assert any("changed since the last publish" in w for w in res.warnings)
+
+
+def test_corrupt_state_is_an_error_not_a_silent_resend(run_dir: Path) -> None:
+    (run_dir / "publish.json").write_text("{not json")
+    with pytest.raises(PublishError, match="publish.json is not valid JSON"):
+        cw.publish_run(run_dir, FakeSink())
+
+
+def test_empty_run_is_refused(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path, per_class=1, summary=False)
+    (run_dir / "requests.jsonl").write_text("")
+    with pytest.raises(PublishError, match="no measured requests"):
+        cw.publish_run(run_dir, FakeSink())
+
+
+def test_console_gets_the_outcome(run_dir: Path) -> None:
+    from rich.console import Console
+
+    console = Console(record=True, width=200)
+    cw.publish_run(run_dir, FakeSink(), console=console)
+    text = console.export_text()
+    assert "published run run-1 to CloudWatch namespace Spectrn" in text and "dashboard: spectrn-run-1" in text
