@@ -1,21 +1,12 @@
-"""Fixtures for the Kubernetes tests: configurations, a fake cluster, and a quick way to deploy into it."""
+"""Fixtures for the Kubernetes tests: configurations and a fake cluster."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
+from kubehelp import add_slices, make_cfg
 
-from spectrn.config import SpectrnConfig, build_config
-from spectrn.deploy import DeployReport, deploy, render_for_deploy
+from spectrn.config import SpectrnConfig
 from spectrn.kube_fake import FakeKube
-
-
-def make_cfg(**over: Any) -> SpectrnConfig:
-    data: dict[str, Any] = {"s3": {"bucket": "my-models"}}
-    for key, value in over.items():
-        data[key] = value
-    return build_config(data, environ={})
 
 
 @pytest.fixture
@@ -30,29 +21,8 @@ def neuron_cfg() -> SpectrnConfig:
     return make_cfg()
 
 
-def add_slices(fake: FakeKube, node: str = "node-0", devices: int = 16, version: str = "resource.k8s.io/v1") -> None:
-    fake.put(
-        {
-            "apiVersion": version,
-            "kind": "ResourceSlice",
-            "metadata": {"name": f"{node}-neuron"},
-            "spec": {
-                "driver": "neuron.aws.com",
-                "nodeName": node,
-                "devices": [{"name": f"neuron-{i}"} for i in range(devices)],
-            },
-        }
-    )
-
-
 @pytest.fixture
 def fake() -> FakeKube:
     f = FakeKube()
     add_slices(f)
     return f
-
-
-def run_deploy(fake: FakeKube, cfg: SpectrnConfig, *, only: str | None = None, **kw: Any) -> DeployReport:
-    kw.setdefault("timeout_s", 600)
-    kw.setdefault("grace_s", 30)
-    return deploy(fake, cfg, render_for_deploy(cfg, only), clock=fake.clock, sleep=fake.sleep, **kw)

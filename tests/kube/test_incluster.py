@@ -7,8 +7,8 @@ import json
 import tarfile
 
 import pytest
-from conftest import make_cfg, run_deploy
-from runfiles import shard_files
+from kube_runfiles import shard_files
+from kubehelp import make_cfg, run_deploy
 
 from spectrn.errors import BenchError
 from spectrn.incluster import _safe_extract, collect, run_incluster_bench

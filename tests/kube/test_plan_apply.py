@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from conftest import make_cfg, run_deploy
+from kubehelp import make_cfg, run_deploy
 
 from spectrn.deploy import KIND_ORDER, SPEC_HASH, apply_plan, make_plan, order_objects, render_for_deploy
 from spectrn.errors import DeployError, Interrupted

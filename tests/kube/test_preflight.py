@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import add_slices, make_cfg, run_deploy
+from kubehelp import add_slices, make_cfg, run_deploy
 
 from spectrn.deploy import make_plan, preflight, render_for_deploy
 from spectrn.errors import DeployError

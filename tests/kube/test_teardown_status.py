@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import make_cfg, run_deploy
+from kubehelp import make_cfg, run_deploy
 
 from spectrn.deploy import advertise_fake_neuron, apply_plan, make_plan, render_for_deploy, status, teardown
 from spectrn.kube_fake import FakeKube

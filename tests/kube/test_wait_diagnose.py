@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import run_deploy
+from kubehelp import run_deploy
 
 from spectrn.deploy import diagnose_pod, wait_ready
 from spectrn.errors import DeployError

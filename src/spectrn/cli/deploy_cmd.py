@@ -98,6 +98,7 @@ class LiveView:
 
 
 def print_plan(console: Console, plan: Plan, findings: list[Finding]) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=f"plan: {plan.summary()}", title_justify="left")
@@ -110,9 +111,8 @@ def print_plan(console: Console, plan: Plan, findings: list[Finding]) -> None:
     marks = {"ok": "[green]ok[/]   ", "warn": "[yellow]warn[/] ", "error": "[red]error[/]"}
     console.print("pre-flight:")
     for f in findings:
-        console.print(
-            f"  {marks[f.severity]} [{f.check}] {f.message}" + (f" -> {f.hint}" if f.hint else ""), highlight=False
-        )
+        text = escape(f"[{f.check}] {f.message}" + (f" -> {f.hint}" if f.hint else ""))
+        console.print(f"  {marks[f.severity]} {text}", highlight=False)
 
 
 @app.command("deploy")
