@@ -6,6 +6,8 @@ Exec (a WebSocket upgrade) is not covered here: the double speaks plain HTTP onl
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from mock_apiserver import MockApiServer
 
@@ -183,7 +185,14 @@ def test_api_exception_keeps_the_status_message():
     from kubernetes.client.exceptions import ApiException
 
     exc = ApiException(status=422, reason="Unprocessable Entity")
-    exc.body = '{"kind":"Status","message":"Deployment.apps \\"x\\" is invalid: spec.replicas: Invalid value: -1","reason":"Invalid","code":422}'
+    exc.body = json.dumps(
+        {
+            "kind": "Status",
+            "message": 'Deployment.apps "x" is invalid: spec.replicas: Invalid value: -1',
+            "reason": "Invalid",
+            "code": 422,
+        }
+    )
     e = translate_api_exception(exc, action="apply Deployment spectrn/x")
     assert e.status == 422 and e.reason == "Invalid"
     assert "spec.replicas: Invalid value: -1" in e.message and "spectrn render" in e.hint
