@@ -435,7 +435,7 @@ def delete_load_job(kube: KubeApi, job: LoadJob) -> None:
 def collect_job(
     kube: KubeApi,
     job: LoadJob,
-    results_root: Path,
+    out_root: Path,
     *,
     console: Console | None = None,
     timeout_s: float = 3600,
@@ -458,7 +458,7 @@ def collect_job(
         poll_s=poll_s,
         stream_logs=stream_logs,
     )
-    run_dir = safe_output_dir(results_root / job.run_id, what="run folder")
+    run_dir = safe_output_dir(out_root / job.run_id, what="run folder")
     shards = copy_results(kube, job, pods, run_dir)
     if job.pods_expected > 1:
         merge_shards(run_dir, shards)
@@ -476,15 +476,22 @@ def run_incluster_bench(
     run_id: str,
     engine: str,
     console: Console | None,
-    kube: KubeApi,
+    kube: KubeApi | None = None,
     *,
-    results_root: Path = Path("results"),
+    out_root: Path = Path("results"),
     timeout_s: float | None = None,
     clock: Clock = time.monotonic,
     sleep: Sleep = time.sleep,
     poll_s: float = 5.0,
 ) -> Path:
-    """``spectrn bench`` against the deployed services from inside the cluster; returns ``results/<run-id>``."""
+    """``spectrn bench`` against the deployed services from inside the cluster; returns ``<out_root>/<run-id>``.
+
+    ``kube`` defaults to the current kube context (``$KUBECONFIG``), or the in-cluster config inside a pod.
+    """
+    if kube is None:
+        from spectrn.kube import connect
+
+        kube = connect()
     job = start_load_job(kube, cfg, run_id, engine)
     _print(console, f"started Job {job.namespace}/{job.name} ({job.pods_expected} pod(s)); streaming progress")
     if timeout_s is None:
@@ -492,7 +499,7 @@ def run_incluster_bench(
         timeout_s = cfg.probes.startup_budget_s + per_request * max(1, cfg.bench.requests) + 1800
     try:
         return collect_job(
-            kube, job, results_root, console=console, timeout_s=timeout_s, clock=clock, sleep=sleep, poll_s=poll_s
+            kube, job, out_root, console=console, timeout_s=timeout_s, clock=clock, sleep=sleep, poll_s=poll_s
         )
     except KeyboardInterrupt:
         raise Interrupted(
@@ -509,7 +516,7 @@ def collect(
     namespace: str,
     run_id: str,
     *,
-    results_root: Path = Path("results"),
+    out_root: Path = Path("results"),
     console: Console | None = None,
     timeout_s: float = 600,
     clock: Clock = time.monotonic,
@@ -524,7 +531,7 @@ def collect(
     return collect_job(
         kube,
         job,
-        results_root,
+        out_root,
         console=console,
         timeout_s=timeout_s,
         clock=clock,

@@ -36,7 +36,7 @@ def deployed(cfg) -> FakeKube:
 
 def bench(fake, cfg, tmp_path, console=None, **kw):
     return run_incluster_bench(
-        cfg, RUN, "spectrn", console, fake, results_root=tmp_path, clock=fake.clock, sleep=fake.sleep, **kw
+        cfg, RUN, "spectrn", console, fake, out_root=tmp_path, clock=fake.clock, sleep=fake.sleep, **kw
     )
 
 
@@ -91,7 +91,7 @@ def test_results_survive_a_cli_crash_and_collect_fetches_them(tmp_path):
     assert f"spectrn collect {RUN}" in err.value.hint
     assert fake.find("Job", f"spectrn-loadgen-{RUN}", "spectrn") is not None  # kept, results still in the pods
     fake._failures.clear()
-    run_dir = collect(fake, "spectrn", RUN, results_root=tmp_path, clock=fake.clock, sleep=fake.sleep)
+    run_dir = collect(fake, "spectrn", RUN, out_root=tmp_path, clock=fake.clock, sleep=fake.sleep)
     assert len(read_records(run_dir / "requests.jsonl")) == 24
     assert (run_dir / "summary.json").exists()
     assert fake.find("Job", f"spectrn-loadgen-{RUN}", "spectrn") is None
@@ -141,7 +141,7 @@ def test_bench_needs_deployed_services(tmp_path):
 
 def test_collect_unknown_run(tmp_path):
     with pytest.raises(BenchError, match="no load Job for run nope"):
-        collect(FakeKube(), "spectrn", "nope", results_root=tmp_path)
+        collect(FakeKube(), "spectrn", "nope", out_root=tmp_path)
 
 
 def _tar(entries):

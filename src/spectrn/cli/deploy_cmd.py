@@ -243,7 +243,7 @@ def collect_cmd(
     console = err_console()
     cfg = config_from_cli(config, sets, console=console)
     kube = _connect(context, kubeconfig)
-    run_dir = collect(kube, cfg.namespace, run_id, results_root=out, console=console, timeout_s=timeout)
+    run_dir = collect(kube, cfg.namespace, run_id, out_root=out, console=console, timeout_s=timeout)
     typer.echo(str(run_dir))
 
 
