@@ -1,0 +1,83 @@
+"""`spectrn publish` and `spectrn dashboard` from the command line."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REGION
+from runfactory import make_run
+
+from spectrn import cloudwatch as cw
+from spectrn.cli.main import main
+
+
+def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    out, err = capsys.readouterr()
+    code = e.value.code if isinstance(e.value.code, int) else 1
+    return code, out, " ".join(err.split())
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    return make_run(tmp_path, per_class=2, start=time.time() - 3600, summary=False)
+
+
+def test_without_credentials_publish_explains_and_points_to_emf(
+    run_dir: Path, no_aws_env: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run_cli(["publish", str(run_dir)], capsys)
+    assert code == 6
+    assert "PublishError: cannot publish to CloudWatch: no AWS credentials found" in err
+    assert f"spectrn publish --emf {run_dir}" in err and "metrics.emf.jsonl" in err
+    assert not (run_dir / "publish.json").exists()
+
+    code, out, _ = run_cli(["publish", str(run_dir), "--emf"], capsys)
+    assert code == 0 and f"wrote {run_dir / 'metrics.emf.jsonl'}" in out
+    code, _, err = run_cli(["publish", str(run_dir)], capsys)
+    assert code == 6 and f"the same metrics are in {run_dir / 'metrics.emf.jsonl'}" in err
+
+
+def test_without_region_publish_says_how_to_set_one(
+    run_dir: Path, no_aws_env: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    code, _, err = run_cli(["publish", str(run_dir)], capsys)
+    assert code == 6 and "no AWS region configured" in err and "--region" in err
+
+
+def test_dry_run_sends_nothing(run_dir: Path, no_aws_env: None, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(["publish", str(run_dir), "--dry-run", "--batch-size", "7"], capsys)
+    plan = cw.build_metric_datums(cw.load_run(run_dir))
+    calls = len(cw.batch_datums(plan.datums, max_datums=7))
+    assert code == 0
+    assert f"would send {calls} PutMetricData calls to namespace Spectrn: {len(plan.datums)} datums" in out
+    assert not (run_dir / "publish.json").exists()
+
+
+def test_dashboard_print_is_a_valid_body(run_dir: Path, no_aws_env: None, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(["dashboard", str(run_dir), "--print", "--region", "eu-west-1"], capsys)
+    assert code == 0
+    body = cw.validate_dashboard(json.loads(out))
+    assert body["widgets"][1]["properties"]["region"] == "eu-west-1"
+
+
+def test_dashboard_command_puts_it(
+    run_dir: Path, moto_url: str, cw_client: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run_cli(["dashboard", str(run_dir), "--endpoint-url", moto_url, "--prefix", "team"], capsys)
+    assert code == 0 and f"dashboard team-run-1 in {REGION}" in out
+    cw.validate_dashboard(cw_client.get_dashboard(DashboardName="team-run-1")["DashboardBody"])
+
+
+def test_missing_run_folder_is_an_analysis_error(
+    tmp_path: Path, aws_env: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run_cli(["publish", str(tmp_path / "nope"), "--endpoint-url", "http://127.0.0.1:9"], capsys)
+    assert code == 5 and "does not exist" in err

@@ -1,0 +1,156 @@
+"""Dashboard body builder and validator, EMF lines, the IAM policy (pure)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from runfactory import make_run
+
+from spectrn import cloudwatch as cw
+from spectrn.analyze import request_metrics
+from spectrn.errors import ConfigError, PublishError
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> cw.RunData:
+    return cw.load_run(make_run(tmp_path_factory.mktemp("runs"), per_class=4, start=time.time() - 3600))
+
+
+def _body(run: cw.RunData) -> dict[str, Any]:
+    return cw.build_dashboard([cw.dashboard_run(run)], namespace="Spectrn", region="us-east-2")
+
+
+def test_dashboard_has_side_by_side_widgets_per_prompt_class(run: cw.RunData) -> None:
+    body = _body(run)
+    widgets = body["widgets"]
+    text = widgets[0]
+    assert text["type"] == "text" and "qwen3-1.7b" in text["properties"]["markdown"]
+    assert "TPOT p50 speedup" in text["properties"]["markdown"]  # the run's speedups from summary.json
+    titles = [w["properties"]["title"] for w in widgets[1:]]
+    for cls in ("all", "open", "structured"):
+        for panel in ("TTFT", "TPOT", "per-token ITL", "e2e latency", "output throughput", "acceptance"):
+            assert any(t.startswith(f"{cls} · c4 · {panel}") for t in titles), (cls, panel)
+    ttft = next(w for w in widgets if w["properties"].get("title") == "structured · c4 · TTFT (s)")
+    lines = ttft["properties"]["metrics"]
+    labels = [m[-1]["label"] for m in lines]
+    assert labels == [f"{v} {p}" for v in ("baseline", "speculative") for p in ("p50", "p90", "p99")]
+    assert all(m[:2] == ["Spectrn", "TTFT"] and "PromptClass" in m and "structured" in m for m in lines)
+    assert {m[-1]["color"] for m in lines} == {"#1f77b4", "#ff7f0e"}
+    acc = next(w for w in widgets if w["properties"].get("title") == "all · c4 · acceptance")
+    assert [m[1] for m in acc["properties"]["metrics"]] == ["TokensPerChunk", "AcceptanceRate", "MeanAcceptanceLength"]
+    assert all(w["properties"]["region"] == "us-east-2" for w in widgets[1:])
+    assert body["start"] < body["end"] and body["periodOverride"] == "inherit"
+    cw.validate_dashboard(json.dumps(body))
+
+
+def test_dashboard_for_a_sweep_shows_every_config(run: cw.RunData) -> None:
+    views = []
+    for label in ("qwen3-0.6b/k5", "qwen3-1.7b/k7", "qwen3-4b/k9"):
+        v = cw.dashboard_run(run, run_id="sweep-1")
+        v.config_label = label
+        views.append(v)
+    body = cw.build_dashboard(views, namespace="Spectrn", region="us-east-1")
+    tpot = next(w for w in body["widgets"] if w["properties"].get("title") == "all · c4 · TPOT (s)")
+    labels = [m[-1]["label"] for m in tpot["properties"]["metrics"]]
+    assert "qwen3-0.6b/k5 speculative p50" in labels and "qwen3-4b/k9 baseline p99" in labels
+    assert len(labels) == 3 * 2 * 3
+    assert len({m[-1]["color"] for m in tpot["properties"]["metrics"] if "speculative" in m[-1]["label"]}) == 3
+
+
+def test_dashboard_name_follows_cloudwatch_rules() -> None:
+    assert cw.dashboard_name("spectrn", "2026-01-01T10:00 qwen3-1.7b/k7") == "spectrn-2026-01-01T10-00-qwen3-1-7b-k7"
+
+
+@pytest.mark.parametrize(
+    ("mutate", "problem"),
+    [
+        (lambda b: b["widgets"].extend([copy.deepcopy(b["widgets"][1])] * 600), "widgets (max 500)"),
+        (lambda b: b["widgets"][1]["properties"]["metrics"].extend([["Spectrn", "TTFT"]] * 500), "metrics (max 500)"),
+        (lambda b: b["widgets"][1].update(x=20, width=6), "outside the 24-column grid"),
+        (lambda b: b["widgets"][2].update(x=b["widgets"][1]["x"], y=b["widgets"][1]["y"]), "overlap"),
+        (lambda b: b["widgets"][1]["properties"].update(stat="median"), "stat 'median'"),
+        (lambda b: b["widgets"][1]["properties"].update(period=45), "period 45"),
+        (lambda b: b["widgets"][1]["properties"]["metrics"][0].insert(2, "Lonely"), "expected [namespace, name"),
+        (lambda b: b["widgets"][1]["properties"]["metrics"][0][-1].update(colour="#fff"), "unknown options"),
+        (lambda b: b["widgets"][1]["properties"].pop("region"), "'region' is required"),
+        (lambda b: b["widgets"][0]["properties"].update(markdown=" "), "non-empty markdown"),
+        (lambda b: b["widgets"][1].update(type="chart"), "type 'chart'"),
+        (lambda b: b.update(theme="dark"), "unknown top-level keys"),
+        (lambda b: b["widgets"][1].update(height=2.5), "must be integers"),
+    ],
+)
+def test_validator_catches_bad_bodies(run: cw.RunData, mutate: Any, problem: str) -> None:
+    body = _body(run)
+    mutate(body)
+    with pytest.raises(PublishError, match="invalid dashboard body") as e:
+        cw.validate_dashboard(body)
+    assert problem in str(e.value)
+
+
+def test_validator_rejects_non_json_and_empty() -> None:
+    with pytest.raises(PublishError, match="not JSON"):
+        cw.validate_dashboard("{widgets: [")
+    with pytest.raises(PublishError, match="non-empty 'widgets'"):
+        cw.validate_dashboard({"widgets": []})
+
+
+def test_emf_lines_carry_the_same_metrics(run: cw.RunData) -> None:
+    lines, skipped = cw.emf_lines(run, namespace="Spectrn")
+    assert skipped == 0
+    docs = [json.loads(ln) for ln in lines]
+    itl_total = 0
+    for doc in docs:
+        meta = doc["_aws"]
+        assert isinstance(meta["Timestamp"], int)
+        (directive,) = meta["CloudWatchMetrics"]
+        assert directive["Namespace"] == "Spectrn"
+        for dims in directive["Dimensions"]:
+            assert tuple(dims) in (cw.DIMS_BY_CLASS, cw.DIMS_AGGREGATE)
+            assert all(isinstance(doc[d], str) and doc[d] for d in dims)
+        for m in directive["Metrics"]:
+            assert m["Unit"] == cw.METRICS[m["Name"]].unit
+            value = doc[m["Name"]]
+            assert not isinstance(value, list) or len(value) <= cw.EMF_MAX_VALUES
+        itl_total += len(doc.get("ITL", []))
+    expected_itl = sum(len(request_metrics(r).itls) for r in run.records if r.ok)
+    assert itl_total == expected_itl
+    per_request = [d for d in docs if "Errors" in d]
+    assert len(per_request) == len(run.records)
+    assert sum(d["Errors"] for d in per_request) == sum(1 for r in run.records if not r.ok)
+    acc = [d for d in docs if "AcceptanceRate" in d]
+    assert len(acc) == 1 and acc[0]["AcceptanceRate"] == 62.0 and acc[0]["Variant"] == "speculative"
+
+
+def test_emf_splits_long_itl_arrays(tmp_path: Path) -> None:
+    run = cw.load_run(make_run(tmp_path, per_class=1, tokens=260, summary=False))
+    docs = [json.loads(x) for x in cw.emf_lines(run)[0]]
+    one = [d for d in docs if d.get("Variant") == "baseline" and d.get("PromptClass") == "structured" and "ITL" in d]
+    assert [len(d["ITL"]) for d in one] == [100, 100, 59]
+
+
+def test_write_emf_writes_the_run_folder_file(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path, per_class=1, summary=False)
+    path = cw.write_emf(run_dir)
+    assert path == run_dir / "metrics.emf.jsonl"
+    assert all(json.loads(x)["_aws"] for x in path.read_text().splitlines())
+
+
+def test_iam_policy_is_least_privilege() -> None:
+    policy = cw.publish_iam_policy("Spectrn", "spectrn", region="eu-west-1", account="123456789012")
+    put, dash = policy["Statement"]
+    assert put["Action"] == "cloudwatch:PutMetricData" and put["Resource"] == "*"
+    assert put["Condition"]["StringEquals"] == {"cloudwatch:namespace": "Spectrn", "aws:RequestedRegion": "eu-west-1"}
+    assert set(dash["Action"]) == {"cloudwatch:PutDashboard", "cloudwatch:GetDashboard"}
+    assert dash["Resource"] == "arn:aws:cloudwatch::123456789012:dashboard/spectrn-*"
+    assert all(s["Effect"] == "Allow" and "*" not in str(s["Action"]) for s in policy["Statement"])
+    default = cw.publish_iam_policy("Spectrn", "spectrn")
+    assert "aws:RequestedRegion" not in default["Statement"][0]["Condition"]["StringEquals"]
+    with pytest.raises(ConfigError, match="dashboard_prefix"):
+        cw.publish_iam_policy("Spectrn", "bad prefix*")
+    with pytest.raises(ConfigError, match="reserved"):
+        cw.publish_iam_policy("AWS/Lambda", "spectrn")

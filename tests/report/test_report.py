@@ -1,0 +1,182 @@
+"""The local report: self-contained HTML, PNG plots, Markdown, terminal tables, run comparison, sweep heatmap."""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from runfactory import make_records, make_run
+
+from spectrn import report
+from spectrn.cli.main import main
+from spectrn.errors import ConfigError
+
+PNGS = ["latency_cdf.png", "latency_by_class.png", "speedup.png", "acceptance.png", "throughput.png"]
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", path
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run_dir = make_run(tmp_path_factory.mktemp("runs"), per_class=10, errors=2, start=time.time() - 3600)
+    return report.build_report(run_dir)
+
+
+class _Refs(HTMLParser):
+    """Every attribute that can make a browser fetch something, and the text of <style> blocks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refs: list[tuple[str, str, str]] = []
+        self.imgs = 0
+        self.in_style = False
+        self.styles: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.imgs += tag == "img"
+        self.in_style = tag == "style"
+        for k, v in attrs:
+            if k in ("src", "href", "srcset", "poster", "data", "action", "background", "style") and v is not None:
+                self.refs.append((tag, k, v))
+
+    def handle_endtag(self, tag: str) -> None:
+        self.in_style = False if tag == "style" else self.in_style
+
+    def handle_data(self, data: str) -> None:
+        if self.in_style:
+            self.styles.append(data)
+
+
+def test_report_files(built: Path) -> None:
+    out = built.parent
+    assert built.name == "index.html" and out.name == "report"
+    for name in PNGS:
+        w, h = png_size(out / name)
+        assert w >= 800 and h >= 300 and (out / name).stat().st_size > 10_000, name
+    assert not (out / "load.png").exists()  # one load level only
+    md = (out / "summary.md").read_text()
+    assert md.startswith("### spectrn run `run-1`")
+    assert "| structured |" in md and "| open |" in md and "x [" in md
+    assert "acceptance rate 62.0 %, mean acceptance length 3.40" in md
+    assert "NOT A CLEAN RUN" in md  # 2 failed of 22 speculative requests: over the 5 % budget
+
+
+def test_html_is_self_contained(built: Path) -> None:
+    text = built.read_text(encoding="utf-8")
+    parser = _Refs()
+    parser.feed(text)
+    assert parser.imgs == len(PNGS)
+    for tag, attr, value in parser.refs:
+        assert value.startswith("data:image/png;base64,"), (tag, attr, value[:60])
+    css = "".join(parser.styles)
+    assert "@import" not in css and "url(" not in css
+    assert not re.search(r"(?i)https?://|//[a-z0-9.-]+\.[a-z]{2,}/|<script|<link|<iframe", text)
+    assert "127.0.0.1:18001/v1" in text  # endpoints shown as text, without a scheme that could become a link
+
+
+def test_report_needs_no_network(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the report tried to open a network connection")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    run_dir = make_run(tmp_path, per_class=3, summary=False)
+    index = report.build_report(run_dir)
+    assert index.exists()
+    assert not (run_dir / "summary.json").exists()  # computed in memory, analyze's file is left alone
+
+
+def test_without_acceptance_counters(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path, per_class=3, acceptance={"baseline": None, "speculative": None})
+    index = report.build_report(run_dir)
+    md = (index.parent / "summary.md").read_text()
+    assert "acceptance: not reported by the server (tokens per decode chunk" in md
+
+
+def test_several_load_levels_get_a_load_plot(tmp_path: Path) -> None:
+    recs = make_records(per_class=3, level="c1") + make_records(per_class=3, level="c8", seed=3, start=1_790_100_000)
+    index = report.build_report(make_run(tmp_path, records=recs))
+    assert png_size(index.parent / "load.png")[0] >= 800
+    text = index.read_text()
+    assert "Comparison at load c1" in text and "Comparison at load c8" in text
+
+
+def test_render_table(built: Path) -> None:
+    summary = json.loads((built.parent.parent / "summary.json").read_text())
+    console = Console(record=True, width=160)
+    console.print(report.render_table(summary))
+    text = console.export_text()
+    for needle in ("structured", "open", "all", "TPOT ms", "ITL ms", "tok/s/req", "speedup [95% CI]"):
+        assert needle in text
+    tpot = summary["speedup_by_prompt_class"]["structured"]["tpot_p50"]
+    assert f"{tpot['value']:.2f}x [{tpot['ci95'][0]:.2f}, {tpot['ci95'][1]:.2f}]" in text
+
+
+def test_compare_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from spectrn.config import SpectrnConfig
+
+    a = make_run(tmp_path, "run-a", per_class=4)
+    cfg = SpectrnConfig(num_speculative_tokens=5).model_dump(mode="json")
+    b = make_run(tmp_path, "run-b", per_class=4, seed=9, config=cfg)
+    cmp = report.compare_runs(a, b)
+    assert cmp["config_differences"] == {"num_speculative_tokens": [7, 5]}
+    assert cmp["a"]["config"] == "qwen3-1.7b/k7" and cmp["b"]["config"] == "qwen3-1.7b/k5"
+    row = next(r for r in cmp["speedups"] if r["prompt_class"] == "structured" and r["metric"] == "TPOT p50")
+    sa = json.loads((a / "summary.json").read_text())["speedup_by_prompt_class"]["structured"]["tpot_p50"]
+    assert row["a"] == pytest.approx(sa["value"])
+    tpot = next(
+        r
+        for r in cmp["rows"]
+        if r["prompt_class"] == "all" and r["variant"] == "speculative" and r["metric"] == "TPOT p50"
+    )
+    assert tpot["ratio"] == pytest.approx(tpot["b"] / tpot["a"])
+
+    md_path = tmp_path / "cmp.md"
+    with pytest.raises(SystemExit) as e:
+        main(["compare", str(a), str(b), "--markdown", str(md_path)])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "run-a" in out and "run-b" in out and "num_speculative_tokens: 7 -> 5" in out
+    assert "| structured | TPOT p50 |" in md_path.read_text()
+
+
+def test_report_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = make_run(tmp_path, per_class=2)
+    with pytest.raises(SystemExit) as e:
+        main(["report", str(run_dir), "--out", str(tmp_path / "out")])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert f"report: {tmp_path / 'out' / 'index.html'}" in out and "TPOT ms" in out
+    with pytest.raises(SystemExit) as e:
+        main(["report", str(tmp_path / "missing")])
+    assert e.value.code == 5
+
+
+def test_sweep_heatmap(tmp_path: Path) -> None:
+    cells = [
+        {"draft": d, "window": w, "prompt_class": c, "speedup": s, "ci95": [s - 0.1, s + 0.1]}
+        for c, base in (("structured", 2.5), ("open", 1.0))
+        for d, f in (("qwen3-0.6b", 0.8), ("qwen3-1.7b", 1.0))
+        for w, s in ((5, base * f * 0.9), (7, base * f), (15, base * f * 0.7))
+    ]
+    cells.append({"draft": "qwen3-4b", "window": 7, "prompt_class": "open", "speedup": None})
+    path = report.sweep_heatmap(cells, tmp_path / "sweep" / "heatmap.png")
+    w, h = png_size(path)
+    assert w > h > 200
+    with pytest.raises(ConfigError, match="lacks"):
+        report.sweep_heatmap([{"draft": "x", "speedup": 1.0}], tmp_path / "bad.png")
+    with pytest.raises(ConfigError, match="at least one cell"):
+        report.sweep_heatmap([], tmp_path / "bad.png")
