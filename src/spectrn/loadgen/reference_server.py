@@ -90,7 +90,9 @@ def make_app(schedule: Schedule, log: ServerLog) -> Any:
             remaining -= k
             j += 1
         offsets = [schedule.ttft_s + i * schedule.gap_s for i in range(len(sizes))]
-        entry = {"arrival": arrival, "offsets": offsets, "sizes": sizes}
+        sent: list[float] = []
+        prompt = body.get("prompt") or (body.get("messages") or [{}])[-1].get("content", "")
+        entry = {"arrival": arrival, "offsets": offsets, "sizes": sizes, "sent": sent, "prompt": prompt}
         log.requests.append(entry)
         next_id = 100
         for off, k in zip(offsets, sizes, strict=True):
@@ -105,6 +107,9 @@ def make_app(schedule: Schedule, log: ServerLog) -> Any:
             else:
                 choice = {"index": 0, "text": text, "token_ids": ids, "finish_reason": None}
             await resp.write(b"data: " + json.dumps({"id": "x", "choices": [choice]}).encode() + b"\n\n")
+            sent.append(time.perf_counter())
+            if len(sent) == 1:
+                entry["first_wall"] = time.time()
             if off != offsets[0]:
                 log.drafts += 1
                 log.draft_tokens += schedule.window
@@ -117,7 +122,11 @@ def make_app(schedule: Schedule, log: ServerLog) -> Any:
         await resp.write_eof()
         return resp
 
+    async def request_log(_req: web.Request) -> web.Response:
+        return web.json_response(log.requests)
+
     app = web.Application()
+    app.router.add_get("/log", request_log)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/health", health)
     app.router.add_get("/metrics", metrics)
@@ -161,3 +170,25 @@ def serve_in_thread(schedule: Schedule) -> Iterator[tuple[str, ServerLog]]:
     finally:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m spectrn.loadgen.reference_server --port P --ttft 0.05 --gap 0.02 --pattern 1``."""
+    import argparse
+
+    from aiohttp import web
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=8000)
+    ap.add_argument("--ttft", type=float, default=0.05)
+    ap.add_argument("--gap", type=float, default=0.02)
+    ap.add_argument("--pattern", default="1", help="tokens per event after the first, cycled, e.g. 3,1,4")
+    ap.add_argument("--model", default="ref-model")
+    a = ap.parse_args(argv)
+    sched = Schedule(a.ttft, a.gap, tuple(int(x) for x in a.pattern.split(",")), a.model)
+    web.run_app(make_app(sched, ServerLog()), host=a.host, port=a.port, access_log=None, print=None)
+
+
+if __name__ == "__main__":
+    main()

@@ -301,6 +301,24 @@ async def _run_level(
     await asyncio.gather(*(_closed_loop(session, n, u, plan, items, level, concurrency, sink) for n, u in urls.items()))
 
 
+async def _prewarm(session: Any, endpoints: dict[str, str], connections: int) -> None:
+    """Open ``connections`` keep-alive connections per endpoint before a level starts, so that the burst
+    of a closed-loop start does not charge TCP set-up to the first requests' TTFT."""
+    import aiohttp
+
+    async def one(url: str) -> None:
+        try:
+            async with session.get(url, timeout=aiohttp.ClientTimeout(total=10)) as resp:
+                await resp.read()
+        except (aiohttp.ClientError, TimeoutError):
+            pass
+
+    n = min(connections, 512)
+    await asyncio.gather(
+        *(one(base.rstrip("/").removesuffix("/v1") + "/v1/models") for base in endpoints.values() for _ in range(n))
+    )
+
+
 async def _scrape_all(session: Any, plan: RunPlan, tag: str, notes: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     mdir = plan.out_dir / "metrics"
@@ -400,6 +418,7 @@ async def run_bench(
                 )
             for level in plan.levels:
                 phase(f"level {level.label}: {len(measured)} request(s) per endpoint")
+                await _prewarm(session, plan.endpoints, level.concurrency or 1)
                 before = await _scrape_all(session, plan, f"{level.label}.before", notes)
                 await _run_level(session, plan, urls, measured, level, sink)
                 after = await _scrape_all(session, plan, f"{level.label}.after", notes)

@@ -1,0 +1,143 @@
+"""Load generator accuracy and overhead against a server with an exact token schedule.
+
+For 1, 16, 64 and 256 concurrent streams, the reference server (its own process) streams every request
+on a fixed schedule and records, with the shared monotonic clock, when each request arrived and when
+each event was written. We compare spectrn's reported p50 TTFT and p50 TPOT with the same statistics
+computed from the server's own timestamps (the truth), and measure the client's CPU time per streamed
+token (user + system time of this process during the run / tokens received).
+
+    .venv/bin/python benchmarks/loadgen_accuracy.py [--levels 1,16,64,256] [--tokens 128] [--pattern 1]
+
+Prints one line per level and writes benchmarks/results/loadgen_accuracy.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from spectrn.analyze import request_metrics
+from spectrn.loadgen.client import RequestParams
+from spectrn.loadgen.prompts import Prompt, PromptSet, build_schedule
+from spectrn.loadgen.runner import Level, RunPlan, run_bench
+from spectrn.records import read_records
+from spectrn.runtimes.sim_pair import free_port, wait_healthy
+
+
+def cpu_seconds() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def run_level(base: str, concurrency: int, tokens: int, out: Path) -> dict[str, float]:
+    ps = PromptSet(name="bench", prompts=[Prompt(id="p", **{"class": "c"}, text="hello world")])
+    n = max(2 * concurrency, 32)
+    plan = RunPlan(
+        run_id=f"c{concurrency}",
+        out_dir=out / f"c{concurrency}",
+        endpoints={"ep": base},
+        schedule=build_schedule(ps, requests=n, warmup=0, seed=0, nonce=f"c{concurrency}"),
+        params=RequestParams(model="ref-model", api="completions", max_tokens=tokens, keep_output=False),
+        levels=[Level.closed(concurrency)],
+    )
+    urllib.request.urlopen(f"{base}/log")  # connection warm, and the log so far
+    before_log = len(json.load(urllib.request.urlopen(f"{base}/log")))
+    c0 = cpu_seconds()
+    asyncio.run(run_bench(plan))
+    cpu = cpu_seconds() - c0
+    log = json.load(urllib.request.urlopen(f"{base}/log"))[before_log:]
+    recs = [r for r in read_records(plan.out_dir / "requests.jsonl") if r.ok]
+    mets = [m for m in map(request_metrics, recs) if m is not None]
+    # TTFT truth: the server's first write minus the client's send (wall clocks of one machine); this
+    # charges the client for nothing but its own reading delay
+    by_prompt = {e["prompt"]: e for e in log}
+    texts = {r.index: t.text for r in recs for t in plan.schedule if t.index == r.index}
+    true_ttft = [by_prompt[texts[r.index]]["first_wall"] - r.sent_at for r in recs]
+    true_tpot = [(e["sent"][-1] - e["sent"][0]) / (sum(e["sizes"]) - 1) for e in log]
+    sched_lag = [s - (e["arrival"] + off) for e in log for s, off in zip(e["sent"], e["offsets"], strict=True)]
+    got_ttft = statistics.median(m.ttft for m in mets)
+    arrival_ttft = statistics.median(e["sent"][0] - e["arrival"] for e in log)
+    got_tpot = statistics.median(m.tpot for m in mets if m.tpot is not None)
+    tok = sum(m.output_tokens for m in mets)
+    return {
+        "concurrency": concurrency,
+        "requests": len(mets),
+        "errors": n - len(mets),
+        "true_ttft_p50_ms": statistics.median(true_ttft) * 1e3,
+        "spectrn_ttft_p50_ms": got_ttft * 1e3,
+        "ttft_err_pct": (got_ttft / statistics.median(true_ttft) - 1) * 100,
+        "server_side_ttft_p50_ms": arrival_ttft * 1e3,
+        "true_tpot_p50_ms": statistics.median(true_tpot) * 1e3,
+        "spectrn_tpot_p50_ms": got_tpot * 1e3,
+        "tpot_err_pct": (got_tpot / statistics.median(true_tpot) - 1) * 100,
+        "server_lag_p99_ms": sorted(sched_lag)[int(0.99 * (len(sched_lag) - 1))] * 1e3,
+        "client_cpu_us_per_token": cpu / tok * 1e6 if tok else float("nan"),
+        "tokens": tok,
+    }
+
+
+def main() -> None:
+    import aiohttp  # noqa: F401  (import cost is not per-token work)
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--levels", default="1,16,64,256")
+    ap.add_argument("--tokens", type=int, default=128)
+    ap.add_argument("--ttft", type=float, default=0.1)
+    ap.add_argument("--gap", type=float, default=0.03)
+    ap.add_argument("--pattern", default="1", help="tokens per event, e.g. 3 for speculative-like chunks")
+    a = ap.parse_args()
+    port = free_port()
+    out = Path("benchmarks/results/loadgen_accuracy_runs") / time.strftime("%Y%m%d-%H%M%S")
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / "server.log"
+    with log.open("wb") as f:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "spectrn.loadgen.reference_server",
+                "--port",
+                str(port),
+                "--ttft",
+                str(a.ttft),
+                "--gap",
+                str(a.gap),
+                "--pattern",
+                a.pattern,
+            ],
+            stdout=f,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}"
+    rows = []
+    try:
+        wait_healthy(base, proc, log, 30)
+        for c in (int(x) for x in a.levels.split(",")):
+            row = run_level(base, c, a.tokens, out)
+            rows.append(row)
+            print(
+                f"c={c:4d} n={row['requests']:4d} TTFT p50 true {row['true_ttft_p50_ms']:.2f} ms measured "
+                f"{row['spectrn_ttft_p50_ms']:.2f} ms ({row['ttft_err_pct']:+.2f}%) | TPOT p50 true "
+                f"{row['true_tpot_p50_ms']:.3f} ms measured {row['spectrn_tpot_p50_ms']:.3f} ms "
+                f"({row['tpot_err_pct']:+.2f}%) | client CPU {row['client_cpu_us_per_token']:.1f} us/token | "
+                f"server lag p99 {row['server_lag_p99_ms']:.2f} ms",
+                flush=True,
+            )
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    res = Path("benchmarks/results")
+    res.mkdir(exist_ok=True)
+    (res / f"loadgen_accuracy_pattern{a.pattern.replace(',', '-')}.json").write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()
