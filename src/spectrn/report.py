@@ -470,6 +470,7 @@ def plot_load_levels(summary: dict[str, Any], path: Path) -> Path:
     ax2.set_title("Aggregate output throughput by load level")
     ax2.set_ylabel("tokens/s")
     for ax in (ax1, ax2):
+        ax.set_ylim(bottom=0)
         ax.set_xlabel("load level")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)

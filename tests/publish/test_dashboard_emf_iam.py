@@ -154,3 +154,13 @@ def test_iam_policy_is_least_privilege() -> None:
         cw.publish_iam_policy("Spectrn", "bad prefix*")
     with pytest.raises(ConfigError, match="reserved"):
         cw.publish_iam_policy("AWS/Lambda", "spectrn")
+
+
+def test_docs_list_every_metric_and_the_policy() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "cloudwatch.md").read_text(encoding="utf-8")
+    for name, spec in cw.METRICS.items():
+        assert f"| `{name}` | {spec.unit} |" in doc, name
+    block = doc.split("## IAM", 1)[1].split("```json", 1)[1].split("```", 1)[0]
+    assert json.loads(block) == cw.publish_iam_policy("Spectrn", "spectrn")
+    for dims in (cw.DIMS_BY_CLASS, cw.DIMS_AGGREGATE):
+        assert ", ".join(f"`{d}`" for d in dims) in doc
