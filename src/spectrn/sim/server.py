@@ -604,15 +604,14 @@ class SimServer:
         }
 
 
-async def _not_found(request: web.Request) -> web.Response:
-    return web.Response(status=404, body=b'{"detail":"Not Found"}', headers={"Content-Type": JSON})
+SIM_KEY = web.AppKey("spectrn_sim", SimServer)
 
 
 def make_app(settings: SimSettings) -> web.Application:
     """The aiohttp application of one simulated vLLM server (engine starts with the app)."""
     server = SimServer(settings)
     app = web.Application(client_max_size=16 * 1024 * 1024)
-    app["sim"] = server
+    app[SIM_KEY] = server
     app.on_startup.append(server.on_startup)
     app.on_cleanup.append(server.on_cleanup)
     r = app.router
@@ -662,7 +661,7 @@ class SimHandle:
     @property
     def server(self) -> SimServer:
         assert self.app is not None
-        return self.app["sim"]  # type: ignore[no-any-return]
+        return self.app[SIM_KEY]
 
     def start(self) -> SimHandle:
         self._thread.start()
@@ -693,8 +692,10 @@ class SimHandle:
             self.port = self._runner.addresses[0][1]
         except BaseException as e:  # reported to the starting thread
             self._error = e
-            self._ready.set()
+            if self._runner is not None:
+                loop.run_until_complete(self._runner.cleanup())
             loop.close()
+            self._ready.set()
             return
         self._ready.set()
         try:

@@ -1,0 +1,112 @@
+"""``spectrn sim``: serve as a process (the container entrypoint), presets, expect, and flag errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+
+def spectrn(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "spectrn", *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_serve_process_answers_and_stops_on_sigterm(tmp_path: Path) -> None:
+    port = free_port()
+    cfg = tmp_path / "sim.yaml"
+    cfg.write_text("acceptance:\n  alpha_open: 0.5\nfaults:\n  error_rate: 0.0\n")
+    log = tmp_path / "serve.log"
+    log_file = log.open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spectrn", "sim", "serve", "--port", str(port), "--speculative", "--window", "5"]
+        + ["--time-scale", "0.05", "--served-model-name", "m", "--config-file", str(cfg), "--startup-delay", "0.3"]
+        + ["--set", "cost.step_base_s=0.05"],
+        stdout=subprocess.DEVNULL,
+        stderr=log_file,
+        start_new_session=True,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        seen_503 = False
+        while True:
+            assert time.monotonic() < deadline, log.read_text()
+            try:
+                code = httpx.get(f"{base}/health").status_code
+            except httpx.TransportError:
+                time.sleep(0.05)
+                continue
+            seen_503 |= code == 503
+            if code == 200:
+                break
+            time.sleep(0.02)
+        assert seen_503
+        info = httpx.get(f"{base}/sim/info").json()
+        assert info["window"] == 5 and info["model_name"] == "m"
+        assert info["preset"]["acceptance"]["alpha_open"] == 0.5 and info["preset"]["cost"]["step_base_s"] == 0.05
+        r = httpx.post(f"{base}/v1/completions", json={"model": "m", "prompt": "hi", "max_tokens": 3})
+        assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 3
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+        log_file.close()
+    assert proc.returncode in (0, -signal.SIGTERM)
+    assert "spectrn sim: m [qwen3-32b-trn2, speculative (draft qwen3-1.7b, window 5)" in log.read_text()
+
+
+def test_presets_and_expect() -> None:
+    r = spectrn("sim", "presets")
+    assert r.returncode == 0 and "qwen3-32b-trn2" in r.stdout
+    r = spectrn("sim", "presets", "--json")
+    assert json.loads(r.stdout)["qwen3-32b-trn2"]["drafts"]["qwen3-0.6b"]["quality"] == 0.4
+    r = spectrn("sim", "expect", "--prompt", "counting numbers from 1 " * 10)
+    out = json.loads(r.stdout)
+    assert r.returncode == 0 and out["speedup"] > 2.5 and len(out["position_accept_probs"]) == 7
+
+
+def test_bad_flags_name_the_field(tmp_path: Path) -> None:
+    r = spectrn("sim", "serve", "--port", str(free_port()), "--error-status", "404")
+    assert r.returncode == 8 and "faults.error_status" in r.stderr
+    r = spectrn("sim", "serve", "--set", "cost.nope=1")
+    assert r.returncode == 2 and "cost has no parameter 'nope'" in r.stderr and "step_base_s" in r.stderr
+    r = spectrn("sim", "serve", "--set", "speed=1")
+    assert r.returncode == 2 and "GROUP.NAME=VALUE" in r.stderr
+    r = spectrn("sim", "serve", "--preset", "h100")
+    assert r.returncode == 8 and "unknown simulator preset 'h100'" in r.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("faults:\n  eror_rate: 1\n")
+    r = spectrn("sim", "serve", "--config-file", str(bad))
+    assert r.returncode == 8 and "faults.eror_rate: unknown key" in r.stderr
+    r = spectrn("sim", "serve", "--draft", "qwen3-32b", "--speculative")
+    assert r.returncode == 8 and "not smaller than the preset's target" in r.stderr
+
+
+def test_port_in_use_is_a_clear_error() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        from spectrn.errors import SimError
+        from spectrn.sim import SimSettings, run_in_thread
+
+        try:
+            run_in_thread(SimSettings(), port=port).stop()
+        except SimError as e:
+            assert "could not start on 127.0.0.1" in str(e)
+        else:
+            raise AssertionError("expected SimError")
