@@ -1,0 +1,1 @@
+"""Real vLLM tier tests (a package, so the servers stop when this folder is done)."""

