@@ -489,7 +489,7 @@ def check_timestamps(datums: Sequence[dict[str, Any]], now: float, *, run_id: st
             f"run {run_id} has data from {_iso(oldest)}, {age_days:.1f} days ago; CloudWatch accepts "
             f"timestamps at most 14 days old",
             hint="pass --retime to publish the same distributions with timestamps shifted so the run ends now "
-            "(the original times are kept in publish.json), or load metrics.emf.jsonl instead",
+            "(requests.jsonl keeps the original times; the shift is recorded in publish.json)",
         )
     if newest - now > MAX_FUTURE_S:
         raise PublishError(
@@ -1282,17 +1282,20 @@ def recorded_time_shift(run_dir: Path, namespace: str, target: str | None = None
 
 
 def publish_dashboard(
-    run: RunData,
+    run: RunData | Sequence[RunData],
     sink: MetricsSink,
     *,
     namespace: str,
     prefix: str = "spectrn",
     run_id: str | None = None,
-    time_shift_s: float = 0.0,
+    time_shift_s: float | Sequence[float] = 0.0,
     region: str | None = None,
 ) -> tuple[str, list[str]]:
-    """Build, validate and put the run's dashboard; returns (name, CloudWatch's validation messages)."""
-    view = dashboard_run(run, run_id=run_id, time_shift_s=time_shift_s)
-    body = build_dashboard([view], namespace=namespace, region=region or getattr(sink, "region", "us-east-1"))
-    name = dashboard_name(prefix, view.run_id)
+    """Build, validate and put one dashboard for one run, or for several (a sweep's cells, each published with
+    the sweep's id as ``run_id``: one line per Config); returns (name, CloudWatch's validation messages)."""
+    runs = [run] if isinstance(run, RunData) else list(run)
+    shifts = [time_shift_s] * len(runs) if isinstance(time_shift_s, int | float) else list(time_shift_s)
+    views = [dashboard_run(r, run_id=run_id, time_shift_s=sh) for r, sh in zip(runs, shifts, strict=True)]
+    body = build_dashboard(views, namespace=namespace, region=region or getattr(sink, "region", "us-east-1"))
+    name = dashboard_name(prefix, views[0].run_id)
     return name, sink.put_dashboard(name, json.dumps(body, separators=(",", ":")))

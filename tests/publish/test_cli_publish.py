@@ -81,3 +81,42 @@ def test_missing_run_folder_is_an_analysis_error(
 ) -> None:
     code, _, err = run_cli(["publish", str(tmp_path / "nope"), "--endpoint-url", "http://127.0.0.1:9"], capsys)
     assert code == 5 and "does not exist" in err
+
+
+def test_sweep_cells_share_one_dashboard(
+    tmp_path: Path, moto_url: str, cw_client: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from spectrn.config import SpectrnConfig
+
+    cells = []
+    for draft, window in (("qwen3-0.6b", 5), ("qwen3-1.7b", 7)):
+        cfg = SpectrnConfig(draft=draft, num_speculative_tokens=window).model_dump(mode="json")
+        cell = make_run(
+            tmp_path / f"{draft}-k{window}",
+            f"cell-{window}",
+            per_class=2,
+            config=cfg,
+            summary=False,
+            start=time.time() - 3600,
+        )
+        cells.append(cell)
+        code, _, err = run_cli(
+            ["publish", str(cell), "--endpoint-url", moto_url, "--run-id", "sweep-1", "--no-dashboard"], capsys
+        )
+        assert code == 0, err
+    code, out, _ = run_cli(["dashboard", *map(str, cells), "--endpoint-url", moto_url, "--run-id", "sweep-1"], capsys)
+    assert code == 0 and "dashboard spectrn-sweep-1" in out
+    body = cw.validate_dashboard(cw_client.get_dashboard(DashboardName="spectrn-sweep-1")["DashboardBody"])
+    tpot = next(w for w in body["widgets"] if w["properties"].get("title") == "all · c4 · TPOT (s)")
+    labels = {m[-1]["label"] for m in tpot["properties"]["metrics"]}
+    assert {"qwen3-0.6b/k5 speculative p50", "qwen3-1.7b/k7 speculative p50", "qwen3-1.7b/k7 baseline p50"} <= labels
+    pages = cw_client.get_paginator("list_metrics").paginate(Namespace="Spectrn")
+    existing = {
+        (m["MetricName"], tuple(sorted((d["Name"], d["Value"]) for d in m["Dimensions"])))
+        for page in pages
+        for m in page["Metrics"]
+    }
+    for w in body["widgets"][1:]:
+        for entry in w["properties"]["metrics"]:
+            parts = entry[:-1]
+            assert (parts[1], tuple(sorted(zip(parts[2::2], parts[3::2], strict=True)))) in existing, entry

@@ -161,7 +161,12 @@ def publish(
 
 @app.command("dashboard")
 def dashboard_cmd(
-    run_dir: RunDirArg,
+    run_dirs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Run folder(s); several (e.g. a sweep's cells published with --run-id) share one dashboard."
+        ),
+    ],
     namespace: NamespaceOpt = None,
     region: RegionOpt = None,
     endpoint_url: EndpointUrlOpt = None,
@@ -174,21 +179,24 @@ def dashboard_cmd(
     """Create or replace the run's CloudWatch comparison dashboard (also done by `spectrn publish`)."""
     from spectrn import cloudwatch as cw
 
-    run = cw.load_run(run_dir)
-    settings = _settings(run_dir)
+    runs = [cw.load_run(d) for d in run_dirs]
+    settings = _settings(run_dirs[0])
     ns = namespace or str(settings.get("namespace") or "Spectrn")
     pre = prefix or str(settings.get("dashboard_prefix") or "spectrn")
     reg = region or (str(settings.get("region") or "") or None)
     if print_body:
-        view = cw.dashboard_run(run, run_id=run_id, time_shift_s=cw.recorded_time_shift(run_dir, ns))
-        body = cw.build_dashboard([view], namespace=ns, region=reg or "us-east-1")
+        views = [
+            cw.dashboard_run(r, run_id=run_id, time_shift_s=cw.recorded_time_shift(d, ns))
+            for r, d in zip(runs, run_dirs, strict=True)
+        ]
+        body = cw.build_dashboard(views, namespace=ns, region=reg or "us-east-1")
         typer.echo(json.dumps(body, indent=2))
         return
     if endpoint_url is None:
-        _require_aws(run_dir, reg)
+        _require_aws(run_dirs[0], reg)
     sink = cw.Boto3Sink(region=reg, endpoint_url=endpoint_url)
-    shift = cw.recorded_time_shift(run_dir, ns, sink.target)
-    name, messages = cw.publish_dashboard(run, sink, namespace=ns, prefix=pre, run_id=run_id, time_shift_s=shift)
+    shifts = [cw.recorded_time_shift(d, ns, sink.target) for d in run_dirs]
+    name, messages = cw.publish_dashboard(runs, sink, namespace=ns, prefix=pre, run_id=run_id, time_shift_s=shifts)
     typer.echo(f"dashboard {name} in {sink.region}")
     for m in messages:
         typer.echo(f"dashboard note: {m}")
