@@ -8,3 +8,4 @@ from spectrn.cli import sim_cmd  # noqa: F401
 from spectrn.cli import deploy_cmd  # noqa: F401
 from spectrn.cli import publish_cmd  # noqa: F401
 from spectrn.cli import report_cmd  # noqa: F401
+from spectrn.cli import sweep_cmd  # noqa: F401

@@ -1,0 +1,171 @@
+"""``spectrn sweep`` (draft x window x load, or --predict) and ``spectrn compile`` (precompile Jobs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from spectrn.cli.common import ConfigOpt, SetOpt, config_from_cli, err_console
+from spectrn.cli.main import app
+from spectrn.errors import ConfigError
+
+DraftsOpt = Annotated[
+    str | None, typer.Option("--drafts", help="Comma-separated draft model keys (default: the config's draft).")
+]
+WindowsOpt = Annotated[
+    str | None, typer.Option("--windows", help="Comma-separated windows, e.g. 5,7,10,15 (default: the config's).")
+]
+
+
+def _grid_flags(cfg: Any, drafts: str | None, windows: str | None) -> tuple[list[str], list[int]]:
+    from spectrn.sweep import parse_list
+
+    d = parse_list(drafts, "--drafts", str) or [cfg.draft]
+    w = parse_list(windows, "--windows", int) or [cfg.num_speculative_tokens]
+    return d, w
+
+
+@app.command("sweep")
+def sweep(
+    drafts: DraftsOpt = None,
+    windows: WindowsOpt = None,
+    concurrency: Annotated[
+        str | None, typer.Option("--concurrency", help="Closed-loop load levels, e.g. 1,4,16 (one cell each).")
+    ] = None,
+    prompts: Annotated[
+        str | None, typer.Option("--prompts", help="Prompt set: structured, open, sample, all, or a YAML file.")
+    ] = None,
+    local: Annotated[
+        bool, typer.Option("--local", help="Run on local simulator processes instead of the cluster.")
+    ] = False,
+    predict: Annotated[
+        bool,
+        typer.Option(
+            "--predict", help="Measure only the largest window per draft, predict the rest, confirm the optimum."
+        ),
+    ] = False,
+    mix: Annotated[
+        str | None,
+        typer.Option("--mix", help="Prompt-class weights of your traffic, e.g. structured=0.7,open=0.3."),
+    ] = None,
+    sweep_id: Annotated[
+        str | None, typer.Option("--sweep-id", help="Sweep id (folder under --out-dir); default: a time stamp.")
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue an existing sweep: finished cells are skipped.")
+    ] = False,
+    time_scale: Annotated[
+        float | None, typer.Option("--time-scale", help="Simulator time scale with --local (0.1 = 10x faster).")
+    ] = None,
+    requests: Annotated[int | None, typer.Option("--requests", help="Measured requests per endpoint and cell.")] = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Output tokens per request.")] = None,
+    min_gain: Annotated[
+        float, typer.Option("--min-gain", help="Smallest speedup over 1 that counts as a meaningful gain.")
+    ] = 0.05,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No per-request progress bars.")] = False,
+    report: Annotated[bool, typer.Option("--report/--no-report", help="Write sweep.md and report/index.html.")] = True,
+    out_dir: Annotated[
+        Path, typer.Option("--out-dir", help="Results root; the sweep goes to OUT_DIR/SWEEP_ID.")
+    ] = Path("results"),
+    config: ConfigOpt = None,
+    sets: SetOpt = None,
+) -> None:
+    """Find the best draft and window for your prompts: run every cell against the shared baseline (resumable),
+    recommend per prompt class and for your mix, find the load crossover, check output equivalence."""
+    from spectrn.cli.bench_cmd import _levels_flag
+    from spectrn.recommend import parse_mix
+    from spectrn.sweep import Sweep, SweepOptions, check_sweep_id, local_runner, new_sweep_id
+
+    console = err_console()
+    flags: dict[str, Any] = {
+        "bench__prompts": prompts,
+        "bench__concurrency": _levels_flag(concurrency),
+        "bench__requests": requests,
+        "bench__max_tokens": max_tokens,
+        "sim__time_scale": time_scale,
+    }
+    if local:
+        flags["runtime"] = "sim"
+    cfg = config_from_cli(config, sets, console=console, **flags)
+    if concurrency is not None:
+        cfg.bench.request_rate = None
+    d, w = _grid_flags(cfg, drafts, windows)
+    if resume and sweep_id is None:
+        sweep_id = _latest_sweep(out_dir)
+    sid = check_sweep_id(sweep_id) if sweep_id else new_sweep_id()
+    opts = SweepOptions(drafts=d, windows=w, predict=predict, weights=parse_mix(mix), quiet=quiet, min_gain=min_gain)
+    sw = Sweep(cfg, sid, out_dir, opts, console, resume=resume)
+    console.print(f"sweep {sid}: {sw.sweep_dir}")
+    if local:
+        result = sw.run(lambda: local_runner(cfg, sw.sweep_dir, time_scale))
+        artifacts = {f"{x}-k{y}": "not needed (simulator)" for x in d for y in w}
+    else:
+        from spectrn.compile import artifact_status
+        from spectrn.kube import connect
+        from spectrn.sweep import ClusterRunner
+
+        kube = connect()
+        artifacts = artifact_status(kube, cfg, d, w)
+        console.print("compiled artifacts: " + ", ".join(f"{k} {v}" for k, v in artifacts.items()), highlight=False)
+        result = sw.run(lambda: ClusterRunner(kube, cfg, sid, console))
+    from spectrn.sweep import print_analysis, write_report
+
+    console.print(f"ran {len(result.ran)} cell(s), skipped {len(result.skipped)} finished cell(s)")
+    print_analysis(result.analysis, console, artifacts)
+    if report:
+        html = write_report(sw.sweep_dir, result.analysis, artifacts)
+        console.print(f"report: {html}")
+    console.print(f"analysis: {sw.sweep_dir / 'analysis.json'}")
+
+
+def _latest_sweep(out_dir: Path) -> str:
+    manifests = sorted(out_dir.glob("*/sweep.json"), key=lambda p: p.stat().st_mtime)
+    if not manifests:
+        raise ConfigError(f"--resume: no sweep found under {out_dir}", hint="pass --sweep-id ID or start a new sweep")
+    return manifests[-1].parent.name
+
+
+@app.command("compile")
+def compile_(
+    drafts: DraftsOpt = None,
+    windows: WindowsOpt = None,
+    baseline: Annotated[
+        bool, typer.Option("--baseline/--no-baseline", help="Also precompile the baseline configuration.")
+    ] = True,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the Jobs as YAML; apply nothing.")] = False,
+    wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Wait until every Job has finished.")] = False,
+    timeout: Annotated[
+        float | None, typer.Option("--timeout", help="Seconds to wait with --wait (default: startup budget + 1 h).")
+    ] = None,
+    config: ConfigOpt = None,
+    sets: SetOpt = None,
+) -> None:
+    """Precompile each sweep configuration into the S3 volume with one Kubernetes Job per configuration."""
+    from spectrn import compile as comp
+
+    console = err_console()
+    cfg = config_from_cli(config, sets, console=console)
+    d, w = _grid_flags(cfg, drafts, windows)
+    jobs = comp.compile_jobs(cfg, d, w, baseline=baseline)
+    if dry_run:
+        from spectrn.render import to_yaml
+
+        typer.echo(to_yaml(jobs), nl=False)
+        return
+    from spectrn.kube import connect
+
+    kube = connect()
+    applied = comp.apply_jobs(kube, jobs)
+    for name in applied:
+        console.print(f"applied Job {cfg.namespace}/{name}", highlight=False)
+    if wait:
+        states = comp.wait_jobs(kube, cfg, applied, timeout_s=timeout, on_update=lambda m: console.print(m))
+        failed = [n for n, s in states.items() if s != "Complete"]
+        if failed:
+            raise comp.CompileError(
+                f"compile Job(s) did not complete: {', '.join(f'{n} ({states[n]})' for n in failed)}",
+                hint=f"see `kubectl -n {cfg.namespace} logs job/<name>`",
+            )
+        console.print(f"[green]{len(applied)} configuration(s) compiled[/]")

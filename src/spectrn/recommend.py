@@ -1,0 +1,527 @@
+"""Sweep results -> matrix, recommendations, load crossovers and explanations (pure; no I/O).
+
+Input: one ``CellInput`` per measured (draft, window, load level) configuration: the run's ``summary.json``
+(same-run A/B against the shared baseline, paired bootstrap CIs) plus the per-class acceptance the sweep read
+from chunk sizes. ``build_matrix`` flattens them into ``Row``s, one per (cell, prompt class) with class
+``all`` for the whole run.
+
+Rules, stated in every output that uses them:
+- Best = the largest TPOT p50 speedup (baseline / speculative).
+- Tie = confidence intervals overlap with the best's. Among ties the cheapest configuration is recommended:
+  smallest window, then smallest draft (fewer draft passes per step, less device memory, faster compile).
+- A gain is meaningful when the speedup's CI lies above 1 and its value is at least ``1 + min_gain``;
+  otherwise the recommendation is to serve without speculation.
+- Mix: with weights w_c (normalised) over prompt classes, the mix's time per token is sum_c w_c TPOT_c, so
+  its speedup is sum_c w_c B_c / sum_c w_c B_c / S_c (B_c baseline TPOT, S_c speedup). Its CI comes from the
+  per-class CIs by the delta method on log scale (classes are disjoint request sets, hence independent).
+- Load crossover (per draft and window): the lowest load level where speculation stops paying: the speedup CI
+  reaches down to <= 1 (its upper bound <= 1), or the throughput ratio is significantly < 1 (CI upper < 1).
+- Explanation: the observed mean accepted length L vs the textbook (1 - a^(k+1)) / (1 - a) with a the
+  first-position acceptance (and with a the accepted/drafted rate), the per-position conditional acceptance,
+  and the draft/target step-cost ratio fitted from the measured steps (``spectrn.predict.fit_costs``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from spectrn.errors import AnalysisError, ConfigError
+from spectrn.predict import CostFit, StepPoint, conditional_acceptance, fit_costs, iid_expected_length
+
+ALL = "all"
+MIX = "mix"
+DEFAULT_MIN_GAIN = 0.05
+DISAGREE_REL = 0.10
+
+
+@dataclass
+class CellInput:
+    """One measured configuration as the sweep stored it."""
+
+    draft: str
+    window: int
+    level: str
+    summary: dict[str, Any]
+    acceptance_by_class: dict[str, dict[str, Any]] = field(default_factory=dict)  # class -> ChunkAcceptance dict
+
+
+@dataclass
+class Row:
+    draft: str
+    window: int
+    level: str
+    prompt_class: str
+    speedup: float | None
+    ci95: list[float] | None
+    throughput: float | None = None
+    throughput_ci95: list[float] | None = None
+    tpot_base_s: float | None = None
+    tpot_spec_s: float | None = None
+    tpot_spec_ci95: list[float] | None = None
+    length: float | None = None  # observed tokens per step (mean accepted length incl. the bonus token)
+    acceptance_rate: float | None = None  # accepted / drafted
+    per_position: list[float] | None = None
+    requests: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _num(x: Any) -> float | None:
+    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) else None
+
+
+def _ci(x: Any) -> list[float] | None:
+    if isinstance(x, list | tuple) and len(x) == 2 and all(_num(v) is not None for v in x):
+        return [float(x[0]), float(x[1])]
+    return None
+
+
+def _get(d: Any, *path: str) -> Any:
+    for p in path:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(p)
+    return d
+
+
+def _row(cell: CellInput, cls: str, sp: Any, base: Any, spec: Any, acc: Any) -> Row:
+    row = Row(
+        draft=cell.draft,
+        window=cell.window,
+        level=cell.level,
+        prompt_class=cls,
+        speedup=_num(_get(sp, "tpot_p50", "value")),
+        ci95=_ci(_get(sp, "tpot_p50", "ci95")),
+        throughput=_num(_get(sp, "throughput", "value")),
+        throughput_ci95=_ci(_get(sp, "throughput", "ci95")),
+        tpot_base_s=_num(_get(base, "tpot_s", "p50")),
+        tpot_spec_s=_num(_get(spec, "tpot_s", "p50")),
+        tpot_spec_ci95=_ci(_get(spec, "tpot_s", "ci95", "p50")),
+        requests=int(_get(sp, "paired_requests") or 0),
+    )
+    if isinstance(acc, dict):
+        row.length = _num(acc.get("mean_length", acc.get("mean_accepted_length")))
+        pp = acc.get("per_position")
+        if isinstance(pp, list) and pp and all(_num(v) is not None for v in pp):
+            row.per_position = [float(v) for v in pp]
+        rate = _num(acc.get("rate"))
+        if rate is None and row.length is not None and cell.window:
+            rate = (row.length - 1.0) / cell.window
+        row.acceptance_rate = rate
+    return row
+
+
+def build_matrix(cells: Iterable[CellInput]) -> list[Row]:
+    """One row per (cell, prompt class), plus class ``all`` per cell."""
+    rows: list[Row] = []
+    for cell in cells:
+        s = cell.summary
+        if "levels" in s and cell.level in s["levels"]:
+            s = s["levels"][cell.level]
+        counters = _get(s, "variants", "speculative", "acceptance")
+        # The server's counters are the ground truth for the whole run; chunk sizes give the per-class view.
+        has_counters = isinstance(counters, dict) and counters.get("mean_accepted_length") is not None
+        overall = counters if has_counters else cell.acceptance_by_class.get(ALL)
+        rows.append(
+            _row(cell, ALL, s.get("speedup"), _get(s, "variants", "baseline"), _get(s, "variants", "speculative"),
+                 overall)
+        )  # fmt: skip
+        for cls, sp in sorted((s.get("speedup_by_prompt_class") or {}).items()):
+            byc = _get(s, "by_prompt_class", cls) or {}
+            rows.append(_row(cell, cls, sp, byc.get("baseline"), byc.get("speculative"),
+                             cell.acceptance_by_class.get(cls)))  # fmt: skip
+    return rows
+
+
+def prompt_classes(rows: Iterable[Row]) -> list[str]:
+    return sorted({r.prompt_class for r in rows if r.prompt_class not in (ALL, MIX)})
+
+
+def level_key(level: str) -> tuple[str, float, str]:
+    """Order load levels by kind then size: c1 < c4 < c16; r0.5 < r2."""
+    m = re.fullmatch(r"([a-z]+)([0-9.]+)", level)
+    if m:
+        try:
+            return (m.group(1), float(m.group(2)), level)
+        except ValueError:
+            pass
+    return (level, 0.0, level)
+
+
+# ---- ranking --------------------------------------------------------------------------------------------
+
+
+def draft_size(draft: str) -> float:
+    from spectrn.catalog import MODELS
+
+    spec = MODELS.get(draft)
+    if spec is not None:
+        return spec.params_b
+    m = re.search(r"(\d+(?:\.\d+)?)b\b", draft.lower())
+    return float(m.group(1)) if m else math.inf
+
+
+def cost_key(row: Row) -> tuple[int, float, str]:
+    """Cheaper first: smaller window, then smaller draft."""
+    return (row.window, draft_size(row.draft), row.draft)
+
+
+def _interval(row: Row) -> tuple[float, float]:
+    if row.ci95 is not None:
+        return (row.ci95[0], row.ci95[1])
+    v = row.speedup if row.speedup is not None else float("nan")
+    return (v, v)
+
+
+def overlaps(a: Row, b: Row) -> bool:
+    (alo, ahi), (blo, bhi) = _interval(a), _interval(b)
+    return alo <= bhi and blo <= ahi
+
+
+def pays(row: Row, min_gain: float = DEFAULT_MIN_GAIN) -> bool:
+    if row.speedup is None or row.speedup < 1.0 + min_gain:
+        return False
+    lo, _ = _interval(row)
+    return lo > 1.0
+
+
+def _label(row: Row) -> str:
+    ci = f" [{row.ci95[0]:.2f}, {row.ci95[1]:.2f}]" if row.ci95 else " (no CI)"
+    sp = f"{row.speedup:.2f}x" if row.speedup is not None else "n/a"
+    return f"{row.draft} k{row.window}: {sp}{ci}"
+
+
+@dataclass
+class Recommendation:
+    scope: str  # a prompt class or "mix"
+    level: str
+    chosen: Row | None  # None: serve without speculation
+    best: Row | None
+    ties: list[Row]
+    meaningful: bool
+    text: str
+    weights: dict[str, float] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scope": self.scope,
+            "level": self.level,
+            "chosen": self.chosen.to_dict() if self.chosen else None,
+            "best": self.best.to_dict() if self.best else None,
+            "ties": [r.to_dict() for r in self.ties],
+            "meaningful": self.meaningful,
+            "text": self.text,
+            "weights": self.weights,
+        }
+
+
+def recommend(rows: Sequence[Row], scope: str, level: str, *, min_gain: float = DEFAULT_MIN_GAIN) -> Recommendation:
+    """The recommended (draft, window) for one prompt class (or the mix rows) at one load level."""
+    cand = [r for r in rows if r.prompt_class == scope and r.level == level and r.speedup is not None]
+    if not cand:
+        return Recommendation(scope, level, None, None, [], False, f"{scope} @ {level}: no measured configuration")
+    best = max(cand, key=lambda r: (r.speedup or 0.0, [-x for x in cost_key(r)[:2]]))
+    ties = sorted([r for r in cand if overlaps(r, best)], key=cost_key)
+    chosen = ties[0]
+    meaningful = pays(chosen, min_gain)
+    head = f"{scope} @ {level}: "
+    if not pays(best, min_gain):
+        text = (
+            f"{head}no meaningful gain: the best configuration, {_label(best)}, does not clear "
+            f"{1 + min_gain:.2f}x with its CI above 1; serve without speculation"
+        )
+        return Recommendation(scope, level, None, best, ties, False, text)
+    if chosen is best:
+        others = [r for r in ties if r is not best]
+        text = f"{head}{_label(best)} is best"
+        if others:
+            text += "; within its CI: " + "; ".join(_label(r) for r in others)
+    else:
+        text = (
+            f"{head}{_label(chosen)} recommended: its CI overlaps the best, {_label(best)}, so the cheaper "
+            f"configuration (smaller window, then smaller draft) wins the tie"
+        )
+        if not meaningful:
+            text += " (but the cheaper configuration's own gain is not meaningful: consider the best one)"
+    return Recommendation(scope, level, chosen, best, ties, meaningful, text)
+
+
+# ---- the user's mix ----------------------------------------------------------------------------------
+
+
+def parse_mix(text: str | None) -> dict[str, float] | None:
+    """``structured=0.7,open=0.3`` -> weights (any positive scale; normalised where used)."""
+    if text is None or not text.strip():
+        return None
+    out: dict[str, float] = {}
+    for part in text.split(","):
+        name, sep, raw = part.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise ConfigError(
+                f"--mix {text!r}: {part!r} is not CLASS=WEIGHT", hint="e.g. --mix structured=0.7,open=0.3"
+            )
+        try:
+            w = float(raw)
+        except ValueError:
+            raise ConfigError(f"--mix {text!r}: weight {raw!r} is not a number", hint="e.g. structured=0.7") from None
+        if not math.isfinite(w) or w < 0:
+            raise ConfigError(f"--mix {text!r}: weight of {name} must be >= 0", hint="use non-negative weights")
+        out[name] = w
+    if sum(out.values()) <= 0:
+        raise ConfigError(f"--mix {text!r}: weights sum to 0", hint="give at least one class a positive weight")
+    return out
+
+
+def _log_se(row: Row) -> float | None:
+    if row.ci95 is None or row.ci95[0] <= 0 or row.ci95[1] <= 0:
+        return None
+    return (math.log(row.ci95[1]) - math.log(row.ci95[0])) / (2 * 1.959964)
+
+
+def mix_rows(rows: Sequence[Row], weights: Mapping[str, float]) -> list[Row]:
+    """One ``mix`` row per (draft, window, level) that has every weighted class measured."""
+    wanted = {c: w for c, w in weights.items() if w > 0}
+    total = sum(wanted.values())
+    if total <= 0:
+        return []
+    groups: dict[tuple[str, int, str], dict[str, Row]] = defaultdict(dict)
+    for r in rows:
+        if r.prompt_class in wanted:
+            groups[(r.draft, r.window, r.level)][r.prompt_class] = r
+    out = []
+    for (draft, window, level), by_cls in sorted(groups.items()):
+        if set(by_cls) != set(wanted):
+            continue
+        parts = [(wanted[c] / total, by_cls[c]) for c in sorted(wanted)]
+        if any(r.tpot_base_s is None or not r.speedup for _, r in parts):
+            continue
+        base = sum(w * (r.tpot_base_s or 0.0) for w, r in parts)
+        spec_times = [w * (r.tpot_base_s or 0.0) / (r.speedup or 1.0) for w, r in parts]
+        spec = sum(spec_times)
+        s_mix = base / spec
+        ses = [_log_se(r) for _, r in parts]
+        ci = None
+        if all(se is not None for se in ses):
+            var = sum((t / spec) ** 2 * (se or 0.0) ** 2 for t, se in zip(spec_times, ses, strict=True))
+            half = 1.959964 * math.sqrt(var)
+            ci = [s_mix * math.exp(-half), s_mix * math.exp(half)]
+        out.append(
+            Row(draft, window, level, MIX, s_mix, ci, tpot_base_s=base, tpot_spec_s=spec,
+                requests=sum(r.requests for _, r in parts))
+        )  # fmt: skip
+    return out
+
+
+def default_mix(rows: Sequence[Row]) -> dict[str, float]:
+    classes = prompt_classes(rows)
+    return dict.fromkeys(classes, 1.0)
+
+
+# ---- load crossover ------------------------------------------------------------------------------------
+
+
+def stops_paying(row: Row) -> bool:
+    _, hi = _interval(row)
+    if row.speedup is not None and hi <= 1.0:
+        return True
+    if row.throughput is not None:
+        thi = row.throughput_ci95[1] if row.throughput_ci95 else row.throughput
+        return thi < 1.0
+    return False
+
+
+def crossovers(rows: Sequence[Row], scope: str = ALL) -> list[dict[str, Any]]:
+    """Per (draft, window): the lowest load level where speculation stops paying (None: pays at every level)."""
+    groups: dict[tuple[str, int], list[Row]] = defaultdict(list)
+    for r in rows:
+        if r.prompt_class == scope:
+            groups[(r.draft, r.window)].append(r)
+    out = []
+    for (draft, window), rs in sorted(groups.items(), key=lambda kv: (draft_size(kv[0][0]), kv[0][1])):
+        rs = sorted(rs, key=lambda r: level_key(r.level))
+        cross = next((r.level for r in rs if stops_paying(r)), None)
+        measured = ", ".join(r.level for r in rs)
+        out.append(
+            {
+                "draft": draft,
+                "window": window,
+                "scope": scope,
+                "crossover": cross,
+                "levels": [
+                    {
+                        "level": r.level,
+                        "speedup": r.speedup,
+                        "ci95": r.ci95,
+                        "throughput": r.throughput,
+                        "throughput_ci95": r.throughput_ci95,
+                    }
+                    for r in rs
+                ],  # fmt: skip
+                "text": (
+                    f"{draft} k{window} ({scope}): "
+                    + (f"stops paying at {cross}" if cross else f"pays at every measured load ({measured})")
+                ),
+            }
+        )
+    return out
+
+
+# ---- explanation ----------------------------------------------------------------------------------------
+
+
+def fit_draft_costs(rows: Sequence[Row], draft: str, level: str) -> CostFit | None:
+    """Cost line for one draft at one level from every class's (k, TPOT x L) plus the baseline's (0, TPOT)."""
+    pts: list[StepPoint] = []
+    for r in rows:
+        if r.draft != draft or r.level != level or r.prompt_class in (ALL, MIX):
+            continue
+        if r.tpot_base_s:
+            pts.append(StepPoint(0, r.tpot_base_s, 1.0, f"baseline/{r.prompt_class}"))
+        if r.tpot_spec_s and r.length:
+            pts.append(StepPoint(r.window, r.tpot_spec_s, r.length, f"k{r.window}/{r.prompt_class}"))
+    try:
+        return fit_costs(pts)
+    except AnalysisError:
+        return None
+
+
+def explain_row(row: Row, fit: CostFit | None) -> dict[str, Any]:
+    """Observed acceptance length vs the textbook expectation, and the cost model's view of this cell."""
+    k = row.window
+    out: dict[str, Any] = {
+        "draft": row.draft,
+        "window": k,
+        "level": row.level,
+        "prompt_class": row.prompt_class,
+        "observed_length": row.length,
+        "acceptance_rate": row.acceptance_rate,
+        "first_position": None,
+        "expected_length_first_position": None,
+        "expected_length_rate": None,
+        "conditional": None,
+        "cost_ratio": fit.draft_to_target if fit else None,
+        "model_tpot_s": None,
+        "measured_tpot_s": row.tpot_spec_s,
+        "disagreements": [],
+    }
+    notes: list[str] = out["disagreements"]
+    if row.acceptance_rate is not None:
+        out["expected_length_rate"] = iid_expected_length(row.acceptance_rate, k)
+    if row.per_position:
+        a0 = row.per_position[0]
+        out["first_position"] = a0
+        out["expected_length_first_position"] = iid_expected_length(a0, k)
+        cond = conditional_acceptance(row.per_position[:k])
+        out["conditional"] = cond
+        obs = row.length
+        exp = out["expected_length_first_position"]
+        if obs and exp and abs(exp - obs) / obs > DISAGREE_REL:
+            tail = next((c for c in reversed(cond) if c is not None), None)
+            if exp > obs:
+                notes.append(
+                    f"observed L = {obs:.2f} is {exp / obs - 1:.0%} below (1 - a^(k+1))/(1 - a) = {exp:.2f} with "
+                    f"a = {a0:.2f} (position 0): acceptance is not constant across positions; conditional "
+                    f"acceptance falls to {tail:.2f} at position {k - 1}, so the last positions of window {k} rarely "
+                    "pay for their draft passes"
+                    if tail is not None
+                    else f"observed L = {obs:.2f} is below the constant-acceptance expectation {exp:.2f}"
+                )
+            else:
+                notes.append(
+                    f"observed L = {obs:.2f} is above (1 - a^(k+1))/(1 - a) = {exp:.2f} with a = {a0:.2f}: "
+                    "later positions are accepted more readily than the first (acceptance is bursty)"
+                )
+    if fit is not None and row.length:
+        model = fit.step_s(k) / row.length
+        out["model_tpot_s"] = model
+        if row.tpot_spec_s and abs(model - row.tpot_spec_s) / row.tpot_spec_s > DISAGREE_REL:
+            notes.append(
+                f"the linear step-cost model gives TPOT {model * 1e3:.2f} ms but {row.tpot_spec_s * 1e3:.2f} ms was "
+                "measured: step cost is not linear in the window here (queueing, or a compiled graph that "
+                "differs per window)"
+            )
+    parts = []
+    if row.length is not None:
+        parts.append(f"L = {row.length:.2f} tokens/step")
+    if out["expected_length_first_position"] is not None:
+        parts.append(f"constant-acceptance expectation {out['expected_length_first_position']:.2f}")
+    if fit is not None and fit.draft_to_target is not None:
+        parts.append(f"draft/target step cost {fit.draft_to_target:.3f} per draft token")
+    out["text"] = f"{row.draft} k{k} {row.prompt_class} @ {row.level}: " + (", ".join(parts) or "no acceptance data")
+    if notes:
+        out["text"] += ". " + " ".join(notes)
+    return out
+
+
+def explain(rows: Sequence[Row]) -> dict[str, Any]:
+    """Cost fits per (draft, level) and one explanation per prompt-class row with acceptance data.
+
+    Class ``all`` is left out: pooling prompts of different acceptance makes the constant-acceptance formula
+    disagree for reasons that say nothing about any one workload.
+    """
+    fits: dict[tuple[str, str], CostFit | None] = {}
+    for r in rows:
+        key = (r.draft, r.level)
+        if key not in fits:
+            fits[key] = fit_draft_costs(rows, r.draft, r.level)
+    rows_out = [
+        explain_row(r, fits[(r.draft, r.level)])
+        for r in rows
+        if r.prompt_class not in (MIX, ALL) and (r.length is not None or r.per_position)
+    ]
+    return {
+        "cost_fits": [
+            {"draft": d, "level": lv, **(f.to_dict() if f else {"error": "fewer than two windows measured"})}
+            for (d, lv), f in sorted(fits.items())
+        ],
+        "cells": rows_out,
+    }
+
+
+# ---- everything at once ------------------------------------------------------------------------------------
+
+
+def analyse_sweep(
+    cells: Iterable[CellInput], *, weights: Mapping[str, float] | None = None, min_gain: float = DEFAULT_MIN_GAIN
+) -> dict[str, Any]:
+    """Matrix, recommendations per class and for the mix at every level, crossovers and explanations."""
+    rows = build_matrix(cells)
+    if not rows:
+        raise AnalysisError("the sweep has no finished cell to analyse", hint="run `spectrn sweep` first")
+    classes = prompt_classes(rows)
+    w = dict(weights) if weights else default_mix(rows)
+    unknown = sorted(set(w) - set(classes))
+    if unknown and weights:
+        raise ConfigError(
+            f"--mix names prompt class(es) {unknown} that the sweep did not measure",
+            hint=f"use classes among {', '.join(classes)}",
+        )
+    mixed = mix_rows(rows, w) if classes else []
+    levels = sorted({r.level for r in rows}, key=level_key)
+    recs = []
+    for lv in levels:
+        # Class ``all`` pools prompts of different acceptance: its median speedup describes no real workload,
+        # so recommendations are per class and for the weighted mix only.
+        for cls in classes or [ALL]:
+            recs.append(recommend(rows, cls, lv, min_gain=min_gain))
+        if mixed and len(classes) > 1:
+            rec = recommend(mixed, MIX, lv, min_gain=min_gain)
+            rec.weights = {c: x / sum(w.values()) for c, x in w.items()}
+            recs.append(rec)
+    return {
+        "rows": [r.to_dict() for r in rows + mixed],
+        "classes": classes,
+        "levels": levels,
+        "mix_weights": {c: x / sum(w.values()) for c, x in w.items()} if w else {},
+        "min_gain": min_gain,
+        "recommendations": [r.to_dict() for r in recs],
+        "crossovers": [c for scope in [*classes, ALL] for c in crossovers(rows, scope)] if len(levels) > 1 else [],
+        "explanations": explain(rows),
+    }
