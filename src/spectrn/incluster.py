@@ -348,7 +348,7 @@ def merge_shards(run_dir: Path, shards: dict[int, Path]) -> None:
     merged["shards"] = len(shards)
     merged["started_at"] = min(float(m.get("started_at") or 0) for m in metas.values())
     ends = [m.get("finished_at") for m in metas.values()]
-    merged["finished_at"] = None if any(e is None for e in ends) else max(float(e) for e in ends)
+    merged["finished_at"] = None if any(e is None for e in ends) else max(float(e or 0) for e in ends)
     merged["interrupted"] = any(bool(m.get("interrupted")) for m in metas.values())
     endpoints: dict[str, str] = {}
     notes: list[str] = []

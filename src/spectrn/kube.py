@@ -40,6 +40,10 @@ COMPONENT_LABEL = "spectrn.io/component"
 
 Propagation = Literal["Foreground", "Background", "Orphan"]
 Obj = dict[str, Any]
+# Aliases: inside classes with a ``list`` method, the builtin's name is shadowed in annotations.
+ObjList = list[Obj]
+StrList = list[str]
+QueryList = list[tuple[str, str]]
 
 
 class KubeApiError(KubeError):
@@ -187,11 +191,11 @@ class KubeApi(Protocol):
 
     def list(
         self, api_version: str, kind: str, namespace: str | None = None, label_selector: str | None = None
-    ) -> list[Obj]: ...
+    ) -> ObjList: ...
 
     def list_meta(
         self, api_version: str, kind: str, namespace: str | None = None, label_selector: str | None = None
-    ) -> tuple[list[Obj], str]:
+    ) -> tuple[ObjList, str]:
         """Like ``list`` plus the list's resourceVersion, to start a watch from."""
         ...
 
@@ -231,12 +235,12 @@ class KubeApi(Protocol):
         previous: bool = False,
     ) -> str: ...
 
-    def events_for(self, kind: str, name: str, namespace: str) -> list[Obj]:
+    def events_for(self, kind: str, name: str, namespace: str) -> ObjList:
         """Events whose involvedObject is ``kind/name``, oldest first."""
         ...
 
     def exec(
-        self, pod: str, namespace: str, command: list[str], *, container: str | None = None, timeout_s: float = 300
+        self, pod: str, namespace: str, command: StrList, *, container: str | None = None, timeout_s: float = 300
     ) -> bytes:
         """Run ``command`` in the pod; return its stdout; non-zero exit raises ``KubeApiError``."""
         ...
@@ -251,7 +255,7 @@ class KubeApi(Protocol):
         """SelfSubjectAccessReview: may the current user do ``verb`` on ``resource``?"""
         ...
 
-    def patch_node_status(self, name: str, patch: list[Obj]) -> Obj:
+    def patch_node_status(self, name: str, patch: ObjList) -> Obj:
         """JSON-patch a node's status subresource (used to advertise fake Neuron capacity on kind)."""
         ...
 
@@ -259,7 +263,7 @@ class KubeApi(Protocol):
 # ---- the real client ----------------------------------------------------------------------------
 
 
-def _selector_query(label_selector: str | None) -> list[tuple[str, str]]:
+def _selector_query(label_selector: str | None) -> QueryList:
     return [("labelSelector", label_selector)] if label_selector else []
 
 
@@ -335,7 +339,7 @@ class RealKube:
         method: str,
         path: str,
         *,
-        query: list[tuple[str, str]] | None = None,
+        query: QueryList | None = None,
         body: Any = None,
         content_type: str = "application/json",
         action: str,
@@ -440,8 +444,8 @@ class RealKube:
 
     def list_meta(
         self, api_version: str, kind: str, namespace: str | None = None, label_selector: str | None = None
-    ) -> tuple[list[Obj], str]:
-        items: list[Obj] = []
+    ) -> tuple[ObjList, str]:
+        items: ObjList = []
         query = _selector_query(label_selector)
         cont = ""
         rv = ""
@@ -465,7 +469,7 @@ class RealKube:
 
     def list(
         self, api_version: str, kind: str, namespace: str | None = None, label_selector: str | None = None
-    ) -> list[Obj]:
+    ) -> ObjList:
         return self.list_meta(api_version, kind, namespace, label_selector)[0]
 
     def watch(
@@ -546,7 +550,7 @@ class RealKube:
         tail_lines: int | None = None,
         previous: bool = False,
     ) -> str:
-        query: list[tuple[str, str]] = []
+        query: QueryList = []
         if container:
             query.append(("container", container))
         if tail_lines is not None:
@@ -560,7 +564,7 @@ class RealKube:
         finally:
             raw.release_conn()
 
-    def events_for(self, kind: str, name: str, namespace: str) -> list[Obj]:
+    def events_for(self, kind: str, name: str, namespace: str) -> ObjList:
         selector = f"involvedObject.kind={kind},involvedObject.name={name}"
         page = self._request(
             "GET",
@@ -568,12 +572,12 @@ class RealKube:
             query=[("fieldSelector", selector)],
             action=f"events of {kind} {namespace}/{name}",
         )
-        events: list[Obj] = list(page.get("items", []))
+        events: ObjList = list(page.get("items", []))
         events.sort(key=_event_time)
         return events
 
     def exec(
-        self, pod: str, namespace: str, command: list[str], *, container: str | None = None, timeout_s: float = 300
+        self, pod: str, namespace: str, command: StrList, *, container: str | None = None, timeout_s: float = 300
     ) -> bytes:
         from kubernetes import client
         from kubernetes.stream import stream
@@ -645,7 +649,7 @@ class RealKube:
         )
         return bool((result.get("status") or {}).get("allowed"))
 
-    def patch_node_status(self, name: str, patch: list[Obj]) -> Obj:
+    def patch_node_status(self, name: str, patch: ObjList) -> Obj:
         result: Obj = self._request(
             "PATCH",
             f"/api/v1/nodes/{quote(name, safe='')}/status",

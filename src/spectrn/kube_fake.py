@@ -30,7 +30,9 @@ from spectrn.kube import (
     KNOWN_KINDS,
     KubeApiError,
     Obj,
+    ObjList,
     Propagation,
+    StrList,
     api_error,
     connection_error,
     describe,
@@ -130,7 +132,7 @@ class FakeKube:
         self.denied: set[tuple[str, str]] = set()
         self.logs: dict[str, str] = {}
         self.previous_logs: dict[str, str] = {}
-        self.events: list[Obj] = []
+        self.events: ObjList = []
         self.runs: dict[str, _PodRun] = {}
         self.job_files: Callable[[str, int], dict[str, bytes]] = lambda pod, index: {}
         self.job_finishes_without_collect = False
@@ -198,7 +200,7 @@ class FakeKube:
                 return obj
         return None
 
-    def kinds(self, kind: str) -> list[Obj]:
+    def kinds(self, kind: str) -> ObjList:
         return [o for (_, k, _, _), o in self.objects.items() if k == kind]
 
     def put(self, obj: Obj) -> Obj:
@@ -315,7 +317,7 @@ class FakeKube:
 
     def list_meta(
         self, api_version: str, kind: str, namespace: str | None = None, label_selector: str | None = None
-    ) -> tuple[list[Obj], str]:
+    ) -> tuple[ObjList, str]:
         self._check_fail("list", kind)
         self.calls.append(("list", f"{kind} {namespace or '*'} {label_selector or ''}".strip()))
         if _group(api_version) and api_version not in self.versions:
@@ -335,7 +337,7 @@ class FakeKube:
 
     def list(
         self, api_version: str, kind: str, namespace: str | None = None, label_selector: str | None = None
-    ) -> list[Obj]:
+    ) -> ObjList:
         return self.list_meta(api_version, kind, namespace, label_selector)[0]
 
     def watch(
@@ -402,7 +404,7 @@ class FakeKube:
             text = "\n".join(lines[-tail_lines:]) + ("\n" if lines else "")
         return text
 
-    def events_for(self, kind: str, name: str, namespace: str) -> list[Obj]:
+    def events_for(self, kind: str, name: str, namespace: str) -> ObjList:
         self._check_fail("events", kind, name)
         return [
             copy.deepcopy(e)
@@ -413,7 +415,7 @@ class FakeKube:
         ]
 
     def exec(
-        self, pod: str, namespace: str, command: list[str], *, container: str | None = None, timeout_s: float = 300
+        self, pod: str, namespace: str, command: StrList, *, container: str | None = None, timeout_s: float = 300
     ) -> bytes:
         self._check_fail("exec", "Pod", pod)
         self.calls.append(("exec", f"{pod}: {' '.join(command)}"))
@@ -479,7 +481,7 @@ class FakeKube:
         full = f"{resource}/{subresource}" if subresource else resource
         return (verb, full) not in self.denied and ("*", full) not in self.denied
 
-    def patch_node_status(self, name: str, patch: list[Obj]) -> Obj:
+    def patch_node_status(self, name: str, patch: ObjList) -> Obj:
         self._check_fail("patch_node_status", "Node", name)
         node = self.find("Node", name)
         if node is None:
@@ -500,7 +502,7 @@ class FakeKube:
         return copy.deepcopy(node)
 
     # ---- controllers -------------------------------------------------------------------------------
-    def _pods_of(self, owner: str, namespace: str) -> list[Obj]:
+    def _pods_of(self, owner: str, namespace: str) -> ObjList:
         return [
             o
             for (_, k, ns, n), o in self.objects.items()
