@@ -719,6 +719,25 @@ def _pod_phase(pod: Obj, starting_label: str) -> tuple[str, str]:
     return starting_label, ""
 
 
+def age_of(timestamp: str, now: float | None = None) -> str:
+    """``2h05m`` since an RFC 3339 timestamp (``""`` when missing or malformed)."""
+    from datetime import datetime
+
+    try:
+        then = datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return ""
+    secs = max(0, int((time.time() if now is None else now) - then))
+    days, rest = divmod(secs, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours:02d}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s"
+
+
 _WINDOW_RE = re.compile(r"(?:num_speculative_tokens\"?\s*[:=]\s*|--window[ =]|--num-speculative-tokens[ =])(\d+)")
 
 
@@ -744,7 +763,7 @@ def observe_service(
     containers = spec["template"]["spec"].get("containers") or [{}]
     state.image = str(containers[0].get("image", ""))
     state.window = window_of(dep) if variant == "speculative" else "-"
-    state.age = str(dep["metadata"].get("creationTimestamp", ""))
+    state.age = age_of(str(dep["metadata"].get("creationTimestamp", "")))
     if _deployment_complete(dep):
         state.phase = "Ready"
         return state

@@ -95,6 +95,17 @@ def test_status_shows_both_services(fake, sim_cfg):
     assert (spec.phase, spec.window, spec.image) == ("Ready", "7", "spectrn:0.1.0")
 
 
+def test_age_is_human_readable():
+    from spectrn.deploy import age_of
+
+    t0 = "2026-01-01T00:00:00Z"
+    base = 1767225600.0  # 2026-01-01T00:00:00Z
+    assert age_of(t0, base + 75) == "1m15s"
+    assert age_of(t0, base + 2 * 3600 + 5 * 60) == "2h05m"
+    assert age_of(t0, base + 3 * 86400 + 3600) == "3d01h"
+    assert age_of("garbage", base) == ""
+
+
 def test_status_of_a_failing_service_carries_the_diagnosis(fake, sim_cfg):
     fake.behave("qwen-sd-vllm", "oom")
     try:

@@ -44,7 +44,7 @@ def _states_table(states: list[ServiceState], *, elapsed: float | None = None) -
 
     title = f"spectrn services ({elapsed:.0f} s)" if elapsed is not None else "spectrn services"
     table = Table(title=title, title_justify="left")
-    for col in ("service", "deployment", "phase", "ready", "window", "image", "detail"):
+    for col in ("service", "deployment", "phase", "ready", "window", "age", "image", "detail"):
         table.add_column(col, overflow="fold")
     for s in states:
         style = _PHASE_STYLE.get(s.phase, "yellow")
@@ -54,6 +54,7 @@ def _states_table(states: list[ServiceState], *, elapsed: float | None = None) -
             f"[{style}]{s.phase}[/]",
             f"{s.ready}/{s.desired}",
             s.window,
+            s.age,
             s.image,
             s.detail[:160],
         )
