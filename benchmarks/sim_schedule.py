@@ -20,6 +20,7 @@ import selectors
 import signal
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import time
@@ -31,9 +32,23 @@ from pathlib import Path
 @dataclass
 class Stream:
     sock: socket.socket
-    reads: list[tuple[float, bytes]] = field(default_factory=list)  # (arrival time, raw bytes) per recv
+    reads: list[tuple[float, float, bytes]] = field(default_factory=list)  # (read time, kernel time, bytes)
     rid: str | None = None
-    arrivals: list[float] = field(default_factory=list)  # one per content event
+    arrivals: list[tuple[float, float]] = field(default_factory=list)  # (read, kernel) per content event
+
+
+SO_TIMESTAMPNS = 35  # Linux SO_TIMESTAMPNS(_OLD): CLOCK_REALTIME receive time as (sec, nsec)
+
+
+def _realtime_offset() -> float:
+    """CLOCK_REALTIME - CLOCK_MONOTONIC, from the tightest of several paired readings."""
+    best = (float("inf"), 0.0)
+    for _ in range(50):
+        a = time.monotonic()
+        r = time.time()
+        b = time.monotonic()
+        best = min(best, (b - a, r - (a + b) / 2))
+    return best[1]
 
 
 def _free_port() -> int:
@@ -71,7 +86,7 @@ def _parse(s: Stream) -> None:
     buf = bytearray()
     body = bytearray()
     headers_done = False
-    for t, data in s.reads:
+    for t_read, t_kernel, data in s.reads:
         buf += data
         if not headers_done:
             end = buf.find(b"\r\n\r\n")
@@ -103,7 +118,7 @@ def _parse(s: Stream) -> None:
                 if s.rid is None:
                     s.rid = payload["id"]
                 if payload["choices"]:
-                    s.arrivals.append(t)
+                    s.arrivals.append((t_read, t_kernel))
 
 
 def run_level(base: str, port: int, streams: int, max_tokens: int, prompt: str) -> dict[str, object]:
@@ -125,6 +140,7 @@ def run_level(base: str, port: int, streams: int, max_tokens: int, prompt: str) 
     for _ in range(streams):
         sock = socket.create_connection(("127.0.0.1", port))
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)  # kernel receive time of each read
         all_streams.append(Stream(sock))
     for s in all_streams:
         s.sock.sendall(request)
@@ -132,51 +148,66 @@ def run_level(base: str, port: int, streams: int, max_tokens: int, prompt: str) 
         sel.register(s.sock, selectors.EVENT_READ, s)
     open_count = streams
     now = time.monotonic
+    offset = _realtime_offset()
+    cmsg_size = socket.CMSG_SPACE(16)
     while open_count:
         for key, _ in sel.select(timeout=30):
             s = key.data
             try:
-                data = s.sock.recv(262144)
+                data, anc, _flags, _addr = s.sock.recvmsg(262144, cmsg_size)
             except BlockingIOError:
                 continue
+            t_read = now()
             if not data:
                 sel.unregister(s.sock)
                 s.sock.close()
                 open_count -= 1
                 continue
-            s.reads.append((now(), data))
+            t_kernel = t_read
+            for level, kind, raw in anc:
+                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+                    sec, nsec = struct.unpack("qq", raw[:16])
+                    t_kernel = sec + nsec * 1e-9 - offset
+            s.reads.append((t_read, t_kernel, data))
     sel.close()
     for s in all_streams:
         _parse(s)
     truth = _get_json(f"{base}/sim/requests")
     by_id = {r["id"]: r for r in truth["requests"]}  # type: ignore[index]
-    deviations: list[float] = []
+    written: list[float] = []
+    arrived: list[float] = []
+    read: list[float] = []
     tokens_per_chunk: list[int] = []
     for s in all_streams:
         chunks = by_id[s.rid]["chunks"]
         if len(chunks) != len(s.arrivals):
             raise SystemExit(f"{s.rid}: {len(s.arrivals)} events received, {len(chunks)} scheduled")
-        for c, t in zip(chunks, s.arrivals, strict=True):
-            deviations.append(t - c["t"])
+        for c, (t_read, t_kernel) in zip(chunks, s.arrivals, strict=True):
+            written.append(c["written"] - c["t"])
+            arrived.append(t_kernel - c["t"])
+            read.append(t_read - c["t"])
             tokens_per_chunk.append(c["n"])
-    globals()["LAST"] = (all_streams, by_id)
-    deviations.sort()
-
-    def q(p: float) -> float:
-        return deviations[min(len(deviations) - 1, int(p * len(deviations)))]
-
+    info = _get_json(f"{base}/sim/info")
     return {
         "streams": streams,
-        "chunks": len(deviations),
+        "chunks": len(arrived),
+        "steps": info["steps"],  # type: ignore[index]
         "tokens_per_chunk_mean": round(statistics.fmean(tokens_per_chunk), 3),
         "deviation_ms": {
-            "p50": round(q(0.50) * 1000, 3),
-            "p90": round(q(0.90) * 1000, 3),
-            "p99": round(q(0.99) * 1000, 3),
-            "max": round(deviations[-1] * 1000, 3),
-            "min": round(deviations[0] * 1000, 3),
+            "arrival": _summary(arrived),
+            "read": _summary(read),
+            "written": _summary(written),
         },
     }
+
+
+def _summary(values: list[float]) -> dict[str, float]:
+    v = sorted(values)
+
+    def q(p: float) -> float:
+        return round(1000 * v[min(len(v) - 1, int(p * len(v)))], 3)
+
+    return {"p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "max": round(1000 * v[-1], 3), "min": round(1000 * v[0], 3)}
 
 
 def main() -> None:
@@ -207,11 +238,11 @@ def main() -> None:
         res["time_scale"] = args.time_scale
         results.append(res)
         d = res["deviation_ms"]
-        print(
-            f"{n:>4} streams  {res['chunks']:>6} chunks  {res['tokens_per_chunk_mean']:.2f} tok/chunk  "
-            f"deviation ms: p50 {d['p50']:.3f}  p90 {d['p90']:.3f}  p99 {d['p99']:.3f}  max {d['max']:.3f}",  # type: ignore[index]
-            flush=True,
-        )
+        line = f"{n:>4} streams  {res['chunks']:>6} chunks  {res['tokens_per_chunk_mean']:.2f} tok/chunk"
+        for what in ("arrival", "read", "written"):
+            x = d[what]  # type: ignore[index]
+            line += f"  | {what}: p50 {x['p50']:.3f} p99 {x['p99']:.3f} max {x['max']:.3f}"
+        print(line + "  (ms)", flush=True)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
 

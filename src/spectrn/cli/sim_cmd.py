@@ -35,6 +35,8 @@ SetOpt = Annotated[
 
 
 def _param_overrides(items: list[str] | None) -> dict[str, dict[str, float]]:
+    from pydantic import BaseModel
+
     from spectrn.errors import ConfigError
     from spectrn.sim.model import AcceptanceModel, CostModel
 
@@ -42,7 +44,7 @@ def _param_overrides(items: list[str] | None) -> dict[str, dict[str, float]]:
     for item in items or []:
         key, sep, raw = item.partition("=")
         group, dot, name = key.strip().partition(".")
-        valid = {"cost": CostModel, "acceptance": AcceptanceModel}
+        valid: dict[str, type[BaseModel]] = {"cost": CostModel, "acceptance": AcceptanceModel}
         if not sep or not dot or group not in valid:
             raise ConfigError(
                 f"--set {item!r} is not GROUP.NAME=VALUE with GROUP cost or acceptance",

@@ -49,9 +49,10 @@ class Sink(Protocol):
 
 @dataclass(slots=True)
 class ChunkLog:
-    t: float  # scheduled emission time (loop clock = time.monotonic())
+    t: float  # scheduled emission time (time.monotonic() clock)
     n: int  # tokens in the chunk
     accepted: int  # draft tokens accepted in the step (-1 for prefill / no speculation)
+    w: float  # when the chunk was actually handed to the socket (diagnostic: w - t is the engine's lateness)
 
 
 @dataclass(slots=True)
@@ -93,6 +94,7 @@ class _Planned:
     accepted: int
     finish: str | None
     data: bytes | None
+    written: float = 0.0
 
 
 class Engine:
@@ -265,8 +267,14 @@ class Engine:
 
     def _deliver(self, plan: list[_Planned], t: float, *, prefill: bool) -> None:
         # Writes first, bookkeeping after: the chunks leave as close to the deadline as possible.
-        gone = [p.req for p in plan if p.req.finished is None and not p.req.sink.write(p.req, p.data, p.finish)]
-        self._written_at = time.monotonic()
+        now = time.monotonic
+        gone = []
+        for p in plan:
+            req = p.req
+            if req.finished is None and not req.sink.write(req, p.data, p.finish):
+                gone.append(req)
+            p.written = now()
+        self._written_at = now()
         m = self.metrics
         step_tokens = 0
         for p in plan:
@@ -275,7 +283,7 @@ class Engine:
                 continue
             n = len(p.tokens)
             step_tokens += n
-            req.chunks.append(ChunkLog(t, n, p.accepted))
+            req.chunks.append(ChunkLog(t, n, p.accepted, p.written))
             for tok_id, piece in p.tokens:
                 req.token_ids.append(tok_id)
                 req.text_parts.append(piece)
@@ -343,5 +351,5 @@ class Engine:
             "finish_reason": req.finished,
             "arrival": req.arrival,
             "admitted": req.admitted_at,
-            "chunks": [{"t": c.t, "n": c.n, "accepted": c.accepted} for c in req.chunks],
+            "chunks": [{"t": c.t, "n": c.n, "accepted": c.accepted, "written": c.w} for c in req.chunks],
         }

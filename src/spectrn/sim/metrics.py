@@ -46,13 +46,13 @@ class SimMetrics:
 
         def counter(name: str, doc: str) -> Counter:
             c = Counter(name, doc, labels, registry=r)
-            return c.labels(**lv)  # type: ignore[no-any-return]
+            return c.labels(**lv)
 
         def gauge(name: str, doc: str) -> Gauge:
-            return Gauge(name, doc, labels, registry=r).labels(**lv)  # type: ignore[no-any-return]
+            return Gauge(name, doc, labels, registry=r).labels(**lv)
 
         def hist(name: str, doc: str, buckets: tuple[float, ...]) -> Histogram:
-            return Histogram(name, doc, labels, buckets=buckets, registry=r).labels(**lv)  # type: ignore[no-any-return]
+            return Histogram(name, doc, labels, buckets=buckets, registry=r).labels(**lv)
 
         self.speculative = speculative
         if speculative:

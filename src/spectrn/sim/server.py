@@ -270,11 +270,11 @@ class SimServer:
             self._check_model(body)
             if "messages" in body:
                 text = self._chat_text(body, default_gen=_bool_param(body, "add_generation_prompt", True))
+                ids = encode(text)
             else:
-                text = self._prompt_text(body)[0]
+                text, ids = self._prompt_text(body)
         except ApiError as e:
             return e.response()
-        ids = body.get("prompt") if self._is_id_list(body.get("prompt")) else encode(text)
         out: dict[str, Any] = {"count": len(ids), "max_model_len": self.settings.context_limit, "tokens": ids}
         if _bool_param(body, "return_token_strs"):
             from spectrn.sim.tokens import pieces
@@ -634,7 +634,7 @@ def _new_loop() -> asyncio.AbstractEventLoop:
     try:
         import uvloop  # optional: faster transport writes
 
-        return uvloop.new_event_loop()  # type: ignore[no-any-return]
+        return uvloop.new_event_loop()
     except ImportError:
         return asyncio.new_event_loop()
 
