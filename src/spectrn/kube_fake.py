@@ -137,6 +137,7 @@ class FakeKube:
         self.job_files: Callable[[str, int], dict[str, bytes]] = lambda pod, index: {}
         self.job_finishes_without_collect = False
         self.job_run_ticks = 2
+        self.job_done_line: str | None = None  # logged by a job pod when its results appear
         self._failures: list[_Failure] = []
         self._rv = 100
         self._uid = 0
@@ -721,6 +722,8 @@ class FakeKube:
         if run.step >= self.job_run_ticks and run.pending:
             run.files.update(run.pending)  # the load generator wrote its results
             run.pending = {}
+            if self.job_done_line:
+                self.logs[name] += self.job_done_line + "\n"
         self._put(pod)
 
     def _retire_old_pods(self, dep: Obj) -> None:

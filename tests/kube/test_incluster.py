@@ -132,6 +132,44 @@ def test_unfinished_run_times_out_with_a_collect_hint(tmp_path):
     assert f"spectrn collect {RUN}" in err.value.hint
 
 
+def _llmperf_rows(e2e: float, n: int = 6) -> bytes:
+    rows = [
+        {
+            "error_code": None,
+            "error_msg": "",
+            "ttft_s": 0.05,
+            "end_to_end_latency_s": e2e + 0.001 * i,
+            "inter_token_latency_s": e2e / 64,
+            "request_output_throughput_token_per_s": 64 / e2e,
+            "number_total_tokens": 128,
+            "number_output_tokens": 64,
+            "number_input_tokens": 64,
+        }
+        for i in range(n)
+    ]
+    return json.dumps(rows).encode()
+
+
+def test_llmperf_engine_ingests_every_test_case(tmp_path):
+    cfg = make_cfg(runtime="sim", resources_mode="device-plugin")
+    fake = deployed(cfg)
+    out = f"/results/{RUN}/llmperf"
+    files = {}
+    for case in ("counting-numbers-from-1", "hello-world"):
+        files[f"{out}/{case}/baseline/Qwen-Qwen3-32B_64_64_individual_responses.json"] = _llmperf_rows(3.0)
+        files[f"{out}/{case}/speculative/Qwen-Qwen3-32B_64_64_individual_responses.json"] = _llmperf_rows(1.2)
+    fake.job_files = lambda pod, i: files
+    fake.job_done_line = f"llmperf finished; results in {out}"
+    run_dir = run_incluster_bench(
+        cfg, RUN, "llmperf", Lines(), fake, out_root=tmp_path, clock=fake.clock, sleep=fake.sleep
+    )
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["engine"] == "llmperf" and set(summary["by_test_case"]) == {"counting-numbers-from-1", "hello-world"}
+    case = summary["by_test_case"]["hello-world"]
+    assert set(case["variants"]) == {"baseline", "speculative"}
+    assert fake.find("Job", f"spectrn-llmperf-{RUN}", "spectrn") is None
+
+
 def test_bench_needs_deployed_services(tmp_path):
     cfg = make_cfg(runtime="sim", resources_mode="device-plugin")
     with pytest.raises(BenchError, match="not deployed") as err:
