@@ -183,6 +183,12 @@ class RunData:
         return start, end
 
 
+def config_section(config: Any, key: str) -> dict[str, Any]:
+    """``config[key]`` when it is a mapping (run.json holds the config dump), else an empty one."""
+    value = config.get(key) if isinstance(config, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
 def config_label(config: dict[str, Any]) -> str:
     """``<draft>/k<window>`` (``medusa/k<window>`` for Medusa): one value naming the speculative setup."""
     window = config.get("num_speculative_tokens")
@@ -608,7 +614,7 @@ def dashboard_run(run: RunData, *, run_id: str | None = None, time_shift_s: floa
 def run_markdown(run: RunData) -> str:
     """The dashboard's text widget: what ran and the speedups analyze measured."""
     c = run.config
-    bench = c.get("bench") if isinstance(c.get("bench"), dict) else {}
+    bench = config_section(c, "bench")
     lines = [
         f"# spectrn run {run.run_id}",
         f"target **{c.get('target', '?')}**, draft **{c.get('draft', '?')}**, window "
@@ -767,7 +773,7 @@ def validate_dashboard(body: dict[str, Any] | str) -> dict[str, Any]:
         if not all(isinstance(g, int) and not isinstance(g, bool) for g in geo):
             problems.append(f"{where}: x, y, width, height must be integers")
         else:
-            x, yy, width, height = geo
+            x, yy, width, height = (int(g or 0) for g in geo)
             if not (0 <= x and 1 <= width <= 24 and x + width <= 24 and yy >= 0 and 1 <= height <= 1000):
                 problems.append(f"{where}: outside the 24-column grid (x={x}, width={width}, height={height})")
             boxes.append((n, x, yy, width, height))
@@ -931,7 +937,7 @@ def write_emf(
     from spectrn.paths import atomic_write_text
 
     run = load_run(run_dir)
-    cw = run.config.get("cloudwatch") if isinstance(run.config.get("cloudwatch"), dict) else {}
+    cw = config_section(run.config, "cloudwatch")
     ns = namespace or str(cw.get("namespace") or "Spectrn")
     res = int(cw.get("storage_resolution") or 60)
     lines, _ = emf_lines(run, namespace=ns, run_id=run_id, storage_resolution=res, metrics_fn=metrics_fn)
@@ -1147,7 +1153,7 @@ def publish_run(
     """
     run_dir = Path(run_dir)
     run = load_run(run_dir)
-    cw = run.config.get("cloudwatch") if isinstance(run.config.get("cloudwatch"), dict) else {}
+    cw = config_section(run.config, "cloudwatch")
     if sink is None:
         sink = Boto3Sink(
             region=region or cw.get("region") or None, endpoint_url=endpoint_url, max_attempts=max_attempts
@@ -1296,6 +1302,6 @@ def publish_dashboard(
     runs = [run] if isinstance(run, RunData) else list(run)
     shifts = [time_shift_s] * len(runs) if isinstance(time_shift_s, int | float) else list(time_shift_s)
     views = [dashboard_run(r, run_id=run_id, time_shift_s=sh) for r, sh in zip(runs, shifts, strict=True)]
-    body = build_dashboard(views, namespace=namespace, region=region or getattr(sink, "region", "us-east-1"))
+    body = build_dashboard(views, namespace=namespace, region=region or str(getattr(sink, "region", "us-east-1")))
     name = dashboard_name(prefix, views[0].run_id)
     return name, sink.put_dashboard(name, json.dumps(body, separators=(",", ":")))

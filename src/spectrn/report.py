@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spectrn.cloudwatch import MetricsFn, RunData, default_metrics_fn, load_run
+from spectrn.cloudwatch import MetricsFn, RunData, config_section, default_metrics_fn, load_run
 from spectrn.errors import AnalysisError, ConfigError
 
 if TYPE_CHECKING:
@@ -165,7 +165,7 @@ def summary_markdown(summary: dict[str, Any], config: dict[str, Any] | None = No
     cfg = config or {}
     lines = [f"### spectrn run `{summary.get('run_id', '?')}`", ""]
     if cfg:
-        bench = cfg.get("bench") if isinstance(cfg.get("bench"), dict) else {}
+        bench = config_section(cfg, "bench")
         lines.append(
             f"target `{cfg.get('target')}`, draft `{cfg.get('draft')}`, window {cfg.get('num_speculative_tokens')}, "
             f"mode {cfg.get('speculation_mode')}, {cfg.get('instance_type')} TP{cfg.get('tensor_parallel_size')}, "
@@ -430,7 +430,8 @@ def plot_throughput(view: dict[str, Any], values: dict[str, dict[str, list[float
     classes = ["all", *sorted(per_class)]
     series = []
     for v in _variants(view):
-        vals, cis = [], []
+        vals: list[float | None] = []
+        cis: list[Any] = []
         for cls in classes:
             node = _get(view, "variants", v) if cls == "all" else _get(per_class, cls, v)
             vals.append(_num(_get(node, "output_tokens_per_s", "per_request", "p50")))
@@ -629,7 +630,7 @@ def report_html(run: RunData, summary: dict[str, Any], images: list[tuple[str, P
     from spectrn import __version__
 
     cfg = run.config
-    bench = cfg.get("bench") if isinstance(cfg.get("bench"), dict) else {}
+    bench = config_section(cfg, "bench")
     clean = summary.get("clean", True)
     parts = [
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',

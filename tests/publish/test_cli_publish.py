@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REGION
+from cwfakes import REGION
 from runfactory import make_run
 
 from spectrn import cloudwatch as cw

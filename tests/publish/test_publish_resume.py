@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import FakeSink
+from cwfakes import FakeSink
 from runfactory import make_run
 
 from spectrn import cloudwatch as cw
