@@ -5,8 +5,8 @@ can check apply order and that teardown touched nothing else), and plays two con
 
 * Deployments: applying one with a new pod template creates its pods, whose status then follows a
   *scenario* (``ready``, ``unschedulable-neuron``, ``image-pull``, ``crashloop``, ``oom``, ...) one step per
-  tick, with the events and log lines a real kubelet/scheduler would produce. Old pods go away once the
-  new ones are ready, like a rolling update.
+  tick, with the events and log lines a real kubelet/scheduler would produce. With ``strategy: Recreate``
+  the old pods go before the new ones are created; otherwise they go once the new ones are ready.
 * Jobs: applying one creates its pods (indexed when ``completionMode: Indexed``); each pod runs and its
   result files come from ``job_files(pod_name, index)`` and appear after ``job_run_ticks`` ticks.
   ``exec`` understands ``cat``, ``test -e``,
@@ -518,6 +518,9 @@ class FakeKube:
         existing = self._pods_of(meta["name"], ns)
         if any(self.runs[p["metadata"]["name"]].template_hash == thash for p in existing):
             return
+        if (dep["spec"].get("strategy") or {}).get("type") == "Recreate":
+            for p in existing:  # Recreate: old pods go first (they hold the devices the new pod needs)
+                self.objects.pop(self._key("v1", "Pod", ns, p["metadata"]["name"]), None)
         scenario = self.scenarios.get(meta["name"], "ready")
         for i in range(int(dep["spec"].get("replicas", 1))):
             name = f"{meta['name']}-{thash}-{i}"
