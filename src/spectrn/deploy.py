@@ -150,7 +150,14 @@ def make_plan(kube: KubeApi, objects: Iterable[Obj]) -> Plan:
     for raw in order_objects(objects):
         obj = stamp(raw)
         meta = obj["metadata"]
-        live = kube.get(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
+        try:
+            live = kube.get(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
+        except KubeApiError as e:
+            if e.status == 403 and obj["kind"] == "Namespace":
+                # Users with namespace-scoped RBAC cannot read Namespaces: use it, never adopt or delete it.
+                items.append(PlanItem(obj, "keep", "cannot read namespaces (forbidden): assumed to exist, not adopted"))
+                continue
+            raise
         if live is None:
             items.append(PlanItem(obj, "create"))
             continue
@@ -1079,7 +1086,13 @@ def teardown(
             kube.delete(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"), propagation="Foreground")
         result.deleted.append(describe(obj))
 
-    ns_obj = kube.get("v1", "Namespace", ns)
+    try:
+        ns_obj = kube.get("v1", "Namespace", ns)
+    except KubeApiError as e:
+        if e.status != 403:
+            raise
+        result.kept.append(f"Namespace {ns} (cannot read namespaces: forbidden)")
+        return result
     if ns_obj is None:
         return result
     if not _managed(ns_obj):

@@ -128,3 +128,14 @@ def test_fake_neuron_capacity_patches_node_status():
         ("patch_node_status", "node-0"),
         ("patch_node_status", "node-1"),
     ]
+
+
+def test_namespace_scoped_users_deploy_and_tear_down_without_namespace_access(sim_cfg):
+    fake = FakeKube()
+    fake.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "spectrn"}})
+    fake.fail_next("get", kind="Namespace", status=403, reason="Forbidden", message="namespaces is forbidden", times=99)
+    report = run_deploy(fake, sim_cfg)
+    assert report.plan.items[0].action == "keep" and "forbidden" in report.plan.items[0].reason
+    result = teardown(fake, sim_cfg)
+    assert result.kept == ["Namespace spectrn (cannot read namespaces: forbidden)"]
+    assert fake.find("Namespace", "spectrn") is not None and fake.find("Deployment", "qwen-vllm", "spectrn") is None
