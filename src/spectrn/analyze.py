@@ -48,7 +48,12 @@ class RequestMetrics:
     output_tokens: int
     throughput_tok_s: float
     llmperf_itl: float
-    tokens_per_decode_chunk: float | None
+    decode_tokens: int
+    decode_chunks: int
+
+    @property
+    def tokens_per_decode_chunk(self) -> float | None:
+        return self.decode_tokens / self.decode_chunks if self.decode_chunks else None
 
 
 def request_metrics(rec: RequestRecord) -> RequestMetrics | None:
@@ -81,7 +86,8 @@ def request_metrics(rec: RequestRecord) -> RequestMetrics | None:
         output_tokens=n,
         throughput_tok_s=n / rec.e2e if rec.e2e > 0 else 0.0,
         llmperf_itl=times[-1] / len(times),
-        tokens_per_decode_chunk=(sum(decode) / len(decode)) if decode else None,
+        decode_tokens=sum(decode),
+        decode_chunks=len(decode),
     )
 
 
@@ -207,7 +213,10 @@ def variant_summary(
     else:
         duration = 0.0
     tpots = [m.tpot for m in metrics if m.tpot is not None]
-    decode_chunks = [m.tokens_per_decode_chunk for m in metrics if m.tokens_per_decode_chunk is not None]
+    # tokens per event after the first, pooled over requests: under speculation this is the client-side
+    # view of the mean acceptance length (accepted + bonus per step), comparable to the server counters
+    decode_tokens = sum(m.decode_tokens for m in metrics)
+    decode_chunks = sum(m.decode_chunks for m in metrics)
     v: dict[str, Any] = {
         "ttft_s": stats_with_ci([m.ttft for m in metrics], seed=seed),
         "tpot_s": stats_with_ci(tpots, seed=seed + 10),
@@ -220,7 +229,7 @@ def variant_summary(
             "aggregate": total_tokens / duration if duration > 0 else None,
         },
         "output_tokens": describe([m.output_tokens for m in metrics]),
-        "tokens_per_chunk_mean": (sum(decode_chunks) / len(decode_chunks)) if decode_chunks else None,
+        "tokens_per_chunk_mean": decode_tokens / decode_chunks if decode_chunks else None,
         "requests": {
             "completed": len(metrics),
             "errors": len(errors),
