@@ -24,7 +24,10 @@ SetOpt = Annotated[
 
 
 def err_console() -> Console:
-    return Console(stderr=True)
+    console = Console(stderr=True)
+    if not console.is_terminal:  # logs and CI: wide enough for the comparison table
+        console = Console(stderr=True, width=140)
+    return console
 
 
 def parse_sets(items: list[str] | None) -> dict[str, Any]:
