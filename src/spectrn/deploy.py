@@ -670,6 +670,29 @@ def diagnose_pod(pod: Obj, events: Sequence[Obj], previous_logs: str = "", logs:
     return None
 
 
+def diagnose_deployment(dep: Obj) -> Diagnosis | None:
+    """Failures that stop a Deployment before any pod exists: admission, quota, progress deadline (pure)."""
+    for cond in (dep.get("status") or {}).get("conditions") or []:
+        msg = str(cond.get("message") or "")
+        if cond.get("type") == "ReplicaFailure" and cond.get("status") == "True":
+            low = msg.lower()
+            if "podsecurity" in low:
+                step = "the namespace's Pod Security level rejects the pod: use a namespace that allows it"
+            elif "quota" in low:
+                step = "a ResourceQuota forbids the pod: raise the quota or lower the requests in spectrn.yaml"
+            else:
+                step = "read the message: an admission webhook or policy rejected the pod"
+            return Diagnosis(f"pods cannot be created ({cond.get('reason', 'FailedCreate')})", msg, step, True)
+        if cond.get("type") == "Progressing" and cond.get("reason") == "ProgressDeadlineExceeded":
+            return Diagnosis(
+                "Deployment exceeded its progress deadline",
+                msg,
+                "inspect the pods with `kubectl describe pod`; re-run `spectrn deploy` once fixed",
+                True,
+            )
+    return None
+
+
 # ---- wait ----------------------------------------------------------------------------------------
 
 
@@ -784,6 +807,10 @@ def observe_service(
     if not pods:
         state.phase = "Creating"
         state.detail = "rolling update: waiting for the new pod" if state.ready else "waiting for the pod"
+        diag = diagnose_deployment(dep)
+        if diag is not None:
+            state.phase, state.diagnosis = "Failed", diag
+            state.detail = f"{diag.cause}: {diag.detail}"[:300]
         return state
     rank = {"Scheduling": 0, "Pulling": 1, starting_label: 2, "Ready": 3}
     worst: tuple[int, str, str] | None = None

@@ -195,3 +195,21 @@ def test_diagnose_failed_mount_is_reported_but_not_final():
     ev = [{"type": "Warning", "reason": "FailedMount", "message": "MountVolume.SetUp failed: bucket not found"}]
     d = diagnose_pod(pod({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}]}), ev)
     assert d.cause == "volume cannot be mounted" and not d.fatal and "bucket" in d.next_step
+
+
+def test_pod_security_rejection_before_any_pod_exists(fake, sim_cfg):
+    from spectrn.deploy import observe_service
+
+    run_deploy(fake, sim_cfg)
+    dep = fake.find("Deployment", "qwen-vllm", "spectrn")
+    for p in [p for p in fake.kinds("Pod") if p["metadata"]["name"].startswith("qwen-vllm-")]:
+        fake.objects.pop(("", "Pod", "spectrn", p["metadata"]["name"]))
+    msg = 'pods "qwen-vllm-abc" is forbidden: violates PodSecurity "restricted:latest": runAsNonRoot != true'
+    dep["status"] = {
+        "observedGeneration": 1,
+        "replicas": 0,
+        "conditions": [{"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate", "message": msg}],
+    }
+    state = observe_service(fake, "spectrn", "baseline", "qwen-vllm")
+    assert state.phase == "Failed" and "violates PodSecurity" in state.detail
+    assert "Pod Security level" in state.diagnosis.next_step
