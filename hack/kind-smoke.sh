@@ -79,7 +79,8 @@ say "deploy: dry run, then for real"
 "$BIN/spectrn" status --context "$CONTEXT" "${SETS[@]}"
 
 say "idempotency: a second deploy changes nothing"
-"$BIN/spectrn" deploy --dry-run --context "$CONTEXT" "${SETS[@]}" | grep -q "nothing to apply"
+plan="$("$BIN/spectrn" deploy --dry-run --context "$CONTEXT" "${SETS[@]}" 2>&1)"
+grep -q "nothing to apply" <<<"$plan" || { echo "kind-smoke: a second deploy would change objects:" >&2; echo "$plan" >&2; exit 1; }
 
 say "bench (in-cluster load Job, structured prompts), run id $RUN_ID"
 "$BIN/spectrn" bench --prompts structured --run-id "$RUN_ID" --out-dir "$RESULTS" --no-report "${SETS[@]}"
