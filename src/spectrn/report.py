@@ -115,16 +115,16 @@ def render_table(summary: dict[str, Any]) -> Table:
     from rich.table import Table
 
     run_id = summary.get("run_id", "?")
-    table = Table(title=f"spectrn {run_id}: baseline vs speculative (p50; speedup with 95% CI)", show_lines=False)
-    for col, justify in (
-        ("load", "left"),
-        ("prompt class", "left"),
-        ("metric", "left"),
-        ("baseline", "right"),
-        ("speculative", "right"),
-        ("speedup [95% CI]", "right"),
-    ):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    views = level_views(summary)
+    multi = len(views) > 1
+    where = "" if multi or not views[0][0] else f" at {views[0][0]}"
+    table = Table(title=f"spectrn {run_id}{where}: baseline vs speculative (p50; speedup with 95% CI)")
+    columns = [("prompt class", "left"), ("metric", "left"), ("baseline", "right"), ("speculative", "right")]
+    columns.append(("speedup [95% CI]", "right"))
+    if multi:
+        columns.insert(0, ("load", "left"))
+    for col, justify in columns:
+        table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     for level, view in level_views(summary):
         classes: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
             ("all", view.get("variants") or {}, view.get("speedup") or {})
@@ -145,15 +145,16 @@ def render_table(summary: dict[str, Any]) -> Table:
                  _get(per, "speculative", "output_tokens_per_s", "per_request", "p50"), 1.0, sp.get("throughput")),
             ]  # fmt: skip
             for i, (name, b, s, scale, spv) in enumerate(rows):
-                table.add_row(
-                    level if (n == 0 and i == 0) else "",
+                cells = [
                     cls if i == 0 else "",
                     name,
                     _fmt(b, scale, 2 if scale == 1.0 else 1),
                     _fmt(s, scale, 2 if scale == 1.0 else 1),
                     fmt_speedup(spv),
-                    end_section=(i == len(rows) - 1),
-                )
+                ]
+                if multi:
+                    cells.insert(0, level if (n == 0 and i == 0) else "")
+                table.add_row(*cells, end_section=(i == len(rows) - 1))
     return table
 
 
