@@ -24,12 +24,13 @@ that client measurements are compared with.
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
 import random
 import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from spectrn.sim.faults import FaultPlan
 from spectrn.sim.metrics import SimMetrics
@@ -47,12 +48,13 @@ class Sink(Protocol):
         ...
 
 
-@dataclass(slots=True)
-class ChunkLog:
+class ChunkLog(NamedTuple):
+    """One emitted chunk. A tuple of numbers, so the garbage collector stops tracking it."""
+
     t: float  # scheduled emission time (time.monotonic() clock)
     n: int  # tokens in the chunk
     accepted: int  # draft tokens accepted in the step (-1 for prefill / no speculation)
-    w: float  # when the chunk was actually handed to the socket (diagnostic: w - t is the engine's lateness)
+    w: float  # when the chunk was handed to the socket (diagnostic: w - t is the engine's own lateness)
 
 
 @dataclass(slots=True)
@@ -126,14 +128,17 @@ class Engine:
         self.log_size = log_size
         self.counter = 0
         self.steps = 0
-        # Per step: (wake-up - deadline, last write - deadline) in seconds, the engine's own schedule error.
-        self.lateness: deque[tuple[float, float]] = deque(maxlen=100_000)
+        # Per step: wake-up - deadline, last write - deadline, CPU seconds spent writing, chunks written.
+        self.lateness: deque[tuple[float, float, float, int]] = deque(maxlen=100_000)
         self._written_at = 0.0
+        self._write_cpu = 0.0
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
+        # Objects alive at start-up (modules, settings, the app) never need collecting: keep full collections short.
+        gc.freeze()
         self._wake = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._run(), name="spectrn-sim-engine")
 
@@ -203,8 +208,9 @@ class Engine:
                 continue
             await self._sleep_until(end, duration)
             woke = now()
+            cpu = time.thread_time()
             self._deliver(plan, end, prefill=bool(admit))
-            self.lateness.append((woke - end, self._written_at - end))
+            self.lateness.append((woke - end, self._written_at - end, self._write_cpu - cpu, len(plan)))
             self.steps += 1
             clock = end
             if self.stall_rate and self._stall_rng.random() < self.stall_rate:
@@ -275,6 +281,7 @@ class Engine:
                 gone.append(req)
             p.written = now()
         self._written_at = now()
+        self._write_cpu = time.thread_time()
         m = self.metrics
         step_tokens = 0
         for p in plan:
