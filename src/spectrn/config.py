@@ -442,9 +442,9 @@ class SpectrnConfig(Strict):
 class _SafeLoader(yaml.SafeLoader):
     """SafeLoader that refuses aliases, so a 'billion laughs' file cannot expand in memory."""
 
-    def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
+    def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
+            event = self.peek_event()  # type: ignore[no-untyped-call]
             raise yaml.constructor.ConstructorError(
                 None, None, "YAML aliases are not allowed in spectrn files", event.start_mark
             )

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import aiohttp
 
-from spectrn.records import RequestRecord
+from spectrn.records import RequestRecord, TokenSource
 
 Api = Literal["chat", "completions"]
 
@@ -134,7 +134,7 @@ class _Stream:
                 self.token_ids.extend(ids)
             self.text_parts.append(text)
 
-    def chunk_tokens(self) -> tuple[list[int], str]:
+    def chunk_tokens(self) -> tuple[list[int], TokenSource]:
         if self.tokens and all(t is not None for t in self.tokens):
             return [t for t in self.tokens if t is not None], "token_ids"
         if self.cum_usage and all(u is not None for u in self.cum_usage):
@@ -253,7 +253,7 @@ async def run_request(
         e2e=end if stream.error is None else None,
         chunk_times=[round(t, 7) for t in stream.times],
         chunk_tokens=chunk_tokens,
-        token_source=source,  # type: ignore[arg-type]
+        token_source=source,
         prompt_tokens=stream.prompt_tokens,
         completion_tokens=stream.completion_tokens,
         status=status,
