@@ -122,8 +122,19 @@ def compile_jobs(
     return [compile_job(c, spec) for c, spec in configurations(cfg, drafts, windows, baseline=baseline)]
 
 
-def apply_jobs(kube: Any, jobs: Sequence[dict[str, Any]]) -> list[str]:
-    """Create the Jobs; a Job that already exists (same hash = same configuration) is left alone."""
+def prerequisites(cfg: SpectrnConfig) -> list[dict[str, Any]]:
+    """What a compile pod needs that the services also need: namespace, ServiceAccounts, S3 volume, devices."""
+    from spectrn import render
+
+    shared = [c for c in render.SHARED_COMPONENTS if c != "prompts"]
+    return render.render_objects(cfg, components=shared)
+
+
+def apply_jobs(kube: Any, jobs: Sequence[dict[str, Any]], prereqs: Sequence[dict[str, Any]] = ()) -> list[str]:
+    """Apply the prerequisites (server-side apply: idempotent), then create the Jobs; a Job that already exists
+    (same name = same configuration hash) is left alone, so re-running never restarts a compilation."""
+    for obj in prereqs:
+        kube.apply(obj)
     names = []
     for job in jobs:
         meta = job["metadata"]

@@ -149,15 +149,16 @@ def compile_(
     cfg = config_from_cli(config, sets, console=console)
     d, w = _grid_flags(cfg, drafts, windows)
     jobs = comp.compile_jobs(cfg, d, w, baseline=baseline)
+    prereqs = comp.prerequisites(cfg)
     if dry_run:
         from spectrn.render import to_yaml
 
-        typer.echo(to_yaml(jobs), nl=False)
+        typer.echo(to_yaml([*prereqs, *jobs]), nl=False)
         return
     from spectrn.kube import connect
 
     kube = connect()
-    applied = comp.apply_jobs(kube, jobs)
+    applied = comp.apply_jobs(kube, jobs, prereqs)
     for name in applied:
         console.print(f"applied Job {cfg.namespace}/{name}", highlight=False)
     if wait:

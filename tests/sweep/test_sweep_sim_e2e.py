@@ -1,0 +1,83 @@
+"""End to end on the simulator's calibrated preset: `spectrn sweep --local` recovers the published shape,
+and `--predict` finds a window within the full grid's best CI from one large-window run plus one confirmation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spectrn.cli.main import main
+
+from .conftest import load
+
+pytestmark = pytest.mark.slow
+
+COMMON = ["--local", "--quiet", "--no-report", "--prompts", "all", "--time-scale", "0.1", "--requests", "16",
+          "--max-tokens", "200", "--concurrency", "4"]  # fmt: skip
+
+
+def sweep(tmp_path: Path, *args: str) -> dict[str, Any]:
+    with pytest.raises(SystemExit) as e:
+        main(["sweep", *COMMON, "--out-dir", str(tmp_path), *args])
+    assert e.value.code == 0
+    sweep_id = args[args.index("--sweep-id") + 1]
+    return dict(load(tmp_path / sweep_id / "analysis.json"))
+
+
+def rows(a: dict[str, Any], cls: str) -> dict[tuple[str, int], dict[str, Any]]:
+    return {(r["draft"], r["window"]): r for r in a["rows"] if r["prompt_class"] == cls}
+
+
+def overlap(a: list[float], b: list[float]) -> bool:
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    root = tmp_path_factory.mktemp("sweeps")
+    a = sweep(root, "--drafts", "qwen3-0.6b,qwen3-1.7b", "--windows", "5,7,10,15", "--sweep-id", "grid",
+              "--mix", "structured=1")  # fmt: skip
+    return root, a
+
+
+def test_grid_recovers_the_published_shape(grid: tuple[Path, dict[str, Any]]) -> None:
+    _, a = grid
+    s = rows(a, "structured")
+    assert len(s) == 8
+    # 1.7B beats 0.6B at every window, with separated CIs
+    for k in (5, 7, 10, 15):
+        big, small = s[("qwen3-1.7b", k)], s[("qwen3-0.6b", k)]
+        assert big["ci95"][0] > small["ci95"][1], (k, big, small)
+    # window 7 is best, or within the CI of the best, on the structured mix
+    best = max((r for r in s.values() if r["draft"] == "qwen3-1.7b"), key=lambda r: r["speedup"])
+    k7 = s[("qwen3-1.7b", 7)]
+    assert best["window"] == 7 or overlap(k7["ci95"], best["ci95"]), (best, k7)
+    rec = {r["scope"]: r for r in a["recommendations"]}
+    assert rec["structured"]["chosen"]["draft"] == "qwen3-1.7b"
+    assert 7 in [t["window"] for t in rec["structured"]["ties"]]
+    # open prompts: no meaningful gain anywhere
+    assert rec["open"]["chosen"] is None
+    assert max(r["speedup"] for r in rows(a, "open").values()) < 1.1
+    # speculation never changed an output on the simulator
+    eq = a["equivalence"]
+    assert eq["compared"] == 8 * 16 and eq["match_rate"] == 1.0 and eq["divergences"] == []
+
+
+def test_predict_picks_a_window_within_the_grid_best_ci(grid: tuple[Path, dict[str, Any]]) -> None:
+    root, a = grid
+    p = sweep(root, "--drafts", "qwen3-1.7b", "--windows", "5,7,10,15", "--sweep-id", "pred", "--predict",
+              "--mix", "structured=1")  # fmt: skip
+    manifest = load(root / "pred" / "sweep.json")
+    choice = p["prediction"]["choice"]
+    measured_windows = sorted(c["window"] for c in manifest["cells"].values())
+    assert measured_windows == sorted({15, choice["window"]})  # one large-window run plus one confirmation
+    # the grid's measurement at the predicted window is within the CI of the grid's best TPOT
+    tpot = {r["window"]: r for r in rows(a, "structured").values() if r["draft"] == "qwen3-1.7b"}
+    best = min(tpot.values(), key=lambda r: r["tpot_spec_s"])
+    assert tpot[choice["window"]]["tpot_spec_s"] <= best["tpot_spec_ci95"][1], (choice, best)
+    # prediction vs measurement is reported for the confirmation run
+    confirmed = [c for c in p["prediction"]["comparison"] if c["prompt_class"] == "structured" and not c["fitted"]]
+    if choice["window"] != 15:
+        assert len(confirmed) == 1 and abs(confirmed[0]["error"]) < 0.15
