@@ -581,6 +581,24 @@ def emit_warnings(cfg: SpectrnConfig) -> list[str]:
 # ---- documentation ------------------------------------------------------------------------------
 
 
+def _type_name(ann: Any) -> str:
+    """``Literal['a', 'b']`` -> ``a \\| b``; ``int | None`` -> ``int \\| None``."""
+    import types
+    import typing
+
+    origin = typing.get_origin(ann)
+    if origin is Literal:
+        return " \\| ".join(str(a) for a in typing.get_args(ann))
+    if origin in (typing.Union, types.UnionType):
+        return " \\| ".join(_type_name(a) for a in typing.get_args(ann))
+    if origin is not None:
+        args = ", ".join(_type_name(a) for a in typing.get_args(ann))
+        return f"{getattr(origin, '__name__', str(origin))}[{args}]"
+    if ann is type(None):
+        return "None"
+    return getattr(ann, "__name__", None) or str(ann).replace("typing.", "")
+
+
 def _walk_fields(model: type[BaseModel], prefix: str = "") -> list[tuple[str, str, str, str]]:
     rows = []
     for name, field in model.model_fields.items():
@@ -592,8 +610,7 @@ def _walk_fields(model: type[BaseModel], prefix: str = "") -> list[tuple[str, st
         default = field.get_default(call_default_factory=True)
         if isinstance(default, BaseModel):
             default = default.model_dump()
-        type_name = getattr(ann, "__name__", None) or str(ann).replace("typing.", "")
-        rows.append((dotted, type_name, json.dumps(default), field.description or ""))
+        rows.append((dotted, _type_name(ann), json.dumps(default), field.description or ""))
     return rows
 
 
@@ -604,7 +621,7 @@ def config_reference_markdown() -> str:
         "| --- | --- | --- | --- |",
     ]
     for dotted, type_name, default, desc in _walk_fields(SpectrnConfig):
-        type_name = type_name.replace("|", "\\|")
+        desc = desc.replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
         lines.append(f"| `{dotted}` | {type_name} | `{default}` | {desc} |")
     return "\n".join(lines)
 
