@@ -203,3 +203,20 @@ def test_prefill_grows_with_prompt_length(start_sim: Callable[..., SimHandle]) -
         t = truth(h, rid)
         firsts.append(t["chunks"][0]["t"] - t["admitted"])
     assert firsts[1] - firsts[0] == pytest.approx(390 * 0.00025 * 0.1, rel=1e-6)
+
+
+def test_sampling_varies_output_and_lowers_acceptance(start_sim: Callable[..., SimHandle]) -> None:
+    h = start_sim(speculative=True, time_scale=0.005)
+    body = {"prompt": OPEN, "max_tokens": 20, "ignore_eos": True}
+    with httpx.Client(base_url=h.base_url) as c:
+        greedy = [c.post("/v1/completions", json={**body, "temperature": 0}) for _ in range(2)]
+        sampled = [c.post("/v1/completions", json={**body, "temperature": 1.0}) for _ in range(2)]
+        seeded = [c.post("/v1/completions", json={**body, "temperature": 1.0, "seed": 7}) for _ in range(2)]
+        default = c.post("/v1/completions", json=body)  # no temperature: samples, as vLLM does
+    text = lambda r: r.json()["choices"][0]["text"]  # noqa: E731
+    assert text(greedy[0]) == text(greedy[1])
+    assert text(sampled[0]) != text(sampled[1]) and text(sampled[0]) != text(greedy[0])
+    assert text(seeded[0]) == text(seeded[1])
+    accept = lambda r: float(r.headers["x-spectrn-sim-accept-prob"])  # noqa: E731
+    assert accept(sampled[0]) == pytest.approx(accept(greedy[0]) / 1.3)
+    assert accept(default) == pytest.approx(accept(sampled[0]))

@@ -21,7 +21,9 @@ Acceptance model. A prompt's *predictability* ``p`` in [0, 1] comes from its con
     alpha(prompt) = alpha_open + (alpha_structured - alpha_open) * p
     a_i           = min(accept_cap, alpha * quality(draft) * exp(-(i / decay_tau) ** decay_gamma)),  i = 0..window-1
 
-``a_i`` is the probability that draft position ``i`` is accepted given that all earlier positions were.
+``a_i`` is the probability that draft position ``i`` is accepted given that all earlier positions were
+(divided by ``1 + temperature_penalty * T`` when sampling at temperature ``T`` > 0: sampled tokens agree
+less often with the draft; an assumption, not a calibration).
 Real acceptance decays with position (see the per-position counters); the stretched-exponential keeps the
 first few positions nearly flat and falls steeply past ``decay_tau``, which is what makes window 7 beat both
 5 and 15 on a structured mix. Each step draws positions in order and stops at the first rejection; the
@@ -93,6 +95,9 @@ class AcceptanceModel(_Strict):
     decay_gamma: float = Field(default=4.0, gt=0, description="Sharpness of the acceptance decay (1 = exponential).")
     accept_cap: float = Field(
         default=0.98, gt=0, le=1, description="Upper bound of any per-position acceptance probability."
+    )
+    temperature_penalty: float = Field(
+        default=0.3, ge=0, description="Sampling lowers acceptance: probabilities are divided by 1 + this * T."
     )
 
 
@@ -243,12 +248,12 @@ class Resolved(_Strict):
         a = self.preset.acceptance
         return a.alpha_open + (a.alpha_structured - a.alpha_open) * predictability(prompt)
 
-    def position_probs(self, prompt: str) -> list[float]:
+    def position_probs(self, prompt: str, temperature: float = 0.0) -> list[float]:
         """Conditional acceptance probability of each draft position (empty without speculation)."""
         if not self.speculative:
             return []
         a = self.preset.acceptance
-        base = self.alpha(prompt) * self.quality
+        base = self.alpha(prompt) * self.quality / (1.0 + a.temperature_penalty * temperature)
         return [min(a.accept_cap, base * math.exp(-((i / a.decay_tau) ** a.decay_gamma))) for i in range(self.window)]
 
     def expected_tokens_per_step(self, prompt: str) -> float:

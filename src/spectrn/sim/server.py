@@ -490,6 +490,16 @@ class SimServer:
 
         engine = self.engine
         counter = engine.next_counter()
+        # Greedy output depends on the prompt only; sampled output (temperature > 0) also on the request's seed
+        # (OpenAI's `seed`) or, without one, on the request counter.
+        # Like vLLM, a request without `temperature` samples (OpenAI's default is 1.0).
+        temperature = 1.0 if temperature is None else float(temperature)
+        sampled = temperature > 0
+        req_seed = _int_param(body, "seed")
+        sample_key = f"seed-{req_seed}" if req_seed is not None else f"request-{counter}"
+        sample_seed = int.from_bytes(
+            hashlib.blake2b(f"{s.seed}:{sample_key}".encode(), digest_size=4).digest(), "little"
+        )
         digest = hashlib.blake2b(f"id\x00{s.seed}\x00{counter}\x00{self.started}".encode(), digest_size=8).hexdigest()
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{digest}"
         obj = "chat.completion.chunk" if chat else "text_completion"
@@ -520,9 +530,9 @@ class SimServer:
             max_tokens=max_tokens,
             sink=sink,
             fault=plan_for(s.faults, s.seed, counter),
-            output=OutputStream(prompt_text, s.seed),
+            output=OutputStream(prompt_text, s.seed if not sampled else sample_seed),
             rng=engine.request_rng(counter, prompt_text),
-            probs=self.model.position_probs(prompt_text),
+            probs=self.model.position_probs(prompt_text, temperature),
             arrival=time.monotonic(),
             done=loop.create_future(),
         )
