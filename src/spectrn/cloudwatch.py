@@ -1007,6 +1007,24 @@ def aws_available(region: str | None = None) -> tuple[bool, str]:
     return True, session.region_name
 
 
+def require_aws(run_dir: Path, region: str | None = None) -> None:
+    """Raise ``PublishError`` before any work when botocore finds no credentials or region, pointing at the
+    run's EMF file (or at how to write it)."""
+    ok, why = aws_available(region)
+    if ok:
+        return
+    emf = Path(run_dir) / EMF_FILE
+    where = (
+        f"the same metrics are in {emf} (Embedded Metric Format; the CloudWatch agent can ship it)"
+        if emf.exists()
+        else f"`spectrn publish --emf {run_dir}` writes them to {emf} for the CloudWatch agent"
+    )
+    raise PublishError(
+        f"cannot publish to CloudWatch: {why}",
+        hint=f"configure AWS (aws configure, AWS_PROFILE, IRSA) and a region, or use EMF: {where}",
+    )
+
+
 class Boto3Sink:
     """CloudWatch through boto3's standard credential chain and region resolution, adaptive retries."""
 
@@ -1155,6 +1173,8 @@ def publish_run(
     run = load_run(run_dir)
     cw = config_section(run.config, "cloudwatch")
     if sink is None:
+        if endpoint_url is None:
+            require_aws(run_dir, region or cw.get("region") or None)
         sink = Boto3Sink(
             region=region or cw.get("region") or None, endpoint_url=endpoint_url, max_attempts=max_attempts
         )

@@ -120,3 +120,13 @@ def test_sweep_cells_share_one_dashboard(
         for entry in w["properties"]["metrics"]:
             parts = entry[:-1]
             assert (parts[1], tuple(sorted(zip(parts[2::2], parts[3::2], strict=True)))) in existing, entry
+
+
+def test_publish_run_without_a_sink_checks_credentials_first(run_dir: Path, no_aws_env: None) -> None:
+    """The path `spectrn bench --publish` takes: publish_run(run_dir, console=...) with no sink."""
+    from spectrn.errors import PublishError
+
+    with pytest.raises(PublishError) as e:
+        cw.publish_run(run_dir)
+    assert "no AWS credentials found" in str(e.value) and str(run_dir / "metrics.emf.jsonl") in str(e.value)
+    assert not (run_dir / "publish.json").exists()

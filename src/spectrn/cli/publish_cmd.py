@@ -10,7 +10,6 @@ import typer
 
 from spectrn.cli.common import err_console
 from spectrn.cli.main import app
-from spectrn.errors import PublishError
 
 RunDirArg = Annotated[Path, typer.Argument(help="Run folder, e.g. results/<run-id>.")]
 NamespaceOpt = Annotated[
@@ -42,25 +41,6 @@ def _settings(run_dir: Path) -> dict[str, object]:
     run = load_run(run_dir)
     cw = run.config.get("cloudwatch")
     return cw if isinstance(cw, dict) else {}
-
-
-def _require_aws(run_dir: Path, region: str | None) -> None:
-    """Fail before any work when botocore finds no credentials or region, pointing at the EMF file."""
-    from spectrn.cloudwatch import EMF_FILE, aws_available
-
-    ok, why = aws_available(region)
-    if ok:
-        return
-    emf = run_dir / EMF_FILE
-    where = (
-        f"the same metrics are in {emf} (Embedded Metric Format; the CloudWatch agent can ship it)"
-        if emf.exists()
-        else f"`spectrn publish --emf {run_dir}` writes them to {emf} for the CloudWatch agent"
-    )
-    raise PublishError(
-        f"cannot publish to CloudWatch: {why}",
-        hint=f"configure AWS (aws configure, AWS_PROFILE, IRSA) and a region, or use EMF: {where}",
-    )
 
 
 @app.command("publish")
@@ -139,8 +119,6 @@ def publish(
             f"{plan.samples} samples, RunId {plan.run_id}"
         )
         return
-    if endpoint_url is None:
-        _require_aws(run_dir, region or (str(_settings(run_dir).get("region") or "") or None))
     cw.publish_run(
         run_dir,
         console=console,
@@ -193,7 +171,7 @@ def dashboard_cmd(
         typer.echo(json.dumps(body, indent=2))
         return
     if endpoint_url is None:
-        _require_aws(run_dirs[0], reg)
+        cw.require_aws(run_dirs[0], reg)
     sink = cw.Boto3Sink(region=reg, endpoint_url=endpoint_url)
     shifts = [cw.recorded_time_shift(d, ns, sink.target) for d in run_dirs]
     name, messages = cw.publish_dashboard(runs, sink, namespace=ns, prefix=pre, run_id=run_id, time_shift_s=shifts)
