@@ -378,6 +378,7 @@ def summarize(
     acceptance: dict[str, Any] | None = None,
     config: dict[str, Any] | None = None,
     interrupted: bool = False,
+    unfinished: bool = False,
     seed: int = 0,
 ) -> dict[str, Any]:
     """summary.json for a run (schema in docs/architecture.md); multiple load levels go under ``levels``."""
@@ -471,6 +472,11 @@ def summarize(
     warnings = [f"[{lv}] {w}" if len(levels) > 1 else w for lv, s in per_level.items() for w in s["warnings"]]
     if interrupted:
         warnings.append("NOT A CLEAN RUN: the run was interrupted; statistics cover the requests that finished")
+    elif unfinished:
+        warnings.append(
+            "NOT A CLEAN RUN: the run never finished (run.json has no end time: the load generator was killed "
+            "or is still running); statistics cover the requests that finished"
+        )
     summary: dict[str, Any] = {
         "run_id": run_id,
         "level": levels[0],
@@ -510,7 +516,13 @@ def analyze_run(run_dir: Path, *, seed: int = 0) -> dict[str, Any]:
 
     meta, records, acceptance = load_run(run_dir)
     summary = summarize(
-        records, run_id=meta.run_id, acceptance=acceptance, config=meta.config, interrupted=meta.interrupted, seed=seed
+        records,
+        run_id=meta.run_id,
+        acceptance=acceptance,
+        config=meta.config,
+        interrupted=meta.interrupted,
+        unfinished=meta.finished_at is None,
+        seed=seed,
     )
     summary["notes"] = meta.notes
     summary["model"] = getattr(meta, "model", None)

@@ -104,8 +104,18 @@ async def _check_endpoint(session: Any, name: str, base_url: str, model: str | N
     """Confirm the endpoint answers /v1/models; return the model to use."""
     import aiohttp
 
-    url = base_url.rstrip("/").removesuffix("/v1") + "/v1/models"
+    root = base_url.rstrip("/").removesuffix("/v1")
+    url = root + "/v1/models"
     try:
+        # vLLM answers /v1/models while its engine is still loading or compiling; /health tells the truth.
+        # A server without /health (404, other OpenAI-compatible servers) is judged by /v1/models alone.
+        async with session.get(root + "/health", timeout=aiohttp.ClientTimeout(total=15)) as resp:
+            if resp.status >= 500:
+                raise EndpointError(
+                    f"endpoint {name} ({base_url}) is not ready: /health answered HTTP {resp.status}",
+                    hint="wait until `curl <url>/health` answers 200 (a Neuron server may still be compiling; "
+                    "`spectrn status` shows progress)",
+                )
         async with session.get(url, timeout=aiohttp.ClientTimeout(total=15)) as resp:
             if resp.status != 200:
                 raise EndpointError(
@@ -371,7 +381,6 @@ async def run_bench(
 
     if not plan.endpoints:
         raise BenchError("no endpoints to benchmark", hint="pass --endpoint NAME=URL (twice for an A/B run)")
-    plan.out_dir.mkdir(parents=True, exist_ok=True)
     if (plan.out_dir / "requests.jsonl").exists():
         raise BenchError(
             f"{plan.out_dir} already holds a run (requests.jsonl exists)",
@@ -382,8 +391,7 @@ async def run_bench(
     acceptance: dict[str, dict[str, Any] | None] = {}
     interrupted = False
     phase = on_phase or (lambda _msg: None)
-    write_run_meta(plan, started, None, False, notes)
-    sink = RecordSink(plan.out_dir / "requests.jsonl", on_record)
+    sink: RecordSink | None = None
     connector = aiohttp.TCPConnector(limit=0, force_close=False, enable_cleanup_closed=True)
     try:
         async with aiohttp.ClientSession(
@@ -391,6 +399,7 @@ async def run_bench(
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=30),
             auto_decompress=False,
         ) as session:
+            # Endpoints are checked before anything is written: a run that cannot start leaves no run folder.
             phase("checking endpoints")
             models = {
                 n: await _check_endpoint(session, n, u, plan.params.model or None) for n, u in plan.endpoints.items()
@@ -401,6 +410,9 @@ async def run_bench(
                 )
             if not plan.params.model:
                 plan.params = RequestParams(**{**plan.params.__dict__, "model": next(iter(models.values()))})
+            plan.out_dir.mkdir(parents=True, exist_ok=True)
+            write_run_meta(plan, started, None, False, notes)
+            sink = RecordSink(plan.out_dir / "requests.jsonl", on_record)
             schedule = [r for r in plan.schedule if r.index % plan.shards == plan.shard]
             if input_tokens:
                 phase(f"shaping prompts to {input_tokens} input tokens")
@@ -429,7 +441,9 @@ async def run_bench(
         notes.append("run interrupted: records of finished requests are kept")
         raise
     finally:
-        sink.close()
-        atomic_write_text(plan.out_dir / "acceptance.json", json.dumps(acceptance, indent=2))
-        write_run_meta(plan, started, time.time(), interrupted, notes)
+        if sink is not None:
+            sink.close()
+            atomic_write_text(plan.out_dir / "acceptance.json", json.dumps(acceptance, indent=2))
+            write_run_meta(plan, started, time.time(), interrupted, notes)
+    assert sink is not None  # the session block either opened the sink or raised
     return RunOutcome(plan.out_dir, sink.counts, acceptance, interrupted, notes)
