@@ -728,10 +728,67 @@ def build_dashboard(runs: Sequence[DashboardRun], *, namespace: str, region: str
                         },
                     }
                 )
-            y += 12
+            speedup = _speedup_widget(runs, level, pclass, namespace, region, multi)
+            if speedup is not None:
+                speedup.update(x=0, y=y + 12, width=24, height=3)
+                widgets.append(speedup)
+            y += 15
     body = {"widgets": widgets, "start": _iso_ms(start), "end": _iso_ms(end), "periodOverride": "inherit"}
     validate_dashboard(body)
     return body
+
+
+# (metric, stat, label, speculative over baseline?) of the speedup row; latencies: baseline / speculative.
+_SPEEDUPS = [
+    ("TPOT", "p50", "TPOT p50 speedup", False),
+    ("ITL", "p50", "ITL p50 speedup", False),
+    ("E2ELatency", "p50", "e2e p50 speedup", False),
+    ("TTFT", "p50", "TTFT p50 speedup", False),
+    ("OutputThroughput", "p50", "throughput p50 gain", True),
+]
+
+
+def _speedup_widget(
+    runs: Sequence[DashboardRun], level: str, pclass: str, namespace: str, region: str, multi: bool
+) -> dict[str, Any] | None:
+    """Single values computed by CloudWatch metric math over the whole run: baseline p50 / speculative p50
+    (throughput: speculative / baseline); > 1 means speculation helps."""
+    metrics: list[list[Any]] = []
+    n = 0
+    for r in runs:
+        if level not in r.levels or (pclass != ALL_CLASSES and pclass not in r.prompt_classes):
+            continue
+        if not {"baseline", "speculative"} <= set(r.variants):
+            continue
+        for name, stat, label, spec_over_base in _SPEEDUPS:
+            ids = {}
+            for variant in ("baseline", "speculative"):
+                dims = ["RunId", r.run_id, "Config", r.config_label, "Load", level, "Variant", variant]
+                if pclass != ALL_CLASSES:
+                    dims += ["PromptClass", pclass]
+                ids[variant] = f"m{n}"
+                metrics.append([namespace, name, *dims, {"stat": stat, "id": f"m{n}", "visible": False}])
+                n += 1
+            num, den = (
+                (ids["speculative"], ids["baseline"]) if spec_over_base else (ids["baseline"], ids["speculative"])
+            )
+            who = f"{r.config_label} " if multi else ""
+            metrics.append([{"expression": f"{num}/{den}", "label": f"{who}{label}", "id": f"e{n}"}])
+            n += 1
+    if not metrics:
+        return None
+    return {
+        "type": "metric",
+        "properties": {
+            "title": f"{pclass} · {level} · speedups over the run (baseline / speculative; > 1 = faster)",
+            "view": "singleValue",
+            "region": region,
+            "metrics": metrics,
+            "period": 60,
+            "setPeriodToTimeRange": True,
+            "liveData": False,
+        },
+    }
 
 
 def _iso_ms(ts: float) -> str:
@@ -814,15 +871,30 @@ def _check_metric_props(where: str, props: dict[str, Any]) -> list[str]:
         out.append(f"{where}: stat {props['stat']!r}")
     if "period" in props and not _valid_period(props["period"]):
         out.append(f"{where}: period {props['period']!r} (1, 5, 10, 30 or a multiple of 60)")
+    ids = [e[-1]["id"] for e in metrics if isinstance(e, list) and e and isinstance(e[-1], dict) and "id" in e[-1]]
+    for dup in sorted({i for i in ids if ids.count(i) > 1}):
+        out.append(f"{where}: metric id {dup!r} used twice")
+    for i in ids:
+        if not isinstance(i, str) or not re.fullmatch(r"[a-z][A-Za-z0-9_]*", i):
+            out.append(f"{where}: metric id {i!r} must start with a lowercase letter")
     for m, entry in enumerate(metrics):
+        if isinstance(entry, list) and len(entry) == 1 and isinstance(entry[0], dict) and "expression" in entry[0]:
+            # CloudWatch's math functions are upper case; every lower-case name must be an id of this widget
+            for name in re.findall(r"\b[a-z][A-Za-z0-9_]*\b", str(entry[0]["expression"])):
+                if name not in ids:
+                    out.append(f"{where} metric {m}: expression refers to unknown id {name!r}")
         if not isinstance(entry, list) or not entry:
             out.append(f"{where} metric {m}: must be a non-empty array")
             continue
         opts = entry[-1] if isinstance(entry[-1], dict) else None
         parts = entry[:-1] if opts is not None else entry
         if not parts:
-            if not (opts and isinstance(opts.get("expression"), str)):
+            if not (opts and isinstance(opts.get("expression"), str) and opts["expression"].strip()):
                 out.append(f"{where} metric {m}: needs namespace and name, or an expression")
+            elif set(opts) - _METRIC_OPTS - {"expression"}:
+                out.append(f"{where} metric {m}: unknown options {sorted(set(opts) - _METRIC_OPTS - {'expression'})}")
+            elif not isinstance(opts.get("id"), str):
+                out.append(f"{where} metric {m}: an expression needs an id")
             continue
         if not all(isinstance(p, str) and p for p in parts) or len(parts) % 2 or len(parts) < 2:
             out.append(f"{where} metric {m}: expected [namespace, name, dim, value, ..., {{options}}]")

@@ -44,6 +44,18 @@ def test_dashboard_has_side_by_side_widgets_per_prompt_class(run: cw.RunData) ->
     acc = next(w for w in widgets if w["properties"].get("title") == "all · c4 · acceptance")
     assert [m[1] for m in acc["properties"]["metrics"]] == ["TokensPerChunk", "AcceptanceRate", "MeanAcceptanceLength"]
     assert all(w["properties"]["region"] == "us-east-2" for w in widgets[1:])
+    speed = next(w for w in widgets if w["properties"].get("title", "").startswith("structured · c4 · speedups"))
+    assert speed["properties"]["view"] == "singleValue" and speed["width"] == 24
+    exprs = [m[0] for m in speed["properties"]["metrics"] if isinstance(m[0], dict)]
+    assert [e["label"] for e in exprs] == [
+        "TPOT p50 speedup", "ITL p50 speedup", "e2e p50 speedup", "TTFT p50 speedup", "throughput p50 gain"
+    ]  # fmt: skip
+    by_id = {m[-1]["id"]: m for m in speed["properties"]["metrics"] if not isinstance(m[0], dict)}
+    num, den = exprs[0]["expression"].split("/")
+    assert by_id[num][1] == "TPOT" and "baseline" in by_id[num] and "speculative" in by_id[den]
+    num, den = exprs[-1]["expression"].split("/")
+    assert "speculative" in by_id[num] and "baseline" in by_id[den]  # throughput: higher is better
+    assert all(m[-1]["visible"] is False for m in by_id.values())
     assert body["start"] < body["end"] and body["periodOverride"] == "inherit"
     cw.validate_dashboard(json.dumps(body))
 
@@ -66,6 +78,11 @@ def test_dashboard_name_follows_cloudwatch_rules() -> None:
     assert cw.dashboard_name("spectrn", "2026-01-01T10:00 qwen3-1.7b/k7") == "spectrn-2026-01-01T10-00-qwen3-1-7b-k7"
 
 
+def _speed(body: dict[str, Any]) -> list[list[Any]]:
+    widget = next(w for w in body["widgets"] if "speedups" in w["properties"].get("title", ""))
+    return widget["properties"]["metrics"]
+
+
 @pytest.mark.parametrize(
     ("mutate", "problem"),
     [
@@ -82,6 +99,10 @@ def test_dashboard_name_follows_cloudwatch_rules() -> None:
         (lambda b: b["widgets"][1].update(type="chart"), "type 'chart'"),
         (lambda b: b.update(theme="dark"), "unknown top-level keys"),
         (lambda b: b["widgets"][1].update(height=2.5), "must be integers"),
+        (lambda b: _speed(b)[-1][0].update(expression="m0/zz9"), "unknown id 'zz9'"),
+        (lambda b: _speed(b)[1][-1].update(id="m0"), "metric id 'm0' used twice"),
+        (lambda b: _speed(b)[0][-1].update(id="M0"), "must start with a lowercase letter"),
+        (lambda b: _speed(b)[2][0].pop("id"), "an expression needs an id"),
     ],
 )
 def test_validator_catches_bad_bodies(run: cw.RunData, mutate: Any, problem: str) -> None:
