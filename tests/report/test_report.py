@@ -150,7 +150,8 @@ def test_compare_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert e.value.code == 0
     out = capsys.readouterr().out
     assert "run-a" in out and "run-b" in out and "num_speculative_tokens: 7 -> 5" in out
-    assert "| structured | TPOT p50 |" in md_path.read_text()
+    assert "| c4 | structured | TPOT p50 |" in md_path.read_text()
+    assert cmp["pairs"] == [["c4", "c4"]]
 
 
 def test_report_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
