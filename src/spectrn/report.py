@@ -279,8 +279,11 @@ def plot_latency_cdfs(values: dict[str, dict[str, list[float]]], path: Path) -> 
             xs = np.sort(np.asarray(values[variant][key], dtype=float)) * scale
             if xs.size == 0:
                 continue
-            ys = np.arange(1, xs.size + 1) / xs.size
             med = float(np.median(xs))
+            ys = np.arange(1, xs.size + 1) / xs.size
+            if xs.size > 4000:  # millions of ITL gaps: 4000 evenly spaced quantiles draw the same curve
+                keep = np.linspace(0, xs.size - 1, 4000).astype(int)
+                xs, ys = xs[keep], ys[keep]
             ax.step(xs, ys, where="post", color=_color(variant, i), lw=1.8, label=f"{variant} (p50 {med:.3g} {unit})")
             ax.axvline(med, color=_color(variant, i), ls=":", lw=1)
         ax.set_title(f"{label} CDF")
