@@ -325,6 +325,12 @@ def _grouped_bars(ax: Any, classes: list[str], series: list[tuple[str, list[floa
     ax.grid(axis="y", alpha=0.3)
 
 
+def _bar_legend(ax: Any) -> None:
+    # Head room above the tallest bar (or whisker) so the legend never hides one.
+    ax.set_ylim(0, ax.get_ylim()[1] * 1.18)
+    ax.legend(fontsize=8, loc="upper center", ncol=4, frameon=False)
+
+
 def plot_latency_by_class(view: dict[str, Any], path: Path) -> Path:
     fig = _figure(13, 4.5)
     axes = fig.subplots(1, 3)
@@ -345,7 +351,7 @@ def plot_latency_by_class(view: dict[str, Any], path: Path) -> Path:
         _grouped_bars(ax, classes, series)
         ax.set_title(f"{label} p50 per prompt class")
         ax.set_ylabel(f"{label} ({unit})")
-        ax.legend(fontsize=8)
+        _bar_legend(ax)
     fig.suptitle("Medians with 95% bootstrap confidence intervals")
     return _save(fig, path)
 
@@ -423,7 +429,7 @@ def plot_acceptance(view: dict[str, Any], path: Path) -> Path:
     ax2.axhline(1.0, color="black", lw=0.8)
     ax2.set_title("Tokens per decode chunk (client side; 1 = no speculation)")
     ax2.set_ylabel("tokens per chunk")
-    ax2.legend(fontsize=8)
+    _bar_legend(ax2)
     return _save(fig, path)
 
 
@@ -444,7 +450,7 @@ def plot_throughput(view: dict[str, Any], values: dict[str, dict[str, list[float
     _grouped_bars(ax1, classes, series)
     ax1.set_title("Output tokens/s per request (p50) per prompt class")
     ax1.set_ylabel("tokens/s")
-    ax1.legend(fontsize=8)
+    _bar_legend(ax1)
     variants = _variants(view)
     agg = [_num(_get(view, "variants", v, "output_tokens_per_s", "aggregate")) or 0.0 for v in variants]
     ax2.bar(variants, agg, color=[_color(v, i) for i, v in enumerate(variants)])
