@@ -1266,12 +1266,21 @@ def publish_run(
     target = state["targets"].setdefault(key, {"namespace": ns, "target": sink.target, "sent": {}})
     warnings: list[str] = []
 
-    shift = 0.0
-    if retime:
-        # Reuse an earlier re-timing so a re-run reproduces the same batches (and their hashes).
-        shift = float(target.get("time_shift_s") or 0.0)
-        if not shift:
-            shift = math.floor((now - 120 - run.time_range()[1]) / 60) * 60
+    # Once calls went out, keep their timestamps: a re-run reproduces the same batches (and hashes) whether
+    # or not --retime is repeated; re-timing data already sent at its own times would count it twice.
+    recorded = float(target.get("time_shift_s") or 0.0)
+    if target.get("sent") and not force:
+        if retime and not recorded:
+            raise PublishError(
+                f"run {run.run_id} was already published to {ns} ({sink.target}) with its original timestamps; "
+                "--retime would send the same samples again at new times (CloudWatch would count them twice)",
+                hint="re-run without --retime to finish that publish, or pass --force to publish a second copy",
+            )
+        shift = recorded
+    elif retime:
+        shift = recorded or math.floor((now - 120 - run.time_range()[1]) / 60) * 60
+    else:
+        shift = 0.0
     plan = build_metric_datums(
         run,
         namespace=ns,

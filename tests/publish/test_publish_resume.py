@@ -132,3 +132,20 @@ def test_console_gets_the_outcome(run_dir: Path) -> None:
     cw.publish_run(run_dir, FakeSink(), console=console)
     text = console.export_text()
     assert "published run run-1 to CloudWatch namespace Spectrn" in text and "dashboard: spectrn-run-1" in text
+
+
+def test_rerun_keeps_the_recorded_timestamps(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path, per_class=2, start=time.time() - 20 * 86400, summary=False)
+    with pytest.raises(PublishError):
+        cw.publish_run(run_dir, FakeSink(fail_calls={2}), retime=True, max_datums_per_call=5)
+    rest = FakeSink()
+    res = cw.publish_run(run_dir, rest, max_datums_per_call=5)  # --retime forgotten on the re-run: same shift
+    assert res.already_sent == 1 and res.sent_now == res.batches - 1 and res.time_shift_s != 0
+
+
+def test_retime_after_a_normal_publish_is_refused(run_dir: Path) -> None:
+    cw.publish_run(run_dir, FakeSink())
+    with pytest.raises(PublishError, match="count them twice"):
+        cw.publish_run(run_dir, FakeSink(), retime=True)
+    res = cw.publish_run(run_dir, FakeSink(), retime=True, force=True)
+    assert res.time_shift_s != 0 and res.sent_now == res.batches
