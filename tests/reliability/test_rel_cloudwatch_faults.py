@@ -1,0 +1,183 @@
+"""CloudWatch failing part-way through ``spectrn publish``: throttling, outages, then a resumed publish.
+
+A real local CloudWatch (moto) sits behind a proxy that refuses chosen PutMetricData calls. Behaviour under
+test: throttling is retried by botocore's adaptive mode (bounded by ``--max-attempts``) and, when it
+passes, the publish completes with every sample sent exactly once; when it does not pass, ``spectrn
+publish`` exits 6 saying what was and was not sent, ``publish.json`` records the accepted batches, and a
+re-run sends only the rest. Nothing on disk is lost either way (publishing happens after the run is saved).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from relhelp import Behaviour, FaultyServer, bench_argv, run_cli
+
+REGION = "us-east-2"
+# decide(n) for the n-th PutMetricData call (0-based): None forwards it, (status, code, message) refuses it.
+Decide = Callable[[int], tuple[int, str, str] | None]
+
+
+class CloudWatchProxy:
+    def __init__(self, upstream: str, decide: Decide) -> None:
+        self.upstream, self.decide = upstream, decide
+        self.calls = 0
+        self.forwarded = 0
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _send(self, status: int, headers: dict[str, str], data: bytes) -> None:
+                self.send_response(status)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                raw = gzip.decompress(body) if self.headers.get("Content-Encoding") == "gzip" else body
+                is_put = "PutMetricData" in self.path + str(self.headers.get("X-Amz-Target")) or b"PutMetricData" in raw
+                if is_put:
+                    n, proxy.calls = proxy.calls, proxy.calls + 1
+                    refusal = proxy.decide(n)
+                    if refusal is not None:
+                        status, code, message = refusal
+                        payload = json.dumps({"__type": code, "message": message}).encode()
+                        self._send(status, {"Content-Type": "application/json"}, payload)
+                        return
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
+                req = urllib.request.Request(proxy.upstream + self.path, data=body, headers=headers, method="POST")
+                try:
+                    with urllib.request.urlopen(req, timeout=30) as resp:
+                        status, rheaders, data = resp.status, resp.headers, resp.read()
+                except urllib.error.HTTPError as e:
+                    status, rheaders, data = e.code, e.headers, e.read()
+                if is_put and status == 200:
+                    proxy.forwarded += 1
+                skip = ("content-length", "transfer-encoding", "connection", "server", "date")
+                self._send(status, {k: v for k, v in rheaders.items() if k.lower() not in skip}, data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> CloudWatchProxy:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def moto_server() -> Iterator[str]:
+    from moto.server import ThreadedMotoServer
+    from spectrn.runtimes.sim_pair import free_port
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/moto-api/", timeout=2).close()
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "moto did not start"
+            time.sleep(0.1)
+    yield url
+    server.stop()
+
+
+@pytest.fixture
+def moto(moto_server: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    urllib.request.urlopen(urllib.request.Request(f"{moto_server}/moto-api/reset", method="POST"), timeout=10).close()
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    return moto_server
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    """A real run folder from `spectrn bench` against two well-behaved local servers."""
+    with FaultyServer(Behaviour(tokens=12)) as a, FaultyServer(Behaviour(tokens=12)) as b:
+        argv = bench_argv({"baseline": a.url, "speculative": b.url}, tmp_path / "results", "cw")
+        code, _, err = run_cli([*argv, "--requests", "24", "--prompts", "all"], capsys)
+    assert code == 0, err
+    return tmp_path / "results" / "cw"
+
+
+def _publish(run_dir: Path, url: str, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str]:
+    argv = ["publish", str(run_dir), "--endpoint-url", url, "--region", REGION, "--batch-size", "10", *extra]
+    code, _, err = run_cli(argv, capsys)
+    return code, " ".join(err.split())
+
+
+def _planned_calls(run_dir: Path) -> int:
+    from spectrn import cloudwatch as cw
+
+    return len(cw.batch_datums(cw.build_metric_datums(cw.load_run(run_dir)).datums, max_datums=10))
+
+
+def test_throttling_part_way_is_retried_and_every_batch_lands_once(moto, run_dir, capsys) -> None:
+    throttle = {3, 4, 7}  # calls 3 and 4 are the same batch twice; call 7 another batch once
+    with CloudWatchProxy(moto, lambda n: (400, "Throttling", "Rate exceeded") if n in throttle else None) as p:
+        code, err = _publish(run_dir, p.url, capsys, "--max-attempts", "4")
+    assert code == 0, err
+    total = _planned_calls(run_dir)
+    assert total >= 5 and p.forwarded == total and p.calls == total + len(throttle)
+    state = json.loads((run_dir / "publish.json").read_text())
+    (target,) = state["targets"].values()
+    assert len(target["sent"]) == total
+
+
+def test_persistent_throttling_stops_with_exit_6_and_a_rerun_sends_only_the_rest(moto, run_dir, capsys) -> None:
+    outage = {"on": True}
+
+    def decide(n: int) -> tuple[int, str, str] | None:
+        return (400, "Throttling", "Rate exceeded") if outage["on"] and n >= 2 else None
+
+    with CloudWatchProxy(moto, decide) as p:
+        code, err = _publish(run_dir, p.url, capsys, "--max-attempts", "3")
+        assert code == 6, err
+        assert err.startswith("PublishError:") or "PublishError:" in err
+        assert "Throttling" in err and "Sent: 2/" in err and "re-run `spectrn publish" in err
+        assert p.calls == 2 + 3  # the refused batch was tried --max-attempts times, then the publish stopped
+        state = json.loads((run_dir / "publish.json").read_text())
+        (target,) = state["targets"].values()
+        assert len(target["sent"]) == 2
+
+        outage["on"] = False
+        before = p.forwarded
+        code, err = _publish(run_dir, p.url, capsys, "--max-attempts", "3")
+        assert code == 0, err
+        assert p.forwarded - before == _planned_calls(run_dir) - 2  # only the batches not sent before
+    assert (run_dir / "requests.jsonl").exists() and (run_dir / "summary.json").exists()  # the run is untouched
+
+
+def test_server_errors_exhaust_retries_and_name_the_cause(moto, run_dir, capsys) -> None:
+    with CloudWatchProxy(moto, lambda n: (500, "InternalFailure", "simulated outage") if n >= 1 else None) as p:
+        code, err = _publish(run_dir, p.url, capsys, "--max-attempts", "2")
+    assert code == 6
+    assert "InternalFailure" in err and "Sent: 1/" in err and p.calls == 1 + 2
