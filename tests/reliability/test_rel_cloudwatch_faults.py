@@ -88,6 +88,7 @@ class CloudWatchProxy:
 @pytest.fixture(scope="module")
 def moto_server() -> Iterator[str]:
     from moto.server import ThreadedMotoServer
+
     from spectrn.runtimes.sim_pair import free_port
 
     port = free_port()
