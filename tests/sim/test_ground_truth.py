@@ -75,13 +75,13 @@ def test_measured_chunk_times_follow_the_engine_model(start_sim: Callable[..., S
     # Measured arrivals follow the schedule: each chunk within a few ms (busy 2-core machine) of its time.
     deviations = [ts - c["t"] for (ts, _), c in zip(content, chunks, strict=True)]
     assert min(deviations) > -0.001  # never early
-    assert sorted(deviations)[len(deviations) // 2] < 0.010
+    assert sorted(deviations)[len(deviations) // 2] < 0.015
     measured_gaps = [b[0] - a[0] for a, b in zip(content, content[1:], strict=False)]
     scheduled_gaps = [b["t"] - a["t"] for a, b in zip(chunks, chunks[1:], strict=False)]
     assert sum(measured_gaps) == pytest.approx(sum(scheduled_gaps), rel=0.1)
     # TTFT: request received -> first token at the client, the prefill time of an idle server.
     assert t_sent < t["arrival"] < content[0][0]
-    assert content[0][0] - t["arrival"] == pytest.approx(model.prefill_s(plen), abs=0.01)
+    assert content[0][0] - t["arrival"] == pytest.approx(model.prefill_s(plen), abs=0.03)
 
 
 def test_spec_counters_match_what_was_emitted(start_sim: Callable[..., SimHandle]) -> None:
@@ -154,14 +154,15 @@ def test_greedy_output_is_identical_with_and_without_speculation(start_sim: Call
 
 
 def test_continuous_batching_queues_beyond_max_num_seqs(start_sim: Callable[..., SimHandle]) -> None:
-    h = start_sim(max_num_seqs=2, time_scale=0.05)
-    model = SimSettings(max_num_seqs=2, time_scale=0.05).resolved()
+    kw: dict[str, Any] = dict(max_num_seqs=2, time_scale=0.2)
+    h = start_sim(**kw)
+    model = SimSettings(**kw).resolved()
     body = {"prompt": OPEN, "max_tokens": 30, "ignore_eos": True, "temperature": 0}
     waiting_seen = []
 
     def poll() -> None:
         with httpx.Client(base_url=h.base_url) as c:
-            for _ in range(40):
+            for _ in range(60):
                 waiting_seen.append(metric(c.get("/metrics").text, "vllm:num_requests_waiting"))
                 time.sleep(0.01)
 
@@ -171,13 +172,15 @@ def test_continuous_batching_queues_beyond_max_num_seqs(start_sim: Callable[...,
         ids = [f.result()[0] for f in futs]
     ts = sorted((truth(h, rid) for rid in ids), key=lambda t: t["admitted"])
     assert max(waiting_seen) >= 1
-    first_done = min(t["chunks"][-1]["t"] for t in ts[:2])
-    assert ts[2]["admitted"] >= first_done - 1e-9 and ts[3]["admitted"] >= first_done - 1e-9
-    # A decode step of two requests costs what the model says for a batch of two.
-    a, b = ts[0], ts[1]
-    common = sorted({c["t"] for c in a["chunks"]} & {c["t"] for c in b["chunks"]})
-    assert len(common) > 10
-    gaps = [y - x for x, y in zip(common, common[1:], strict=False)]
+    # Never more than max_num_seqs requests between admission and their last chunk.
+    for t in sorted({c["t"] for x in ts for c in x["chunks"]}):
+        running = [x for x in ts if x["admitted"] < t <= x["chunks"][-1]["t"]]
+        assert len(running) <= 2
+    # Decode steps shared by two requests cost what the model says for a batch of two (plus prefills between).
+    pairs = [(a, b) for i, a in enumerate(ts) for b in ts[i + 1 :]]
+    shared = max((sorted({c["t"] for c in a["chunks"]} & {c["t"] for c in b["chunks"]}) for a, b in pairs), key=len)
+    assert len(shared) > 10
+    gaps = [y - x for x, y in zip(shared, shared[1:], strict=False)]
     lo = model.step_s(2, 2 * 20)
     hi = model.step_s(2, 2 * (20 + 30)) + model.prefill_s(40)
     assert all(lo - 1e-9 <= g <= hi + 1e-9 for g in gaps)

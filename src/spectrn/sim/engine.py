@@ -350,7 +350,7 @@ class Engine:
             "prompt": req.prompt_text[:2000],
             "prompt_tokens": req.prompt_len,
             "predictability": predictability(req.prompt_text),
-            "accept_prob": self.model.alpha(req.prompt_text) * self.model.quality if self.model.speculative else None,
+            "accept_prob": req.probs[0] if req.probs else None,
             "position_probs": req.probs,
             "expected_tokens_per_step": self.model.expected_tokens_per_step(req.prompt_text),
             "target_tokens": req.target_len,
