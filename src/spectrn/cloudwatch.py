@@ -26,10 +26,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -1209,6 +1211,29 @@ def _save_state(path: Path, state: dict[str, Any]) -> None:
     atomic_write_text(path, json.dumps(state, indent=2, sort_keys=True) + "\n")
 
 
+@contextmanager
+def _run_lock(run_dir: Path) -> Iterator[None]:
+    """One publish per run folder at a time (two at once would both send the unsent calls): an exclusive
+    advisory lock on the folder itself, so no extra file appears in it."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: no locking
+        yield
+        return
+    fd = os.open(run_dir, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise PublishError(
+                f"another publish of {run_dir} is running",
+                hint="wait for it to finish; then re-run to send anything it did not",
+            ) from None
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
 def publish_run(
     run_dir: Path,
     sink: MetricsSink | None = None,
@@ -1260,119 +1285,137 @@ def publish_run(
     res = int(storage_resolution or cw.get("storage_resolution") or 60)
     prefix = dashboard_prefix or str(cw.get("dashboard_prefix") or "spectrn")
     now = time.time() if now is None else now
-    state_path = run_dir / STATE_FILE
-    state = _load_state(state_path)
-    key = f"{ns}@{sink.target}"
-    target = state["targets"].setdefault(key, {"namespace": ns, "target": sink.target, "sent": {}})
-    warnings: list[str] = []
+    with _run_lock(run_dir):
+        state_path = run_dir / STATE_FILE
+        state = _load_state(state_path)
+        key = f"{ns}@{sink.target}"
+        target = state["targets"].setdefault(key, {"namespace": ns, "target": sink.target, "sent": {}})
+        warnings: list[str] = []
 
-    # Once calls went out, keep their timestamps: a re-run reproduces the same batches (and hashes) whether
-    # or not --retime is repeated; re-timing data already sent at its own times would count it twice.
-    recorded = float(target.get("time_shift_s") or 0.0)
-    if target.get("sent") and not force:
-        if retime and not recorded:
-            raise PublishError(
-                f"run {run.run_id} was already published to {ns} ({sink.target}) with its original timestamps; "
-                "--retime would send the same samples again at new times (CloudWatch would count them twice)",
-                hint="re-run without --retime to finish that publish, or pass --force to publish a second copy",
-            )
-        shift = recorded
-    elif retime:
-        shift = recorded or math.floor((now - 120 - run.time_range()[1]) / 60) * 60
-    else:
-        shift = 0.0
-    plan = build_metric_datums(
-        run,
-        namespace=ns,
-        run_id=run_id,
-        storage_resolution=res,
-        time_shift_s=shift,
-        skip_nonfinite=skip_nonfinite,
-        metrics_fn=metrics_fn,
-    )
-    if not plan.datums:
-        raise PublishError(f"run {run.run_id} has no measured requests to publish", hint="check requests.jsonl")
-    check_timestamps(plan.datums, now, run_id=run.run_id)
-    batches = batch_datums(plan.datums, namespace=ns, max_datums=min(max_datums_per_call, MAX_DATUMS_PER_CALL))
-    hashes = [batch_hash(b, ns) for b in batches]
-    digest = hashlib.sha256("".join(hashes).encode()).hexdigest()[:32]
-    if force:
-        target["sent"] = {}
-    elif target.get("plan_digest") and target["plan_digest"] != digest and target["sent"]:
-        warnings.append(
-            "the run's data changed since the last publish to this target; batches whose content changed are sent "
-            "again and CloudWatch keeps the earlier values too"
+        # Once calls went out, keep their timestamps: a re-run reproduces the same batches (and hashes) whether
+        # or not --retime is repeated; re-timing data already sent at its own times would count it twice.
+        recorded = float(target.get("time_shift_s") or 0.0)
+        if target.get("sent") and not force:
+            if retime and not recorded:
+                raise PublishError(
+                    f"run {run.run_id} was already published to {ns} ({sink.target}) with its original timestamps; "
+                    "--retime would send the same samples again at new times (CloudWatch would count them twice)",
+                    hint="re-run without --retime to finish that publish, or pass --force to publish a second copy",
+                )
+            shift = recorded
+        elif retime:
+            shift = recorded or math.floor((now - 120 - run.time_range()[1]) / 60) * 60
+        else:
+            shift = 0.0
+        per_call = min(max_datums_per_call, MAX_DATUMS_PER_CALL)
+        if target.get("sent") and not force:
+            # Calls are identified by content: other batch boundaries or resolution would resend sent samples.
+            for name, value in (("max_datums_per_call", per_call), ("storage_resolution", res)):
+                earlier = target.get(name)
+                if earlier is not None and earlier != value:
+                    warnings.append(
+                        f"kept {name}={earlier} of the earlier publish (not {value}): "
+                        "changing it now would send samples twice"
+                    )
+            per_call = int(target.get("max_datums_per_call") or per_call)
+            res = int(target.get("storage_resolution") or res)
+        plan = build_metric_datums(
+            run,
+            namespace=ns,
+            run_id=run_id,
+            storage_resolution=res,
+            time_shift_s=shift,
+            skip_nonfinite=skip_nonfinite,
+            metrics_fn=metrics_fn,
         )
-    target.update(
-        run_id=plan.run_id,
-        plan_digest=digest,
-        batches=len(batches),
-        datums=len(plan.datums),
-        samples=plan.samples,
-        time_shift_s=shift,
-        nonfinite_dropped=plan.nonfinite_dropped,
-        updated_at=_iso(now),
-    )
-    sent: dict[str, Any] = target["sent"]
-    already = sum(1 for h in hashes if h in sent)
-    sent_now = 0
-    _save_state(state_path, state)
-    for i, (batch, h) in enumerate(zip(batches, hashes, strict=True)):
-        if h in sent:
-            continue
-        try:
-            sink.put_metric_data(ns, batch)
-        except PublishError as e:
-            missing = [j for j, hh in enumerate(hashes) if hh not in sent]
-            miss_datums = sum(len(batches[j]) for j in missing)
-            done = len(batches) - len(missing)
-            target["last_error"] = {"batch": i, "message": e.message, "at": _iso(time.time())}
+        if not plan.datums:
+            raise PublishError(f"run {run.run_id} has no measured requests to publish", hint="check requests.jsonl")
+        check_timestamps(plan.datums, now, run_id=run.run_id)
+        batches = batch_datums(plan.datums, namespace=ns, max_datums=per_call)
+        hashes = [batch_hash(b, ns) for b in batches]
+        digest = hashlib.sha256("".join(hashes).encode()).hexdigest()[:32]
+        if force:
+            target["sent"] = {}
+        elif target.get("plan_digest") and target["plan_digest"] != digest and target["sent"]:
+            warnings.append(
+                "the run's data changed since the last publish to this target; batches whose content changed are sent "
+                "again and CloudWatch keeps the earlier values too"
+            )
+        target.update(
+            run_id=plan.run_id,
+            plan_digest=digest,
+            batches=len(batches),
+            datums=len(plan.datums),
+            samples=plan.samples,
+            time_shift_s=shift,
+            max_datums_per_call=per_call,
+            storage_resolution=res,
+            nonfinite_dropped=plan.nonfinite_dropped,
+            updated_at=_iso(now),
+        )
+        sent: dict[str, Any] = target["sent"]
+        already = sum(1 for h in hashes if h in sent)
+        sent_now = 0
+        _save_state(state_path, state)
+        for i, (batch, h) in enumerate(zip(batches, hashes, strict=True)):
+            if h in sent:
+                continue
+            try:
+                sink.put_metric_data(ns, batch)
+            except PublishError as e:
+                missing = [j for j, hh in enumerate(hashes) if hh not in sent]
+                miss_datums = sum(len(batches[j]) for j in missing)
+                done = len(batches) - len(missing)
+                target["last_error"] = {"batch": i, "message": e.message, "at": _iso(time.time())}
+                _save_state(state_path, state)
+                sent_part = (
+                    f"Sent: {done}/{len(batches)} batches ({sent_now} in this attempt, {already} earlier, "
+                    f"{len(plan.datums) - miss_datums} datums)"
+                )
+                err = PublishError(
+                    f"publish of run {run.run_id} to {ns} ({sink.target}) stopped at batch {i + 1}/{len(batches)}: "
+                    f"{e.message}. {sent_part}; not sent: {len(missing)} batches ({miss_datums} datums). "
+                    f"Progress is saved in {state_path}",
+                    hint=f"fix the cause and re-run `spectrn publish {run_dir}`: only the unsent batches are sent",
+                )
+                err.sent_batches = done  # type: ignore[attr-defined]
+                err.unsent_batches = len(missing)  # type: ignore[attr-defined]
+                raise err from e
+            sent[h] = {"index": i, "datums": len(batch), "sent_at": _iso(time.time())}
+            sent_now += 1
+            target.pop("last_error", None)
             _save_state(state_path, state)
-            err = PublishError(
-                f"publish of run {run.run_id} to {ns} ({sink.target}) stopped at batch {i + 1}/{len(batches)}: "
-                f"{e.message}. Sent: {done}/{len(batches)} batches ({sent_now} in this attempt, {already} earlier, "
-                f"{len(plan.datums) - miss_datums} datums); not sent: {len(missing)} batches ({miss_datums} datums). "
-                f"Progress is saved in {state_path}",
-                hint=f"fix the cause and re-run `spectrn publish {run_dir}`: only the unsent batches are sent",
-            )
-            err.sent_batches = done  # type: ignore[attr-defined]
-            err.unsent_batches = len(missing)  # type: ignore[attr-defined]
-            raise err from e
-        sent[h] = {"index": i, "datums": len(batch), "sent_at": _iso(time.time())}
-        sent_now += 1
-        target.pop("last_error", None)
-        _save_state(state_path, state)
-        if progress:
-            progress(i + 1, len(batches))
+            if progress:
+                progress(i + 1, len(batches))
 
-    dash_name = None
-    messages: list[str] = []
-    if dashboard:
-        dash_name, messages = publish_dashboard(
-            run, sink, namespace=ns, prefix=prefix, run_id=run_id, time_shift_s=shift
+        dash_name = None
+        messages: list[str] = []
+        if dashboard:
+            dash_name, messages = publish_dashboard(
+                run, sink, namespace=ns, prefix=prefix, run_id=run_id, time_shift_s=shift
+            )
+            target["dashboard"] = {"name": dash_name, "published_at": _iso(time.time())}
+            _save_state(state_path, state)
+        result = PublishResult(
+            run_id=plan.run_id,
+            namespace=ns,
+            target=sink.target,
+            batches=len(batches),
+            sent_now=sent_now,
+            already_sent=already,
+            datums=len(plan.datums),
+            samples=plan.samples,
+            dashboard=dash_name,
+            dashboard_messages=messages,
+            state_path=state_path,
+            nonfinite_dropped=plan.nonfinite_dropped,
+            time_shift_s=shift,
+            warnings=warnings,
         )
-        target["dashboard"] = {"name": dash_name, "published_at": _iso(time.time())}
-        _save_state(state_path, state)
-    result = PublishResult(
-        run_id=plan.run_id,
-        namespace=ns,
-        target=sink.target,
-        batches=len(batches),
-        sent_now=sent_now,
-        already_sent=already,
-        datums=len(plan.datums),
-        samples=plan.samples,
-        dashboard=dash_name,
-        dashboard_messages=messages,
-        state_path=state_path,
-        nonfinite_dropped=plan.nonfinite_dropped,
-        time_shift_s=shift,
-        warnings=warnings,
-    )
-    if console is not None:
-        for line in result.describe():
-            console.print(line, highlight=False, soft_wrap=True)
-    return result
+        if console is not None:
+            for line in result.describe():
+                console.print(line, highlight=False, soft_wrap=True)
+        return result
 
 
 def recorded_time_shift(run_dir: Path, namespace: str, target: str | None = None) -> float:

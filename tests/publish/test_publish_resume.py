@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cwfakes import FakeSink
@@ -149,3 +150,29 @@ def test_retime_after_a_normal_publish_is_refused(run_dir: Path) -> None:
         cw.publish_run(run_dir, FakeSink(), retime=True)
     res = cw.publish_run(run_dir, FakeSink(), retime=True, force=True)
     assert res.time_shift_s != 0 and res.sent_now == res.batches
+
+
+def test_concurrent_publish_of_one_run_is_refused(run_dir: Path) -> None:
+    """A second publish while the first is sending would send the same unsent calls twice."""
+
+    class SlowSink(FakeSink):
+        def put_metric_data(self, namespace: str, metric_data: list[dict[str, Any]]) -> None:
+            if not self.calls:
+                with pytest.raises(PublishError, match="another publish of .* is running"):
+                    cw.publish_run(run_dir, FakeSink())
+            super().put_metric_data(namespace, metric_data)
+
+    res = cw.publish_run(run_dir, SlowSink(), max_datums_per_call=10)
+    assert res.sent_now == res.batches
+    assert cw.publish_run(run_dir, FakeSink(), max_datums_per_call=10).sent_now == 0  # the lock was released
+
+
+def test_rerun_keeps_batch_boundaries_and_resolution(run_dir: Path) -> None:
+    with pytest.raises(PublishError):
+        cw.publish_run(run_dir, FakeSink(fail_calls={3}), max_datums_per_call=10, storage_resolution=1)
+    rest = FakeSink()
+    res = cw.publish_run(run_dir, rest)  # defaults now: 1000 per call, resolution 60 -> the recorded ones are kept
+    assert res.already_sent == 2 and res.sent_now == res.batches - 2
+    assert {d["StorageResolution"] for _, b in rest.calls for d in b} == {1}
+    assert any("kept max_datums_per_call=10" in w for w in res.warnings)
+    assert any("kept storage_resolution=1" in w for w in res.warnings)
