@@ -14,8 +14,9 @@ Rules, stated in every output that uses them:
 - Mix: with weights w_c (normalised) over prompt classes, the mix's time per token is sum_c w_c TPOT_c, so
   its speedup is sum_c w_c B_c / sum_c w_c B_c / S_c (B_c baseline TPOT, S_c speedup). Its CI comes from the
   per-class CIs by the delta method on log scale (classes are disjoint request sets, hence independent).
-- Load crossover (per draft and window): the lowest load level where speculation stops paying: the speedup CI
-  reaches down to <= 1 (its upper bound <= 1), or the throughput ratio is significantly < 1 (CI upper < 1).
+- Load crossover (per draft, window and prompt class or mix): the lowest load level where speculation stops
+  paying: the speedup CI reaches down to 1 (lower bound <= 1), or the throughput ratio is significantly < 1
+  (CI upper bound < 1). A configuration that does not pay even at the lowest level is reported as such.
 - Explanation: the observed mean accepted length L vs the textbook (1 - a^(k+1)) / (1 - a) with a the
   first-position acceptance (and with a the accepted/drafted rate), the per-position conditional acceptance,
   and the draft/target step-cost ratio fitted from the measured steps (``spectrn.predict.fit_costs``).
@@ -328,8 +329,10 @@ def default_mix(rows: Sequence[Row]) -> dict[str, float]:
 
 
 def stops_paying(row: Row) -> bool:
-    _, hi = _interval(row)
-    if row.speedup is not None and hi <= 1.0:
+    """Not (or no longer) a significant gain: the speedup CI reaches down to 1, or throughput is significantly
+    below the baseline's (CI upper bound < 1)."""
+    lo, _ = _interval(row)
+    if row.speedup is None or lo <= 1.0:
         return True
     if row.throughput is not None:
         thi = row.throughput_ci95[1] if row.throughput_ci95 else row.throughput
@@ -364,13 +367,19 @@ def crossovers(rows: Sequence[Row], scope: str = ALL) -> list[dict[str, Any]]:
                     }
                     for r in rs
                 ],  # fmt: skip
-                "text": (
-                    f"{draft} k{window} ({scope}): "
-                    + (f"stops paying at {cross}" if cross else f"pays at every measured load ({measured})")
-                ),
+                "pays_at_lowest": not stops_paying(rs[0]),
+                "text": f"{draft} k{window} ({scope}): " + _crossover_text(rs, cross, measured),
             }
         )
     return out
+
+
+def _crossover_text(rs: Sequence[Row], cross: str | None, measured: str) -> str:
+    if cross is None:
+        return f"pays at every measured load ({measured})"
+    if cross == rs[0].level:
+        return f"does not pay even at the lowest measured load ({cross})"
+    return f"stops paying at {cross}"
 
 
 # ---- explanation ----------------------------------------------------------------------------------------
@@ -423,15 +432,18 @@ def explain_row(row: Row, fit: CostFit | None) -> dict[str, Any]:
         obs = row.length
         exp = out["expected_length_first_position"]
         if obs and exp and abs(exp - obs) / obs > DISAGREE_REL:
-            tail = next((c for c in reversed(cond) if c is not None), None)
+            last = max((i for i, c in enumerate(cond) if c is not None), default=None)
+            tail = cond[last] if last is not None else None
             if exp > obs:
+                drop = (
+                    f"conditional acceptance falls from {a0:.2f} at position 0 to {tail:.2f} at position {last}"
+                    if tail is not None
+                    else "later positions are never reached"
+                )
                 notes.append(
                     f"observed L = {obs:.2f} is {exp / obs - 1:.0%} below (1 - a^(k+1))/(1 - a) = {exp:.2f} with "
-                    f"a = {a0:.2f} (position 0): acceptance is not constant across positions; conditional "
-                    f"acceptance falls to {tail:.2f} at position {k - 1}, so the last positions of window {k} rarely "
-                    "pay for their draft passes"
-                    if tail is not None
-                    else f"observed L = {obs:.2f} is below the constant-acceptance expectation {exp:.2f}"
+                    f"a = {a0:.2f} (position 0): the formula assumes every position is accepted as often as the "
+                    f"first, but {drop}, so each extra position of window {k} adds less than the formula says"
                 )
             else:
                 notes.append(
@@ -479,7 +491,7 @@ def explain(rows: Sequence[Row]) -> dict[str, Any]:
     return {
         "cost_fits": [
             {"draft": d, "level": lv, **(f.to_dict() if f else {"error": "fewer than two windows measured"})}
-            for (d, lv), f in sorted(fits.items())
+            for (d, lv), f in sorted(fits.items(), key=lambda kv: (draft_size(kv[0][0]), kv[0][0], level_key(kv[0][1])))
         ],
         "cells": rows_out,
     }
@@ -515,6 +527,7 @@ def analyse_sweep(
             rec = recommend(mixed, MIX, lv, min_gain=min_gain)
             rec.weights = {c: x / sum(w.values()) for c, x in w.items()}
             recs.append(rec)
+    scopes = [*classes, *([MIX] if mixed and len(classes) > 1 else [])] or [ALL]
     return {
         "rows": [r.to_dict() for r in rows + mixed],
         "classes": classes,
@@ -522,6 +535,6 @@ def analyse_sweep(
         "mix_weights": {c: x / sum(w.values()) for c, x in w.items()} if w else {},
         "min_gain": min_gain,
         "recommendations": [r.to_dict() for r in recs],
-        "crossovers": [c for scope in [*classes, ALL] for c in crossovers(rows, scope)] if len(levels) > 1 else [],
+        "crossovers": [c for scope in scopes for c in crossovers(rows + mixed, scope)] if len(levels) > 1 else [],
         "explanations": explain(rows),
     }

@@ -351,18 +351,29 @@ class ClusterRunner:
 
     where = "cluster"
 
-    def __init__(self, kube: Any, cfg: SpectrnConfig, sweep_id: str, console: Console) -> None:
+    def __init__(
+        self,
+        kube: Any,
+        cfg: SpectrnConfig,
+        sweep_id: str,
+        console: Console,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        poll_s: float = 5.0,
+    ) -> None:
         self.kube = kube
         self.cfg = cfg
         self.sweep_slug = re.sub(r"[^a-z0-9]+", "-", sweep_id.lower()).strip("-")[:12] or "sweep"
         self.console = console
         self.current: tuple[str, int] | None = None
+        self.timing: dict[str, Any] = {"clock": clock, "sleep": sleep, "poll_s": poll_s}
 
     def __enter__(self) -> ClusterRunner:
         from spectrn.deploy import deploy, render_for_deploy
 
         self.console.print("deploying the shared baseline (reused when already up to date)")
-        deploy(self.kube, self.cfg, render_for_deploy(self.cfg, only="baseline"))
+        deploy(self.kube, self.cfg, render_for_deploy(self.cfg, only="baseline"), **self.timing)
         return self
 
     def __exit__(
@@ -382,9 +393,11 @@ class ClusterRunner:
         want = (cfg.draft, cfg.num_speculative_tokens)
         if self.current != want:
             console.print(f"deploying speculative service: {cfg.draft} window {cfg.num_speculative_tokens}")
-            deploy(self.kube, cfg, render_for_deploy(cfg, only="speculative"))
+            deploy(self.kube, cfg, render_for_deploy(cfg, only="speculative"), **self.timing)
             self.current = want
-        return run_incluster_bench(cfg, self.run_id(cell), "spectrn", console, self.kube, out_root=out_root)
+        return run_incluster_bench(
+            cfg, self.run_id(cell), "spectrn", console, self.kube, out_root=out_root, **self.timing
+        )
 
     def probe_tpot(self, cfg: SpectrnConfig) -> float | None:
         return None  # no route to the Service from outside the cluster; the estimate says so
@@ -454,8 +467,12 @@ def aggregate_equivalence(cells: Sequence[CellInput]) -> dict[str, Any]:
 # ---- time estimate ----------------------------------------------------------------------------------------
 
 
+CELL_OVERHEAD_S = 4.0  # analysis, metrics scrapes and warm-up per cell, measured on the local simulator
+
+
 def estimate_cell_s(cfg: SpectrnConfig, cell: Cell, tpot_s: float) -> float:
-    """requests x max_tokens x TPOT, divided by how many requests the service decodes at once."""
+    """requests x max_tokens x TPOT, divided by how many requests the service decodes at once, plus the
+    per-cell overhead (analysis, scrapes)."""
     b = cfg.bench
     n = b.requests + b.warmup
     kind, value = cell.load
@@ -463,7 +480,7 @@ def estimate_cell_s(cfg: SpectrnConfig, cell: Cell, tpot_s: float) -> float:
     decode = math.ceil(n / max(parallel, 1)) * b.max_tokens * tpot_s
     if kind == "rate":
         decode = max(decode, n / value + b.max_tokens * tpot_s)
-    return decode
+    return decode + CELL_OVERHEAD_S
 
 
 def fmt_duration(s: float) -> str:
@@ -788,13 +805,21 @@ def _ms(v: Any) -> str:
     return f"{v * 1e3:.2f}" if isinstance(v, int | float) else "n/a"
 
 
+def shown_scopes(analysis: dict[str, Any]) -> list[str]:
+    """Prompt classes and the mix; ``all`` only when there is a single class (pooling classes of different
+    acceptance gives a median that describes no real workload)."""
+    classes = list(analysis.get("classes", []))
+    has_mix = any(r["prompt_class"] == MIX for r in analysis["rows"])
+    if len(classes) > 1:
+        return [*classes, *([MIX] if has_mix else [])]
+    return classes or [ALL]
+
+
 def matrix_table(analysis: dict[str, Any], level: str) -> tuple[list[str], list[list[str]]]:
     """Header and rows: one row per (draft, window), one column per prompt class (TPOT p50 speedup + CI)."""
     from spectrn.recommend import draft_size
 
-    scopes = [*analysis.get("classes", []), ALL] + (
-        [MIX] if any(r["prompt_class"] == MIX for r in analysis["rows"]) else []
-    )
+    scopes = shown_scopes(analysis)
     cells: dict[tuple[str, int], dict[str, str]] = {}
     for r in analysis["rows"]:
         if r["level"] == level:
@@ -1000,32 +1025,38 @@ def sweep_markdown(analysis: dict[str, Any], artifacts: dict[str, str] | None = 
 
 
 def plot_crossover(analysis: dict[str, Any], path: Path) -> Path | None:
-    """Speedup vs load level, one line per (draft, window), for class ``all``; None with one level only."""
+    """Speedup vs load level, one panel per prompt class (and the mix), one line per (draft, window) with its
+    95% CI band; None with a single load level."""
     from matplotlib.figure import Figure
 
-    series = [c for c in analysis.get("crossovers", []) if c["scope"] == ALL]
     levels = analysis.get("levels", [])
-    if len(levels) < 2 or not series:
+    series = analysis.get("crossovers", [])
+    scopes = list(dict.fromkeys(c["scope"] for c in series))
+    if len(levels) < 2 or not scopes:
         return None
-    fig = Figure(figsize=(8, 4.5), dpi=100, layout="constrained")
-    ax = fig.subplots()
+    fig = Figure(figsize=(5.0 * len(scopes), 4.5), dpi=100, layout="constrained")
+    axes = fig.subplots(1, len(scopes), squeeze=False)[0]
     xs = {lv: i for i, lv in enumerate(levels)}
-    for c in series:
-        pts = [(xs[p["level"]], p["speedup"], p["ci95"]) for p in c["levels"] if p["speedup"] is not None]
-        if not pts:
-            continue
-        x = [p[0] for p in pts]
-        y = [p[1] for p in pts]
-        line = ax.plot(x, y, marker="o", label=f"{c['draft']} k{c['window']}")[0]
-        lo = [p[2][0] if p[2] else p[1] for p in pts]
-        hi = [p[2][1] if p[2] else p[1] for p in pts]
-        ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.12)
-    ax.axhline(1.0, color="black", lw=1, ls="--")
-    ax.set_xticks(range(len(levels)), levels)
-    ax.set_xlabel("load level")
-    ax.set_ylabel("TPOT p50 speedup (>1: speculation faster)")
-    ax.set_title("speculation vs load: where it stops paying (band: 95% CI)")
-    ax.legend(fontsize=8, ncol=2)
+    for ax, scope in zip(axes, scopes, strict=True):
+        for c in (c for c in series if c["scope"] == scope):
+            pts = [(xs[p["level"]], p["speedup"], p["ci95"]) for p in c["levels"] if p["speedup"] is not None]
+            if not pts:
+                continue
+            x = [p[0] for p in pts]
+            y = [p[1] for p in pts]
+            line = ax.plot(x, y, marker="o", label=f"{c['draft']} k{c['window']}")[0]
+            lo = [p[2][0] if p[2] else p[1] for p in pts]
+            hi = [p[2][1] if p[2] else p[1] for p in pts]
+            ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.12)
+            if c["crossover"] and c.get("pays_at_lowest"):
+                ax.axvline(xs[c["crossover"]], color=line.get_color(), ls=":", lw=1)
+        ax.axhline(1.0, color="black", lw=1, ls="--")
+        ax.set_xticks(range(len(levels)), levels)
+        ax.set_xlabel("load level")
+        ax.set_title(scope)
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel("TPOT p50 speedup (>1: speculation faster)")
+    fig.suptitle("speculation vs load (band: 95% CI; dotted: where a configuration stops paying)")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, format="png", dpi=100, metadata={"Software": "spectrn"})
     return path
@@ -1045,12 +1076,13 @@ def write_report(sweep_dir: Path, analysis: dict[str, Any], artifacts: dict[str,
         from spectrn.report import sweep_heatmap
     except ImportError:  # the report module is optional for sweeps; the tables carry the same numbers
         sweep_heatmap = None  # type: ignore[assignment]
+    scopes = shown_scopes(analysis)
     for level in analysis.get("levels", []):
         cells = [
             {"draft": r["draft"], "window": r["window"], "prompt_class": r["prompt_class"], "speedup": r["speedup"],
              "ci95": r["ci95"]}
             for r in analysis["rows"]
-            if r["level"] == level and r["speedup"] is not None
+            if r["level"] == level and r["speedup"] is not None and r["prompt_class"] in scopes
         ]  # fmt: skip
         if cells and sweep_heatmap is not None:
             p = sweep_heatmap(

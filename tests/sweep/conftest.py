@@ -32,7 +32,7 @@ def write_run(run_dir: Path, cfg: SpectrnConfig, cell: Cell, *, requests: int = 
               partial: bool = False) -> Path:  # fmt: skip
     """A run folder as the load generator writes it: run.json and requests.jsonl for both variants."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    meta = RunMeta(run_id=run_dir.name, spectrn_version=__version__, started_at=time.time(),
+    meta = RunMeta(run_id=run_dir.name, spectrn_version=__version__, started_at=time.time(), finished_at=time.time(),
                    config=cfg.model_dump(mode="json"), endpoints={"baseline": "x", "speculative": "y"})  # fmt: skip
     atomic_write_text(run_dir / "run.json", meta.model_dump_json())
     recs = []

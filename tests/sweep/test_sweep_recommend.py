@@ -136,7 +136,9 @@ def test_crossover_is_the_lowest_level_where_speculation_stops_paying() -> None:
     assert by[7]["crossover"] == "c16"
     assert [lv["level"] for lv in by[7]["levels"]] == ["c1", "c4", "c16", "c64"]
     assert by[5]["crossover"] is None and "pays at every measured load" in by[5]["text"]
-    assert by[10]["crossover"] == "c1"
+    assert by[10]["crossover"] == "c1" and "does not pay even at the lowest" in by[10]["text"]
+    assert by[7]["pays_at_lowest"] and not by[10]["pays_at_lowest"]
+    assert "stops paying at c16" in by[7]["text"]
     assert sorted(["r2", "c16", "c4", "r0.5"], key=level_key) == ["c4", "c16", "r0.5", "r2"]
 
 
