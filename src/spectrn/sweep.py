@@ -735,6 +735,9 @@ class Sweep:
                 "best_window": k_best,
                 "notes": notes,
             }
+            refined = self._refined(mine, level, per_cls, base_tpot, usable, cand)
+            if refined:
+                out["drafts"][draft]["refined"] = refined
             key = (mix["tpot_s"][k_best], k_best, draft)
             if best is None or key < best:
                 best = key
@@ -752,6 +755,50 @@ class Sweep:
         if best is not None:
             out["choice"] = {"draft": best[2], "window": best[1], "tpot_s": best[0]}
         return out
+
+    @staticmethod
+    def _refined(
+        mine: Sequence[CellInput],
+        level: str,
+        predictions: dict[str, Any],
+        base_tpot: dict[str, float],
+        weights: dict[str, float],
+        candidates: Sequence[int],
+    ) -> dict[str, Any] | None:
+        """Once a second window is measured (the confirmation), refit the cost line through every measured
+        step of this draft (baseline + each window) and predict again from the same per-position acceptance."""
+        from spectrn.predict import StepPoint, fit_costs, mix_prediction, predict_tpot
+
+        if len({c.window for c in mine}) < 2:
+            return None
+        refined: dict[str, Any] = {}
+        for cls, p in predictions.items():
+            pts = []
+            for c in mine:
+                byc = ((_level_view(c.summary, level).get("by_prompt_class") or {}).get(cls)) or {}
+                tb = ((byc.get("baseline") or {}).get("tpot_s") or {}).get("p50")
+                ts = ((byc.get("speculative") or {}).get("tpot_s") or {}).get("p50")
+                length = (c.acceptance_by_class.get(cls) or {}).get("mean_length")
+                if tb:
+                    pts.append(StepPoint(0, tb, 1.0, "baseline"))
+                if ts and length:
+                    pts.append(StepPoint(c.window, ts, length, f"k{c.window}"))
+            try:
+                fit = fit_costs(pts)
+                refined[cls] = predict_tpot(p.per_position, fit, baseline_tpot_s=base_tpot.get(cls))
+            except AnalysisError:
+                continue
+        usable = {c: w for c, w in weights.items() if c in refined}
+        if not usable:
+            return None
+        mix = mix_prediction(refined, usable, base_tpot)
+        k_best = min(candidates, key=lambda w: (round(mix["tpot_s"][w], 12), w))
+        return {
+            "windows_in_fit": sorted({c.window for c in mine}),
+            "best_window": k_best,
+            "mix_tpot_s": {str(w): v for w, v in mix["tpot_s"].items()},
+            "cost": {c: p.cost.to_dict() for c, p in refined.items()},
+        }
 
     def analyse(self) -> dict[str, Any]:
         from spectrn.analyze import finite
@@ -844,6 +891,19 @@ def prediction_rows(pred: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+def refined_lines(pred: dict[str, Any]) -> list[str]:
+    out = []
+    for draft, d in sorted((pred.get("drafts") or {}).items()):
+        r = d.get("refined")
+        if r:
+            out.append(
+                f"{draft}: with windows {', '.join(map(str, r['windows_in_fit']))} and the baseline in the cost model, "
+                f"the predicted optimum is window {r['best_window']} (from the large-window run alone: "
+                f"{d.get('best_window')})"
+            )
+    return out
+
+
 PRED_HEADER = ["draft", "class", "window", "predicted TPOT ms", "measured TPOT p50 ms", "error", "basis"]
 
 
@@ -896,6 +956,8 @@ def print_analysis(analysis: dict[str, Any], console: Console, artifacts: dict[s
         if pred.get("choice"):
             ch = pred["choice"]
             console.print(f"  predicted optimum: {ch['draft']} window {ch['window']}", highlight=False)
+        for line in refined_lines(pred):
+            console.print(f"  {line}", highlight=False)
     eq = analysis.get("equivalence", {})
     if eq.get("compared"):
         if eq["matched"] == eq["compared"]:
@@ -1019,6 +1081,7 @@ def sweep_markdown(analysis: dict[str, Any], artifacts: dict[str, str] | None = 
         if pred.get("choice"):
             ch = pred["choice"]
             lines += [f"Predicted optimum: {ch['draft']} window {ch['window']}.", ""]
+        lines += [*refined_lines(pred), ""]
     if artifacts:
         lines += ["## Compiled artifacts", ""] + [f"- {k}: {v}" for k, v in artifacts.items()] + [""]
     return "\n".join(lines)

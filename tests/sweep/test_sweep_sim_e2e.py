@@ -81,3 +81,6 @@ def test_predict_picks_a_window_within_the_grid_best_ci(grid: tuple[Path, dict[s
     confirmed = [c for c in p["prediction"]["comparison"] if c["prompt_class"] == "structured" and not c["fitted"]]
     if choice["window"] != 15:
         assert len(confirmed) == 1 and abs(confirmed[0]["error"]) < 0.15
+        refined = p["prediction"]["drafts"]["qwen3-1.7b"]["refined"]
+        assert refined["windows_in_fit"] == sorted({15, choice["window"]})
+        assert refined["best_window"] in (5, 7, 10, 15)
