@@ -488,6 +488,15 @@ def format_validation_error(err: ValidationError) -> str:
     return "; ".join(lines)
 
 
+def validation_hint(err: ValidationError) -> str:
+    """The fix for the first problem: a spelling check for unknown keys, the valid values otherwise."""
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"]) or "the configuration"
+    if first["type"] == "extra_forbidden":
+        return "check the key's spelling; `spectrn config-reference` lists every valid key"
+    return f"change {loc}; `spectrn config-reference` lists its valid values"
+
+
 def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
     """Set ``a.b.c`` in a nested dict, creating levels as needed."""
     parts = dotted.split(".")
@@ -541,7 +550,7 @@ def build_config(
     try:
         return SpectrnConfig.model_validate(merged)
     except ValidationError as e:
-        raise ConfigError(format_validation_error(e)) from None
+        raise ConfigError(format_validation_error(e), hint=validation_hint(e)) from None
 
 
 def load_config(
