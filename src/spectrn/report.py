@@ -21,6 +21,7 @@ import base64
 import html
 import json
 import math
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -585,7 +586,7 @@ def _data_uri(path: Path) -> str:
 
 def _display_url(url: str) -> str:
     # Shown as text, never as a link: the report must not reference anything outside itself.
-    return url.split("://", 1)[-1]
+    return re.sub(r"\b[A-Za-z][A-Za-z0-9+.-]*://", "", url)
 
 
 def _e(x: Any) -> str:
@@ -675,6 +676,7 @@ def report_html(run: RunData, summary: dict[str, Any], images: list[tuple[str, P
         conf_rows.append([f"endpoint {variant}", _display_url(url)])
     start, end = run.time_range()
     conf_rows.append(["time (UTC)", f"{_utc(start)} to {_utc(end)}"])
+    conf_rows += _publish_rows(run.run_dir)
     parts.append(_html_table(["setting", "value"], conf_rows, left=2))
     for level, view in level_views(summary):
         title = "Comparison" + (f" at load {level}" if len(level_views(summary)) > 1 else "")
@@ -731,6 +733,32 @@ def report_html(run: RunData, summary: dict[str, Any], images: list[tuple[str, P
         "ITL is in summary.json only.</p></body></html>"
     )
     return "\n".join(parts)
+
+
+def _publish_rows(run_dir: Path) -> list[list[str]]:
+    """Where the run's metrics went: the EMF file and each CloudWatch target in publish.json."""
+    from spectrn.cloudwatch import EMF_FILE, STATE_FILE
+
+    rows = []
+    if (run_dir / EMF_FILE).exists():
+        rows.append(["EMF metrics", EMF_FILE])
+    try:
+        targets = json.loads((run_dir / STATE_FILE).read_text(encoding="utf-8")).get("targets", {})
+    except (OSError, ValueError, AttributeError):
+        return rows
+    for t in targets.values() if isinstance(targets, dict) else []:
+        if not isinstance(t, dict):
+            continue
+        sent, total = len(t.get("sent") or {}), t.get("batches", "?")
+        dash = (t.get("dashboard") or {}).get("name")
+        rows.append(
+            [
+                "CloudWatch",
+                f"namespace {t.get('namespace')} ({_display_url(str(t.get('target')))}): {sent}/{total} calls sent"
+                + (f", dashboard {dash}" if dash else ""),
+            ]
+        )
+    return rows
 
 
 def _utc(ts: float) -> str:
