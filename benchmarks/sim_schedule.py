@@ -4,8 +4,15 @@ The simulator runs in its own process (``python -m spectrn sim serve``, time sca
 number of streams); this process opens N streaming requests at once with a small raw-socket client
 (non-blocking sockets + epoll, no HTTP library), timestamps every SSE content event on arrival with
 ``time.monotonic()`` (the same clock the simulator schedules on), then fetches the simulator's own record of
-each chunk's scheduled time from ``GET /sim/requests`` and reports the deviation (arrival - scheduled):
-p50, p99 and max per concurrency level.
+each chunk's scheduled and actual write time from ``GET /sim/requests`` and reports deviations from the
+scheduled time, p50 / p99 / max per concurrency level:
+
+- ``arrival``: kernel receive timestamp of the bytes (SO_TIMESTAMPNS), free of this client's own delays;
+- ``read``: when this client's ``recvmsg`` returned (includes its scheduling on a busy machine);
+- ``written``: when the simulator handed the chunk to its socket (the simulator's own lateness).
+
+"steady state" leaves out the chunks scheduled before every stream had its first token (the burst of
+simultaneous connections is accepted and parsed on the simulator's event loop, which delays the first steps).
 
     .venv/bin/python benchmarks/sim_schedule.py                  # 1, 64, 256 streams, speculative
     .venv/bin/python benchmarks/sim_schedule.py --streams 256 --max-tokens 128 --baseline --json out.json
@@ -174,30 +181,37 @@ def run_level(base: str, port: int, streams: int, max_tokens: int, prompt: str) 
         _parse(s)
     truth = _get_json(f"{base}/sim/requests")
     by_id = {r["id"]: r for r in truth["requests"]}  # type: ignore[index]
-    written: list[float] = []
-    arrived: list[float] = []
-    read: list[float] = []
-    tokens_per_chunk: list[int] = []
+    # Steady state starts once every stream has its first token: before that the server is also accepting and
+    # parsing the burst of simultaneous requests on the same event loop.
+    steady_from = max(by_id[s.rid]["chunks"][0]["t"] for s in all_streams)
+    rows: list[tuple[float, float, float, float, int]] = []  # (scheduled, written, kernel, read, tokens)
     for s in all_streams:
         chunks = by_id[s.rid]["chunks"]
         if len(chunks) != len(s.arrivals):
             raise SystemExit(f"{s.rid}: {len(s.arrivals)} events received, {len(chunks)} scheduled")
         for c, (t_read, t_kernel) in zip(chunks, s.arrivals, strict=True):
-            written.append(c["written"] - c["t"])
-            arrived.append(t_kernel - c["t"])
-            read.append(t_read - c["t"])
-            tokens_per_chunk.append(c["n"])
+            rows.append((c["t"], c["written"], t_kernel, t_read, c["n"]))
     info = _get_json(f"{base}/sim/info")
+    lateness = info["lateness_s"]  # type: ignore[index]
+    write_cpu_us = 1e6 * sum(x[2] for x in lateness) / max(1, sum(x[3] for x in lateness))
+
+    def devs(selected: list[tuple[float, float, float, float, int]]) -> dict[str, dict[str, float]]:
+        return {
+            "arrival": _summary([k - t for t, _, k, _, _ in selected]),
+            "read": _summary([r - t for t, _, _, r, _ in selected]),
+            "written": _summary([w - t for t, w, _, _, _ in selected]),
+        }
+
+    steady = [r for r in rows if r[0] > steady_from]
     return {
         "streams": streams,
-        "chunks": len(arrived),
+        "chunks": len(rows),
+        "steady_chunks": len(steady),
         "steps": info["steps"],  # type: ignore[index]
-        "tokens_per_chunk_mean": round(statistics.fmean(tokens_per_chunk), 3),
-        "deviation_ms": {
-            "arrival": _summary(arrived),
-            "read": _summary(read),
-            "written": _summary(written),
-        },
+        "tokens_per_chunk_mean": round(statistics.fmean(r[4] for r in rows), 3),
+        "write_cpu_us_per_chunk": round(write_cpu_us, 2),
+        "deviation_ms": devs(rows),
+        "steady_deviation_ms": devs(steady) if steady else None,
     }
 
 
@@ -237,12 +251,20 @@ def main() -> None:
         res["mode"] = "baseline" if args.baseline else "speculative"
         res["time_scale"] = args.time_scale
         results.append(res)
-        d = res["deviation_ms"]
-        line = f"{n:>4} streams  {res['chunks']:>6} chunks  {res['tokens_per_chunk_mean']:.2f} tok/chunk"
-        for what in ("arrival", "read", "written"):
-            x = d[what]  # type: ignore[index]
-            line += f"  | {what}: p50 {x['p50']:.3f} p99 {x['p99']:.3f} max {x['max']:.3f}"
-        print(line + "  (ms)", flush=True)
+        print(
+            f"{n:>4} streams: {res['chunks']} chunks ({res['steady_chunks']} steady), "
+            f"{res['tokens_per_chunk_mean']:.2f} tokens/chunk, {res['write_cpu_us_per_chunk']:.1f} us CPU per write",
+            flush=True,
+        )
+        for label, key in (("all chunks", "deviation_ms"), ("steady state", "steady_deviation_ms")):
+            d = res[key]
+            if not d:
+                continue
+            line = f"      {label:<12}"
+            for what in ("arrival", "read", "written"):
+                x = d[what]  # type: ignore[index]
+                line += f" | {what} p50 {x['p50']:6.3f} p99 {x['p99']:6.3f} max {x['max']:7.3f}"
+            print(line + "  (ms)", flush=True)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
 

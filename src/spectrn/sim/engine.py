@@ -113,6 +113,7 @@ class Engine:
         stall_rate: float = 0.0,
         stall_s: float = 0.0,
         log_size: int = 10000,
+        kv_capacity_tokens: int = 0,
     ) -> None:
         self.model = model
         self.metrics = metrics
@@ -126,6 +127,7 @@ class Engine:
         self.running: list[SimRequest] = []
         self.log: OrderedDict[str, SimRequest] = OrderedDict()
         self.log_size = log_size
+        self.kv_capacity_tokens = kv_capacity_tokens
         self.counter = 0
         self.steps = 0
         # Per step: wake-up - deadline, last write - deadline, CPU seconds spent writing, chunks written.
@@ -314,6 +316,9 @@ class Engine:
             if p.finish is not None:
                 self._finish(req, p.finish, t)
         m.iteration_tokens.observe(step_tokens)
+        if self.kv_capacity_tokens:
+            used = sum(r.prompt_len + r.emitted for r in self.running if r.finished is None)
+            m.kv_usage.set(min(1.0, used / self.kv_capacity_tokens))
         for req in gone:
             if req.finished is None:
                 self._finish(req, "abort", t)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+from aiohttp.tcp_helpers import tcp_nodelay
 
 from spectrn.sim.engine import Engine, SimRequest
 from spectrn.sim.faults import plan_for
@@ -204,6 +205,8 @@ class SimServer:
             stall_rate=faults.stall_rate,
             stall_s=faults.stall_s,
             log_size=settings.request_log_size,
+            # KV cache sized for a full batch of full-length sequences (what Neuron compiles for).
+            kv_capacity_tokens=settings.batch_limit * settings.context_limit,
         )
         self.started = time.time()
         self.ready_at = time.monotonic() + settings.startup_delay_s
@@ -390,6 +393,8 @@ class SimServer:
             if send_headers is not None:
                 send_headers()
             sink.transport = request.transport
+            if sink.transport is not None:
+                tcp_nodelay(sink.transport, True)  # every chunk leaves at once, never held back by Nagle
             self.engine.submit(req)
             try:
                 await asyncio.shield(req.done)
