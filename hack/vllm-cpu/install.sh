@@ -12,6 +12,9 @@
 # Idempotent: a stamp in the venv records what was installed; when it matches, a re-run exits in about a
 # second. Concurrent runs (make test and make vllm-cpu) serialise on a lock file.
 set -euo pipefail
+# The whole script sits in a { } block: bash parses it before running, so editing the file mid-install
+# (git pull) cannot make a running install execute half-old, half-new lines.
+{
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -42,8 +45,10 @@ fi
 mkdir -p "$(dirname "$VENV")"
 exec 9>"$VENV.lock"
 if command -v flock >/dev/null; then
-    say "waiting for any other install to finish ($VENV.lock)"
-    flock 9
+    if ! flock -n 9; then
+        say "waiting for another install into $VENV to finish"
+        flock 9
+    fi
     if stamp_ok; then
         say "up to date: $VENV (installed by a concurrent run)"
         exit 0
@@ -96,3 +101,5 @@ got=$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("vl
 took=$(( $(date +%s) - start ))
 printf '%s\ninstalled_at=%s\ninstall_seconds=%s\nversions=%s\n' "$want" "$(date -u +%FT%TZ)" "$took" "$got" >"$STAMP"
 say "installed in ${took}s: vllm $got ($(du -sh "$VENV" | cut -f1))"
+exit 0
+}
