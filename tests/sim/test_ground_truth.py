@@ -223,3 +223,26 @@ def test_sampling_varies_output_and_lowers_acceptance(start_sim: Callable[..., S
     accept = lambda r: float(r.headers["x-spectrn-sim-accept-prob"])  # noqa: E731
     assert accept(sampled[0]) == pytest.approx(accept(greedy[0]) / 1.3)
     assert accept(default) == pytest.approx(accept(sampled[0]))
+
+
+def test_cancelled_requests_leave_the_batch(start_sim: Callable[..., SimHandle]) -> None:
+    h = start_sim(time_scale=0.05, max_num_seqs=2)
+    engine = h.server.engine
+    with (
+        httpx.Client(base_url=h.base_url) as c,
+        c.stream(
+            "POST", "/v1/completions", json={"prompt": OPEN, "max_tokens": 200, "ignore_eos": True, "stream": True}
+        ) as r,
+    ):
+        next(r.iter_lines())
+        req = next(iter(engine.log.values()))
+        h.call(engine.cancel, req)
+        deadline = time.monotonic() + 5
+        while h.call(lambda: len(engine.running)) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert h.call(lambda: len(engine.running)) == 0 and req.finished == "abort"
+    # The engine keeps serving.
+    with httpx.Client(base_url=h.base_url) as c:
+        assert (
+            c.post("/v1/completions", json={"prompt": OPEN, "max_tokens": 3}).json()["usage"]["completion_tokens"] == 3
+        )

@@ -187,6 +187,9 @@ class Engine:
         assert self._wake is not None
         clock = now()
         while True:
+            if any(r.finished is not None for r in self.running):  # cancelled between steps
+                self.running = [r for r in self.running if r.finished is None]
+                self.metrics.running.set(len(self.running))
             if not self.running and not self.waiting:
                 self._wake.clear()
                 await self._wake.wait()

@@ -69,10 +69,6 @@ def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -
     return web.Response(body=_dumps(body).encode(), status=status, headers={"Content-Type": JSON, **(headers or {})})
 
 
-def _null(v: Any) -> str:
-    return "null" if v is None else _dumps(v)
-
-
 # ---- sinks: how one request's tokens become bytes -----------------------------------------------------
 
 
