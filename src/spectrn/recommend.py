@@ -19,7 +19,8 @@ Rules, stated in every output that uses them:
   (CI upper bound < 1). A configuration that does not pay even at the lowest level is reported as such.
 - Explanation: the observed mean accepted length L vs the textbook (1 - a^(k+1)) / (1 - a) with a the
   first-position acceptance (and with a the accepted/drafted rate), the per-position conditional acceptance,
-  and the draft/target step-cost ratio fitted from the measured steps (``spectrn.predict.fit_costs``).
+  and the cost of one more window token (a draft pass plus the verify pass's growth) relative to one target
+  step, fitted from the measured steps (``spectrn.predict.fit_costs``).
 """
 
 from __future__ import annotations
@@ -465,7 +466,7 @@ def explain_row(row: Row, fit: CostFit | None) -> dict[str, Any]:
     if out["expected_length_first_position"] is not None:
         parts.append(f"constant-acceptance expectation {out['expected_length_first_position']:.2f}")
     if fit is not None and fit.draft_to_target is not None:
-        parts.append(f"draft/target step cost {fit.draft_to_target:.3f} per draft token")
+        parts.append(f"each window token costs {fit.draft_to_target:.3f} target steps")
     out["text"] = f"{row.draft} k{k} {row.prompt_class} @ {row.level}: " + (", ".join(parts) or "no acceptance data")
     if notes:
         out["text"] += ". " + " ".join(notes)

@@ -225,6 +225,10 @@ class CellRunner(Protocol):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None: ...
 
+    def run_id(self, cell: Cell) -> str:
+        """The cell's run id: its folder name under ``cells/<draft>-k<window>/`` and its RunId when published."""
+        ...
+
     def run(self, cfg: SpectrnConfig, cell: Cell, out_root: Path, console: Console, quiet: bool) -> Path: ...
 
     def probe_tpot(self, cfg: SpectrnConfig) -> float | None:
@@ -254,15 +258,25 @@ class LocalSimRunner:
     where = "local simulator"
 
     def __init__(
-        self, cfg: SpectrnConfig, work_dir: Path, *, time_scale: float | None = None, startup_timeout_s: float = 60.0
+        self,
+        cfg: SpectrnConfig,
+        work_dir: Path,
+        *,
+        sweep_id: str = "sweep",
+        time_scale: float | None = None,
+        startup_timeout_s: float = 60.0,
     ) -> None:
         self.cfg = cfg
+        self.sweep_id = sweep_id
         self.work_dir = work_dir
         self.time_scale = time_scale if time_scale is not None else cfg.sim.time_scale
         self.startup_timeout_s = startup_timeout_s
         self.baseline: tuple[subprocess.Popen[bytes], str] | None = None
         self.spec: tuple[subprocess.Popen[bytes], str, tuple[str, int]] | None = None
         self.model = cfg.target_spec.hf_id
+
+    def run_id(self, cell: Cell) -> str:
+        return f"{self.sweep_id}-{cell.draft}-k{cell.window}-{cell.level}"
 
     def _start(self, cfg: SpectrnConfig, variant: str, log_name: str) -> tuple[subprocess.Popen[bytes], str]:
         from spectrn.runtimes.sim_pair import SimPair, free_port, wait_healthy
@@ -319,7 +333,7 @@ class LocalSimRunner:
 
         assert self.baseline is not None, "LocalSimRunner used outside its with-block"
         endpoints = {"baseline": self.baseline[1], "speculative": self._speculative(cfg)}
-        plan = plan_from_config(cfg, endpoints, run_id=cell.level, out_root=out_root, model=self.model)
+        plan = plan_from_config(cfg, endpoints, run_id=self.run_id(cell), out_root=out_root, model=self.model)
         return execute(plan, cfg, console, quiet=quiet).run_dir
 
     def probe_tpot(self, cfg: SpectrnConfig) -> float | None:
@@ -828,12 +842,12 @@ def _stale_runs(out_root: Path, cell: Cell, runner: CellRunner) -> Iterator[Path
     for child in out_root.iterdir():
         if not child.is_dir():
             continue
-        if child.name == cell.level or (isinstance(runner, ClusterRunner) and child.name == runner.run_id(cell)):
+        if child.name == runner.run_id(cell):
             yield child
 
 
 def local_runner(cfg: SpectrnConfig, sweep_dir: Path, time_scale: float | None) -> LocalSimRunner:
-    return LocalSimRunner(cfg, sweep_dir / "servers", time_scale=time_scale)
+    return LocalSimRunner(cfg, sweep_dir / "servers", sweep_id=sweep_dir.name, time_scale=time_scale)
 
 
 # ---- output: terminal, Markdown, HTML ----------------------------------------------------------------------
@@ -935,7 +949,7 @@ def print_analysis(analysis: dict[str, Any], console: Console, artifacts: dict[s
             ratio = f.get("draft_to_target")
             console.print(
                 f"  cost model {f['draft']} @ {f['level']}: step(k) = {_ms(f['intercept_s'])} ms + k x "
-                f"{_ms(f['draft_s'])} ms" + (f" (draft/target {ratio:.3f} per token)" if ratio else ""),
+                f"{_ms(f['draft_s'])} ms" + (f" (one window token = {ratio:.3f} target steps)" if ratio else ""),
                 highlight=False,
             )
     flagged = [e for e in expl.get("cells", []) if e["disagreements"]]
@@ -1046,7 +1060,8 @@ def sweep_markdown(analysis: dict[str, Any], artifacts: dict[str, str] | None = 
             ratio = f.get("draft_to_target")
             lines.append(
                 f"- cost model {f['draft']} @ {f['level']}: step(k) = {_ms(f['intercept_s'])} ms + k x "
-                f"{_ms(f['draft_s'])} ms" + (f"; draft/target cost ratio {ratio:.3f} per draft token" if ratio else "")
+                f"{_ms(f['draft_s'])} ms"
+                + (f"; one window token (draft pass + verify growth) = {ratio:.3f} target steps" if ratio else "")
             )
     rows = [
         [e["draft"], str(e["window"]), e["level"], e["prompt_class"],

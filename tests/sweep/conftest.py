@@ -81,10 +81,13 @@ class FakeRunner:
     ) -> None:
         return None
 
+    def run_id(self, cell: Cell) -> str:
+        return cell.level
+
     def run(self, cfg: SpectrnConfig, cell: Cell, out_root: Path, console: Console, quiet: bool) -> Path:
         self.calls.append(cell.key)
         assert (cfg.draft, cfg.num_speculative_tokens) == (cell.draft, cell.window)
-        run_dir = out_root / cell.level
+        run_dir = out_root / self.run_id(cell)
         if self.fail_on is not None and len(self.calls) == self.fail_on:
             write_run(run_dir, cfg, cell, partial=True)  # half a run on disk, then the user pressed Ctrl-C
             raise Interrupted("stopped by the user")
