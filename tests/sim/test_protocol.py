@@ -128,7 +128,10 @@ def test_raw_http_bad_requests(start_sim: Callable[..., SimHandle]) -> None:
         assert r.status_code == 400 and r.json()["error"]["param"] == "n"
         r = c.post("/v1/completions", json={"prompt": "x", "max_tokens": "many"})
         assert r.status_code == 400 and r.json()["error"]["param"] == "max_tokens"
-        assert c.get("/no/such/path").status_code == 404
+        r = c.get("/no/such/path")
+        assert r.status_code == 404 and r.json() == {"detail": "Not Found"}
+        r = c.get("/v1/completions")
+        assert r.status_code == 405 and r.json() == {"detail": "Method Not Allowed"}
 
 
 def test_min_tokens_and_natural_stop(start_sim: Callable[..., SimHandle]) -> None:

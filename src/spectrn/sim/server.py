@@ -618,10 +618,21 @@ class SimServer:
 SIM_KEY = web.AppKey("spectrn_sim", SimServer)
 
 
+@web.middleware
+async def _fastapi_errors(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Unknown paths and methods answer like vLLM's FastAPI app: ``{"detail": ...}``."""
+    try:
+        return await handler(request)  # type: ignore[no-any-return]
+    except web.HTTPNotFound:
+        return _json({"detail": "Not Found"}, status=404)
+    except web.HTTPMethodNotAllowed:
+        return _json({"detail": "Method Not Allowed"}, status=405)
+
+
 def make_app(settings: SimSettings) -> web.Application:
     """The aiohttp application of one simulated vLLM server (engine starts with the app)."""
     server = SimServer(settings)
-    app = web.Application(client_max_size=16 * 1024 * 1024)
+    app = web.Application(client_max_size=16 * 1024 * 1024, middlewares=[_fastapi_errors])
     app[SIM_KEY] = server
     app.on_startup.append(server.on_startup)
     app.on_cleanup.append(server.on_cleanup)
