@@ -34,7 +34,7 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -506,7 +506,22 @@ def fmt_duration(s: float) -> str:
     return f"{s / 3600:.1f} h"
 
 
-# ---- orchestration ----------------------------------------------------------------------------------------
+# ---- orchestration ------------------------------------------------------------------------------------
+
+
+class _LazyRunner:
+    """Enters the runtime (starts servers, deploys the baseline) on first use only: a resumed sweep with nothing
+    left to run touches nothing."""
+
+    def __init__(self, factory: Callable[[], AbstractContextManager[CellRunner]], stack: ExitStack) -> None:
+        self.factory = factory
+        self.stack = stack
+        self.runner: CellRunner | None = None
+
+    def get(self) -> CellRunner:
+        if self.runner is None:
+            self.runner = self.stack.enter_context(self.factory())
+        return self.runner
 
 
 @dataclass
@@ -567,7 +582,7 @@ class Sweep:
     def _cell_dir(self, cell: Cell) -> Path:
         return self.sweep_dir / "cells" / cell.config_dir
 
-    def run_cells(self, cells: Sequence[Cell], runner: CellRunner, result: SweepResult, *, phase: str = "") -> None:
+    def run_cells(self, cells: Sequence[Cell], lazy: _LazyRunner, result: SweepResult, *, phase: str = "") -> None:
         todo = [c for c in cells if not self.manifest.done(c)]
         for c in cells:
             if self.manifest.done(c) and c.key not in result.skipped:
@@ -576,6 +591,7 @@ class Sweep:
             self.console.print(f"resuming: {len(result.skipped)} cell(s) already finished, {len(todo)} to run")
         if not todo:
             return
+        runner = lazy.get()
         tpot = runner.probe_tpot(self.cfg)
         assumed = tpot is None
         tpot = tpot if tpot is not None else 0.05 * (self.cfg.sim.time_scale if self.cfg.runtime == "sim" else 1.0)
@@ -653,20 +669,20 @@ class Sweep:
 
     # ---- the two modes ----
     def run(self, runner_factory: Callable[[], AbstractContextManager[CellRunner]]) -> SweepResult:
+        """Run every unfinished cell (or the predict flow), then analyse everything finished. The runtime is
+        started only when a cell actually needs to run, and always stopped."""
         result = SweepResult(self.sweep_dir)
         cells = grid(self.opts.drafts, self.opts.windows, self.levels)
-        if all(self.manifest.done(c) for c in cells) and not self.opts.predict:
-            result.skipped = [c.key for c in cells]
-        else:
-            with runner_factory() as runner:
-                if self.opts.predict:
-                    self._predict_flow(runner, result)
-                else:
-                    self.run_cells(cells, runner, result)
+        with ExitStack() as stack:
+            runner = _LazyRunner(runner_factory, stack)
+            if self.opts.predict:
+                self._predict_flow(runner, result)
+            else:
+                self.run_cells(cells, runner, result)
         result.analysis = self.analyse()
         return result
 
-    def _predict_flow(self, runner: CellRunner, result: SweepResult) -> None:
+    def _predict_flow(self, runner: _LazyRunner, result: SweepResult) -> None:
         k_max = max(self.opts.windows)
         level = self.levels[0]
         if len(self.levels) > 1:
