@@ -17,7 +17,7 @@ finished/aborted). Per step the engine:
 
 Acceptance draws come from ``random.Random(hash(seed, request counter, prompt))``: reproducible for a seed
 and arrival order, different between requests. Output tokens come from ``tokens.OutputStream`` and do not
-depend on speculation. Every chunk's scheduled time is recorded (``RequestLog``), which is the ground truth
+depend on speculation. Every chunk's scheduled time is recorded (``ChunkLog``), which is the ground truth
 that client measurements are compared with.
 """
 
@@ -28,9 +28,10 @@ import gc
 import hashlib
 import random
 import time
+from array import array
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from spectrn.sim.faults import FaultPlan
 from spectrn.sim.metrics import SimMetrics
@@ -48,13 +49,31 @@ class Sink(Protocol):
         ...
 
 
-class ChunkLog(NamedTuple):
-    """One emitted chunk. A tuple of numbers, so the garbage collector stops tracking it."""
+class ChunkLog:
+    """Every chunk of one request, in compact arrays (about 24 bytes per chunk, invisible to the GC)."""
 
-    t: float  # scheduled emission time (time.monotonic() clock)
-    n: int  # tokens in the chunk
-    accepted: int  # draft tokens accepted in the step (-1 for prefill / no speculation)
-    w: float  # when the chunk was handed to the socket (diagnostic: w - t is the engine's own lateness)
+    __slots__ = ("t", "w", "n", "accepted")
+
+    def __init__(self) -> None:
+        self.t = array("d")  # scheduled emission time (time.monotonic() clock)
+        self.w = array("d")  # when it was handed to the socket (w - t: the engine's own lateness)
+        self.n = array("i")  # tokens in the chunk
+        self.accepted = array("i")  # draft tokens accepted in the step (-1: prefill or no speculation)
+
+    def append(self, t: float, n: int, accepted: int, w: float) -> None:
+        self.t.append(t)
+        self.w.append(w)
+        self.n.append(n)
+        self.accepted.append(accepted)
+
+    def __len__(self) -> int:
+        return len(self.t)
+
+    def as_dicts(self) -> list[dict[str, float | int]]:
+        return [
+            {"t": t, "n": n, "accepted": a, "written": w}
+            for t, n, a, w in zip(self.t, self.n, self.accepted, self.w, strict=True)
+        ]
 
 
 @dataclass(slots=True)
@@ -80,7 +99,7 @@ class SimRequest:
     first_at: float = 0.0
     last_at: float = 0.0
     finished: str | None = None
-    chunks: list[ChunkLog] = field(default_factory=list)
+    chunks: ChunkLog = field(default_factory=ChunkLog)
     text_parts: list[str] = field(default_factory=list)
     token_ids: list[int] = field(default_factory=list)
 
@@ -112,7 +131,7 @@ class Engine:
         spin_s: float = 0.001,
         stall_rate: float = 0.0,
         stall_s: float = 0.0,
-        log_size: int = 10000,
+        log_size: int = 2000,
         kv_capacity_tokens: int = 0,
     ) -> None:
         self.model = model
@@ -295,7 +314,7 @@ class Engine:
                 continue
             n = len(p.tokens)
             step_tokens += n
-            req.chunks.append(ChunkLog(t, n, p.accepted, p.written))
+            req.chunks.append(t, n, p.accepted, p.written)
             for tok_id, piece in p.tokens:
                 req.token_ids.append(tok_id)
                 req.text_parts.append(piece)
@@ -366,5 +385,5 @@ class Engine:
             "finish_reason": req.finished,
             "arrival": req.arrival,
             "admitted": req.admitted_at,
-            "chunks": [{"t": c.t, "n": c.n, "accepted": c.accepted, "written": c.w} for c in req.chunks],
+            "chunks": req.chunks.as_dicts(),
         }

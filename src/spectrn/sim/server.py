@@ -285,7 +285,8 @@ class SimServer:
 
     async def sim_requests(self, request: web.Request) -> web.Response:
         wanted = request.query.get("id")
-        reqs = [r for r in self.engine.log.values() if wanted is None or r.rid == wanted]
+        log = self.engine.log
+        reqs = list(log.values()) if wanted is None else [log[wanted]] if wanted in log else []
         return _json({"clock": "monotonic", "requests": [self.engine.describe(r) for r in reqs]})
 
     async def sim_info(self, request: web.Request) -> web.Response:

@@ -49,7 +49,9 @@ class SimSettings(BaseModel):
     spin_s: float = Field(
         default=0.001, ge=0, le=0.05, description="Busy-wait this long before each step deadline for timing precision."
     )
-    request_log_size: int = Field(default=10000, ge=0, le=1_000_000, description="Requests kept for GET /sim/requests.")
+    request_log_size: int = Field(
+        default=2000, ge=0, le=1_000_000, description="Most recent requests kept for GET /sim/requests."
+    )
     vllm_version: str = Field(default="0.32.0", description="Version reported by /version and system_fingerprint.")
 
     @model_validator(mode="after")
