@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from spectrn.cli.common import ConfigOpt, SetOpt, config_from_cli, err_console
+from spectrn.cli.deploy_cmd import ContextOpt, KubeconfigOpt
 from spectrn.cli.main import app
 from spectrn.errors import ConfigError
 
@@ -17,6 +18,12 @@ DraftsOpt = Annotated[
 WindowsOpt = Annotated[
     str | None, typer.Option("--windows", help="Comma-separated windows, e.g. 5,7,10,15 (default: the config's).")
 ]
+
+
+def _kube(context: str | None, kubeconfig: Path | None) -> Any:
+    from spectrn.kube import connect
+
+    return connect(context=context, kubeconfig=str(kubeconfig) if kubeconfig else None)
 
 
 def _grid_flags(cfg: Any, drafts: str | None, windows: str | None) -> tuple[list[str], list[int]]:
@@ -71,6 +78,8 @@ def sweep(
     ] = Path("results"),
     config: ConfigOpt = None,
     sets: SetOpt = None,
+    context: ContextOpt = None,
+    kubeconfig: KubeconfigOpt = None,
 ) -> None:
     """Find the best draft and window for your prompts: run every cell against the shared baseline (resumable),
     recommend per prompt class and for your mix, find the load crossover, check output equivalence."""
@@ -96,17 +105,18 @@ def sweep(
         sweep_id = _latest_sweep(out_dir)
     sid = check_sweep_id(sweep_id) if sweep_id else new_sweep_id()
     opts = SweepOptions(drafts=d, windows=w, predict=predict, weights=parse_mix(mix), quiet=quiet, min_gain=min_gain)
+    kube = None
+    if not local:
+        kube = _kube(context, kubeconfig)  # before anything is written: no cluster, no sweep folder
     sw = Sweep(cfg, sid, out_dir, opts, console, resume=resume)
     console.print(f"sweep {sid}: {sw.sweep_dir}")
-    if local:
+    if kube is None:
         result = sw.run(lambda: local_runner(cfg, sw.sweep_dir, time_scale))
         artifacts = {f"{x}-k{y}": "not needed (simulator)" for x in d for y in w}
     else:
         from spectrn.compile import artifact_status
-        from spectrn.kube import connect
         from spectrn.sweep import ClusterRunner
 
-        kube = connect()
         artifacts = artifact_status(kube, cfg, d, w)
         console.print("compiled artifacts: " + ", ".join(f"{k} {v}" for k, v in artifacts.items()), highlight=False)
         result = sw.run(lambda: ClusterRunner(kube, cfg, sid, console))
@@ -141,6 +151,8 @@ def compile_(
     ] = None,
     config: ConfigOpt = None,
     sets: SetOpt = None,
+    context: ContextOpt = None,
+    kubeconfig: KubeconfigOpt = None,
 ) -> None:
     """Precompile each sweep configuration into the S3 volume with one Kubernetes Job per configuration."""
     from spectrn import compile as comp
@@ -155,9 +167,7 @@ def compile_(
 
         typer.echo(to_yaml([*prereqs, *jobs]), nl=False)
         return
-    from spectrn.kube import connect
-
-    kube = connect()
+    kube = _kube(context, kubeconfig)
     applied = comp.apply_jobs(kube, jobs, prereqs)
     for name in applied:
         console.print(f"applied Job {cfg.namespace}/{name}", highlight=False)
