@@ -44,7 +44,7 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from spectrn.config import SpectrnConfig, format_validation_error
-from spectrn.errors import AnalysisError, ConfigError, SpectrnError
+from spectrn.errors import AnalysisError, ConfigError, Interrupted, SpectrnError
 from spectrn.paths import atomic_write_text, safe_output_dir
 from spectrn.recommend import ALL, MIX, CellInput
 
@@ -618,7 +618,18 @@ class Sweep:
                 f"(elapsed {fmt_duration(elapsed)}, about {fmt_duration(remaining)} left)",
                 highlight=False,
             )
-            self.run_one(cell, runner)
+            resume = f"`spectrn sweep --resume --sweep-id {self.sweep_id}` with the same flags runs only the rest"
+            try:
+                self.run_one(cell, runner)
+            except (KeyboardInterrupt, Interrupted):
+                done = len(self.manifest.data["cells"])
+                raise Interrupted(
+                    f"sweep {self.sweep_id} stopped during {cell.key}; {done} finished cell(s) are kept",
+                    hint=resume,
+                ) from None
+            except SpectrnError as e:
+                e.hint = (e.hint + "; " if e.hint else "") + f"finished cells are kept: {resume}"
+                raise
             result.ran.append(cell.key)
             spent_est += estimates[cell.key]
 

@@ -25,8 +25,9 @@ def test_interrupted_sweep_resumes_only_unfinished_cells(
     sweep_cfg: SpectrnConfig, tmp_path: Path, quiet_console: Console
 ) -> None:
     first = FakeRunner(fail_on=3)
-    with pytest.raises(Interrupted):
+    with pytest.raises(Interrupted) as stopped:
         make(sweep_cfg, tmp_path, quiet_console, [5, 7]).run(lambda: first)
+    assert "2 finished cell(s) are kept" in str(stopped.value) and "--resume --sweep-id s1" in str(stopped.value)
     assert first.calls == ["qwen3-0.6b-k5@c4", "qwen3-0.6b-k7@c4", "qwen3-1.7b-k5@c4"]
     manifest = load(tmp_path / "s1" / "sweep.json")
     assert sorted(manifest["cells"]) == ["qwen3-0.6b-k5@c4", "qwen3-0.6b-k7@c4"]
