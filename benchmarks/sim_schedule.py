@@ -232,6 +232,12 @@ def main() -> None:
     ap.add_argument("--time-scale", type=float, default=1.0)
     ap.add_argument("--prompt", default="counting numbers from 1 " * 8)
     ap.add_argument("--json", type=Path, help="Also write the results here.")
+    ap.add_argument(
+        "--nice",
+        type=int,
+        default=0,
+        help="Run the simulator at this niceness (negative needs privileges): isolates it from other load.",
+    )
     args = ap.parse_args()
     results = []
     for n in args.streams:
@@ -240,6 +246,8 @@ def main() -> None:
         cmd += ["--max-num-seqs", str(max(n, 4)), "--time-scale", repr(args.time_scale), "--max-model-len", "4096"]
         if not args.baseline:
             cmd += ["--speculative"]
+        if args.nice:
+            cmd = ["nice", "-n", str(args.nice), *cmd]
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         base = f"http://127.0.0.1:{port}"
         try:
@@ -250,9 +258,12 @@ def main() -> None:
             proc.wait(timeout=30)
         res["mode"] = "baseline" if args.baseline else "speculative"
         res["time_scale"] = args.time_scale
+        res["nice"] = args.nice
+        res["load_average_1m"] = os.getloadavg()[0]
         results.append(res)
         print(
-            f"{n:>4} streams: {res['chunks']} chunks ({res['steady_chunks']} steady), "
+            f"{n:>4} streams (load {res['load_average_1m']:.1f}): {res['chunks']} chunks "
+            f"({res['steady_chunks']} steady), "
             f"{res['tokens_per_chunk_mean']:.2f} tokens/chunk, {res['write_cpu_us_per_chunk']:.1f} us CPU per write",
             flush=True,
         )
