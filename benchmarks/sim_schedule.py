@@ -233,6 +233,11 @@ def main() -> None:
     ap.add_argument("--prompt", default="counting numbers from 1 " * 8)
     ap.add_argument("--json", type=Path, help="Also write the results here.")
     ap.add_argument(
+        "--realtime",
+        action="store_true",
+        help="Run the simulator under SCHED_FIFO (chrt -f 10; needs privileges): shows its own limit on a busy host.",
+    )
+    ap.add_argument(
         "--nice",
         type=int,
         default=0,
@@ -248,6 +253,8 @@ def main() -> None:
             cmd += ["--speculative"]
         if args.nice:
             cmd = ["nice", "-n", str(args.nice), *cmd]
+        if args.realtime:
+            cmd = ["chrt", "-f", "10", *cmd]
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         base = f"http://127.0.0.1:{port}"
         try:
@@ -259,6 +266,7 @@ def main() -> None:
         res["mode"] = "baseline" if args.baseline else "speculative"
         res["time_scale"] = args.time_scale
         res["nice"] = args.nice
+        res["realtime"] = args.realtime
         res["load_average_1m"] = os.getloadavg()[0]
         results.append(res)
         print(
