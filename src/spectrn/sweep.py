@@ -34,7 +34,7 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, ExitStack
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -509,6 +509,29 @@ def fmt_duration(s: float) -> str:
 # ---- orchestration ------------------------------------------------------------------------------------
 
 
+@contextmanager
+def _sweep_lock(sweep_dir: Path, sweep_id: str) -> Iterator[None]:
+    """One process per sweep folder: a second one would delete the first one's unfinished cell as stale.
+    An exclusive advisory lock on the folder itself, released when the process ends however it ends."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: no locking
+        yield
+        return
+    fd = os.open(sweep_dir, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConfigError(
+                f"sweep {sweep_id} is being run by another process right now",
+                hint="wait for it to finish (or stop it), then resume; or choose another --sweep-id",
+            ) from None
+        yield
+    finally:
+        os.close(fd)
+
+
 class _LazyRunner:
     """Enters the runtime (starts servers, deploys the baseline) on first use only: a resumed sweep with nothing
     left to run touches nothing."""
@@ -685,6 +708,7 @@ class Sweep:
         result = SweepResult(self.sweep_dir)
         cells = grid(self.opts.drafts, self.opts.windows, self.levels)
         with ExitStack() as stack:
+            stack.enter_context(_sweep_lock(self.sweep_dir, self.sweep_id))
             runner = _LazyRunner(runner_factory, stack)
             if self.opts.predict:
                 self._predict_flow(runner, result)

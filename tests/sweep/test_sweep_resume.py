@@ -92,3 +92,22 @@ def test_invalid_grid_fails_before_anything_runs(
     assert not (tmp_path / "s2" / "sweep.json").exists()
     with pytest.raises(ConfigError, match="safe folder name"):
         Sweep(sweep_cfg, "../x", tmp_path, SweepOptions(drafts=DRAFTS, windows=[7]), quiet_console)
+
+
+def test_a_second_process_cannot_run_the_same_sweep(
+    sweep_cfg: SpectrnConfig, tmp_path: Path, quiet_console: Console
+) -> None:
+    import fcntl
+    import os
+
+    sw = make(sweep_cfg, tmp_path, quiet_console, [7])
+    fd = os.open(sw.sweep_dir, os.O_RDONLY)  # stands in for another spectrn process holding the sweep
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        runner = FakeRunner()
+        with pytest.raises(ConfigError, match="another process"):
+            sw.run(lambda: runner)
+        assert runner.calls == []
+    finally:
+        os.close(fd)
+    assert sw.run(lambda: FakeRunner()).ran  # free again once the other process is gone
