@@ -179,11 +179,8 @@ def wait_for_results(
     transient = 0
     while True:
         try:
-            pods = [
-                p
-                for p in kube.list("v1", "Pod", job.namespace, job.selector)
-                if not p["metadata"].get("deletionTimestamp")
-            ]
+            listed, rv = kube.list_meta("v1", "Pod", job.namespace, job.selector)
+            pods = [p for p in listed if not p["metadata"].get("deletionTimestamp")]
             ready_pods = []
             for pod in sorted(pods, key=_index):
                 name = pod["metadata"]["name"]
@@ -229,7 +226,17 @@ def wait_for_results(
                 f"({len(ready_pods)}/{job.pods_expected} pod(s) done)",
                 hint=f"it keeps running; fetch the results later with `spectrn collect {job.run_id}`",
             )
-        sleep(poll_s)
+        _pause(kube, job, rv, poll_s, sleep)
+
+
+def _pause(kube: KubeApi, job: LoadJob, rv: str, poll_s: float, sleep: Sleep) -> None:
+    """Wait up to ``poll_s`` for a change of the load pods after the listing at ``rv`` (a watch from there
+    sends only newer events; without it the server would replay every pod at once)."""
+    try:
+        for _ in kube.watch("v1", "Pod", job.namespace, job.selector, resource_version=rv or None, timeout_s=poll_s):
+            return
+    except KubeApiError:
+        sleep(poll_s)  # the next listing reports persistent problems
 
 
 def _brief_events(events: list[Obj]) -> list[str]:

@@ -116,3 +116,27 @@ def test_collect_unknown_run(cluster, capsys):
 def test_only_with_a_bad_value(cluster, capsys):
     code, _, err = run(["deploy", "--only", "both", *SIM], capsys)
     assert code == 2 and "--only baseline or --only speculative" in err
+
+
+def test_bench_without_local_runs_the_in_cluster_job(cluster, capsys, tmp_path):
+    from kube_runfiles import shard_files
+
+    assert run(["deploy", *SIM], capsys)[0] == 0
+    cluster.job_files = lambda pod, i: shard_files("r-cli-1", i, 1)
+    code, out, err = run(
+        [
+            "bench",
+            "--prompts",
+            "structured",
+            "--run-id",
+            "r-cli-1",
+            "--out-dir",
+            str(tmp_path / "res"),
+            "--no-report",
+            *SIM,
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    assert (tmp_path / "res" / "r-cli-1" / "summary.json").exists()
+    assert cluster.find("Job", "spectrn-loadgen-r-cli-1", "spectrn") is None
