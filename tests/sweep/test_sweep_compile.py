@@ -4,6 +4,7 @@ artifact status through a running vLLM pod; Job application and waiting on the f
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -99,3 +100,58 @@ def test_apply_and_wait_on_the_fake_cluster(cfg: SpectrnConfig) -> None:
     names2 = apply_jobs(fake2, jobs, pre)
     states2 = wait_jobs(fake2, cfg, names2, timeout_s=30, clock=fake2.clock, sleep=fake2.sleep, poll_s=1)
     assert set(states2.values()) == {"TimedOut"}
+
+
+FAKE_VLLM = """#!{python}
+import http.server, sys, time
+args = sys.argv[2:]
+port = int(args[args.index("--port") + 1])
+if "{mode}" == "crash":
+    sys.exit(3)
+time.sleep(0.5)  # "compiling"
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" else 404)
+        self.end_headers()
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+"""
+
+
+@pytest.mark.parametrize("mode", ["ok", "crash"])
+def test_compile_wrapper_runs_against_a_stand_in_vllm(mode: str, tmp_path: Path) -> None:
+    """The Job's script with a stand-in `vllm` on PATH: marker written and exit 0 once /health is 200; exit 1
+    when vLLM dies first; a second run with the marker present exits at once."""
+    import os
+    import sys
+
+    from spectrn.runtimes.sim_pair import free_port
+
+    port = free_port()
+    cfg = build_config({"s3": {"bucket": "my-models"}, "resources_mode": "device-plugin", "port": port}, environ={})
+    job = compile_jobs(cfg, ["qwen3-1.7b"], [7], baseline=False)[0]
+    c = _container(job)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "vllm"
+    fake.write_text(FAKE_VLLM.format(python=sys.executable, mode=mode))
+    fake.chmod(0o755)
+    art = tmp_path / "artifacts"
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "NEURON_COMPILED_ARTIFACTS": str(art)}
+    script = c["command"][2].replace("sleep 15", "sleep 0.2")  # poll faster than in a real Job
+    cmd = [*c["command"][:2], script, c["command"][3], *c["args"]]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    if mode == "crash":
+        assert proc.returncode == 1 and "exited with code 3" in proc.stderr
+        assert not (art / MARKER).exists()
+        return
+    assert proc.returncode == 0, proc.stderr
+    import socket
+
+    with socket.socket() as sock, pytest.raises(ConnectionRefusedError):
+        sock.connect(("127.0.0.1", port))  # the wrapper stopped vLLM before exiting
+    marker = (art / MARKER).read_text()
+    assert "artifact_key" in marker and "compiled_at" in marker
+    again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=20)
+    assert again.returncode == 0 and "already present" in again.stdout
