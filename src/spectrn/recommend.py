@@ -310,7 +310,9 @@ def mix_rows(rows: Sequence[Row], weights: Mapping[str, float]) -> list[Row]:
         s_mix = base / spec
         ses = [_log_se(r) for _, r in parts]
         ci = None
-        if all(se is not None for se in ses):
+        if len(parts) == 1:
+            ci = list(parts[0][1].ci95) if parts[0][1].ci95 else None  # one class: its own bootstrap CI
+        elif all(se is not None for se in ses):
             var = sum((t / spec) ** 2 * (se or 0.0) ** 2 for t, se in zip(spec_times, ses, strict=True))
             half = 1.959964 * math.sqrt(var)
             ci = [s_mix * math.exp(-half), s_mix * math.exp(half)]
@@ -484,9 +486,10 @@ def explain(rows: Sequence[Row]) -> dict[str, Any]:
         key = (r.draft, r.level)
         if key not in fits:
             fits[key] = fit_draft_costs(rows, r.draft, r.level)
+    ordered = sorted(rows, key=lambda r: (draft_size(r.draft), r.draft, r.window, level_key(r.level), r.prompt_class))
     rows_out = [
         explain_row(r, fits[(r.draft, r.level)])
-        for r in rows
+        for r in ordered
         if r.prompt_class not in (MIX, ALL) and (r.length is not None or r.per_position)
     ]
     return {

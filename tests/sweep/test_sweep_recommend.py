@@ -103,12 +103,16 @@ def test_mix_speedup_and_delta_method_ci() -> None:
     spec = 0.7 * 0.045 / 3.0 + 0.3 * 0.047 / 0.95
     assert m.speedup == pytest.approx(base / spec)
     assert m.ci95 is not None and m.ci95[0] < m.speedup < m.ci95[1]
-    # a single-class mix reproduces that class's CI (log-symmetric reconstruction)
+    # the delta method on log scale: with equal weights and equal CIs the half-width shrinks by sqrt(2)
+    s2 = row("d", 7, 2.0, (1.6, 2.5), base=0.04)
+    o2 = row("d", 7, 2.0, (1.6, 2.5), cls="open", base=0.04)
+    (eq,) = mix_rows([s2, o2], {"structured": 1, "open": 1})
+    assert eq.speedup == pytest.approx(2.0) and eq.ci95 is not None
+    half = (math.log(2.5) - math.log(1.6)) / 2
+    assert math.log(eq.ci95[1] / eq.ci95[0]) / 2 == pytest.approx(half / math.sqrt(2))
+    # a single-class mix is that class, CI included
     (only,) = mix_rows([s, o], {"structured": 1.0})
-    assert only.speedup == pytest.approx(3.0)
-    assert only.ci95 is not None
-    assert math.sqrt(only.ci95[0] * only.ci95[1]) == pytest.approx(3.0)
-    assert only.ci95[1] / only.ci95[0] == pytest.approx(3.3 / 2.7)
+    assert only.speedup == pytest.approx(3.0) and only.ci95 == [2.7, 3.3]
     # a cell missing a weighted class gives no mix row
     assert mix_rows([s], {"structured": 0.5, "open": 0.5}) == []
 
