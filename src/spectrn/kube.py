@@ -595,17 +595,23 @@ class RealKube:
                 binary=True,
                 **kwargs,
             )
-            resp.run_forever(timeout=timeout_s)
-            out = resp.read_channel(1)
-            err = resp.read_channel(2)
-            if resp.is_open():
+            try:
+                resp.run_forever(timeout=timeout_s)
+                out = resp.read_channel(1)
+                err = resp.read_channel(2)
+                if resp.is_open():
+                    raise KubeApiError(
+                        f"{action}: did not finish within {timeout_s:.0f} s",
+                        reason="Timeout",
+                        hint="re-run; the pod may be overloaded",
+                    )
+                rc = resp.returncode
+            finally:
+                # websocket-client's close() is a no-op once the server closed the stream, which leaves the
+                # socket open; shutdown() really closes it.
                 resp.close()
-                raise KubeApiError(
-                    f"{action}: did not finish within {timeout_s:.0f} s",
-                    reason="Timeout",
-                    hint="re-run; the pod may be overloaded",
-                )
-            rc = resp.returncode
+                if getattr(resp, "sock", None) is not None:
+                    resp.sock.shutdown()
         except KubeApiError:
             raise
         except Exception as e:

@@ -3,11 +3,18 @@
 It keeps objects by URL path, pages lists two items at a time (so ``continue`` tokens are exercised),
 answers Status bodies for errors as the real API server does, streams watch events line by line, and
 records every request so tests can check methods, paths, query strings, headers and bodies.
+
+``pods/<name>/exec`` speaks the WebSocket channel protocol (``v4.channel.k8s.io``): ``exec_handler``
+maps the command to (stdout, stderr, exit code); stdout goes out in several frames, the exit status as a
+Status on channel 3, as the kubelet does.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import struct
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -44,6 +51,7 @@ class MockApiServer:
         self.logs: dict[str, str] = {}
         self.events: list[dict[str, Any]] = []
         self.rv = 10
+        self.exec_handler: Any = lambda command: (b"", b"", 0)
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
@@ -86,8 +94,48 @@ class MockApiServer:
                 mock.requests.append(Seen(self.command, parts.path, parse_qs(parts.query), headers, body))
                 return parts.path, parse_qs(parts.query), body
 
+            def _exec(self, query: dict[str, list[str]]) -> None:
+                key = self.headers["Sec-WebSocket-Key"]
+                accept = base64.b64encode(
+                    hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()
+                ).decode()
+                self.wfile.write(
+                    b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                    + f"Sec-WebSocket-Accept: {accept}\r\nSec-WebSocket-Protocol: v4.channel.k8s.io\r\n\r\n".encode()
+                )
+                out, err, rc = mock.exec_handler(query.get("command", []))
+                for i in range(0, len(out), 1000):  # several frames, as long output arrives
+                    self._frame(0x2, b"\x01" + out[i : i + 1000])
+                if err:
+                    self._frame(0x2, b"\x02" + err)
+                if rc == 0:
+                    status: dict[str, Any] = {"metadata": {}, "status": "Success"}
+                else:
+                    status = {
+                        "metadata": {},
+                        "status": "Failure",
+                        "reason": "NonZeroExitCode",
+                        "details": {"causes": [{"reason": "ExitCode", "message": str(rc)}]},
+                    }
+                self._frame(0x2, b"\x03" + json.dumps(status).encode())
+                self._frame(0x8, struct.pack("!H", 1000))
+                self.wfile.flush()
+                self.close_connection = True
+
+            def _frame(self, opcode: int, payload: bytes) -> None:
+                n = len(payload)
+                if n < 126:
+                    head = struct.pack("!BB", 0x80 | opcode, n)
+                elif n < 65536:
+                    head = struct.pack("!BBH", 0x80 | opcode, 126, n)
+                else:
+                    head = struct.pack("!BBQ", 0x80 | opcode, 127, n)
+                self.wfile.write(head + payload)
+
             def do_GET(self) -> None:  # noqa: N802
                 path, query, _ = self._record()
+                if path.endswith("/exec") and self.headers.get("Upgrade", "").lower() == "websocket":
+                    return self._exec(query)
                 if path == "/api":
                     return self._send(200, {"kind": "APIVersions", "versions": ["v1"]})
                 if path == "/apis":

@@ -1,8 +1,5 @@
-"""``RealKube`` over real HTTP against a local API server double, and the translation of API errors.
-
-Exec (a WebSocket upgrade) is not covered here: the double speaks plain HTTP only; exec is covered through
-``FakeKube`` and by the kind smoke test.
-"""
+"""``RealKube`` over real HTTP (and WebSocket, for exec) against a local API server double, and the
+translation of API errors."""
 
 from __future__ import annotations
 
@@ -138,6 +135,27 @@ def test_events_for_uses_a_field_selector_and_sorts(kube, server):
     ]
     assert [e["reason"] for e in kube.events_for("Pod", "p", "spectrn")] == ["A", "B"]
     assert server.requests[-1].query["fieldSelector"] == ["involvedObject.kind=Pod,involvedObject.name=p"]
+
+
+def test_exec_returns_binary_stdout_across_frames(kube, server):
+    payload = bytes(range(256)) * 40  # 10 kB of every byte value: a tar stream must arrive intact
+
+    def handler(command):
+        if command[:2] == ["tar", "cf"]:
+            return payload, b"", 0
+        return b"", b"cat: /results/x/run.json: No such file or directory\n", 1
+
+    server.exec_handler = handler
+    out = kube.exec("load-0", "spectrn", ["tar", "cf", "-", "-C", "/results/x", "."], container="load")
+    assert out == payload
+    req = next(r for r in server.requests if r.path.endswith("/exec"))
+    assert req.path == "/api/v1/namespaces/spectrn/pods/load-0/exec"
+    assert req.query["command"] == ["tar", "cf", "-", "-C", "/results/x", "."]
+    assert req.query["container"] == ["load"] and req.query["stdout"] == ["true"]
+    with pytest.raises(KubeApiError) as err:
+        kube.exec("load-0", "spectrn", ["cat", "/results/x/run.json"])
+    assert err.value.reason == "ExecFailed" and "exit status 1" in err.value.message
+    assert "No such file or directory" in err.value.message
 
 
 def test_discovery_and_access_review(kube, server):
