@@ -723,6 +723,10 @@ class Sweep:
         if len(self.levels) > 1:
             self.console.print(f"[yellow]note:[/] --predict works at one load level; using {level}")
         first = [Cell(d, k_max, level) for d in self.opts.drafts]
+        self.console.print(
+            f"predict: window {k_max} for {len(first)} draft(s), then one confirmation run of the predicted optimum "
+            f"(instead of {len(self.opts.drafts) * len(self.opts.windows)} grid cells)"
+        )
         self.run_cells(first, runner, result, phase=f"predict: measuring window {k_max}")
         pred = self.prediction()
         choice = pred.get("choice")
