@@ -150,7 +150,7 @@ class Engine:
         self.counter = 0
         self.steps = 0
         # Per step: wake-up - deadline, last write - deadline, CPU seconds spent writing, chunks written.
-        self.lateness: deque[tuple[float, float, float, int]] = deque(maxlen=100_000)
+        self.lateness: deque[tuple[float, float, float, int]] = deque(maxlen=2000)
         self._written_at = 0.0
         self._write_cpu = 0.0
         self._wake: asyncio.Event | None = None

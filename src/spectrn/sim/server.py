@@ -305,6 +305,8 @@ class SimServer:
                 "max_num_seqs": self.settings.batch_limit,
                 "max_model_len": self.settings.context_limit,
                 "steps": self.engine.steps,
+                # The engine's own schedule error per step (most recent 2000 steps): wake-up - deadline, last
+                # write - deadline, CPU seconds spent writing, chunks written.
                 "lateness_s": [list(x) for x in self.engine.lateness],
             }
         )
