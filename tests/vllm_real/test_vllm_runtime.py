@@ -135,17 +135,16 @@ def _servers_started_in(work: Path) -> dict[str, int]:
     """Process-group leaders whose working folder is one of the pair's server folders."""
     found = {}
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cwd = (entry / "cwd").resolve()
-            except OSError:
-                continue
-            if (
-                cwd.parent == work.resolve()
-                and cwd.name.startswith("vllm-")
-                and os.getpgid(int(entry.name)) == int(entry.name)
-            ):
-                found[cwd.name] = int(entry.name)
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        try:
+            cwd = (entry / "cwd").resolve()
+            leader = os.getpgid(pid) == pid
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if leader and cwd.parent == work.resolve() and cwd.name.startswith("vllm-"):
+            found[cwd.name] = pid
     return found
 
 
