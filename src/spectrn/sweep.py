@@ -884,8 +884,9 @@ class Sweep:
             {"key": c.key, "run_dir": e["run_dir"], "duration_s": e.get("duration_s"), "clean": e.get("clean")}
             for c, e in self.manifest.finished_cells()
         ]
-        if self.opts.predict or self.manifest.data.get("settings", {}).get("predict"):
-            analysis["prediction"] = self.prediction()
+        # Also for a full grid: predicting every window from the largest one, next to what was measured, shows
+        # how far --predict can be trusted on this workload before the next sweep relies on it.
+        analysis["prediction"] = self.prediction()
         atomic_write_text(self.sweep_dir / "analysis.json", json.dumps(finite(analysis), indent=2, allow_nan=False))
         return analysis
 

@@ -60,6 +60,10 @@ def test_grid_recovers_the_published_shape(grid: tuple[Path, dict[str, Any]]) ->
     # open prompts: no meaningful gain anywhere
     assert rec["open"]["chosen"] is None
     assert max(r["speedup"] for r in rows(a, "open").values()) < 1.1
+    # every window predicted from the window-15 run alone, against what the grid measured
+    predicted = [c for c in a["prediction"]["comparison"] if not c["fitted"]]
+    assert len(predicted) == 2 * 2 * 3
+    assert all(abs(c["error"]) < 0.1 for c in predicted), predicted
     # speculation never changed an output on the simulator
     eq = a["equivalence"]
     assert eq["compared"] == 8 * 16 and eq["match_rate"] == 1.0 and eq["divergences"] == []
