@@ -55,6 +55,7 @@ def test_chunks_and_tokens_equal_what_the_simulator_emitted(sim_run) -> None:
     assert all(r.ok for r in recs)
     spec = _by_prompt(truth["speculative"])
     multi = 0
+    diffs: list[float] = []
     for r in recs:
         if r.variant != "speculative":
             assert set(r.chunk_tokens) == {1}
@@ -66,8 +67,11 @@ def test_chunks_and_tokens_equal_what_the_simulator_emitted(sim_run) -> None:
         # chunk arrival gaps equal the simulator's write gaps (same machine, monotonic clocks)
         sim_gaps = [b["written"] - a["written"] for a, b in zip(t["chunks"], t["chunks"][1:], strict=False)]
         cli_gaps = [b - a for a, b in zip(r.chunk_times, r.chunk_times[1:], strict=False)]
-        worst = max(abs(x - y) for x, y in zip(sim_gaps, cli_gaps, strict=True))
-        assert worst < 0.02, f"{r.prompt_id}: chunk gap off by {worst * 1e3:.1f} ms"
+        diffs.extend(abs(x - y) for x, y in zip(sim_gaps, cli_gaps, strict=True))
+    diffs.sort()
+    # a busy 2-core machine can delay single reads; the bulk must agree closely
+    assert diffs[len(diffs) // 2] < 0.002, f"median gap error {diffs[len(diffs) // 2] * 1e3:.2f} ms"
+    assert diffs[int(0.95 * (len(diffs) - 1))] < 0.010
     assert multi > 0, "speculation must produce multi-token chunks"
 
 

@@ -9,7 +9,7 @@ from collections import Counter
 import aiohttp
 import pytest
 from aiohttp import web
-from conftest import FIXTURES, replay_app, serve_app
+from lg_support import FIXTURES, replay_app, serve_app
 
 from spectrn.analyze import request_metrics
 from spectrn.loadgen.client import RequestParams, _apportion, build_body, endpoint_url, run_request

@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
+from lg_support import FIXTURES
 
 from spectrn.cli.main import main
 from spectrn.errors import AnalysisError

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import FIXTURES
+from lg_support import FIXTURES
 
 from spectrn.loadgen.metrics import (
     SPEC_ACCEPTED,

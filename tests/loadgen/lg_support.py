@@ -1,4 +1,4 @@
-"""Fixtures for load generator tests: replay servers for recorded bytes and reference schedules."""
+"""Helpers for load generator tests: serve an aiohttp app in a thread, replay recorded vLLM bytes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
 from aiohttp import web
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -57,8 +56,3 @@ def replay_app(handler: Callable[[web.Request], Any], model: str = "m") -> web.A
     app.router.add_post("/v1/completions", handler)
     app.router.add_post("/v1/chat/completions", handler)
     return app
-
-
-@pytest.fixture
-def serve() -> Callable[[web.Application], Any]:
-    return serve_app
