@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spectrn.errors import AnalysisError
+from spectrn.errors import AnalysisError, one_line
 from spectrn.records import RequestRecord, RunMeta, iter_records
 
 QUANTILES = (50, 90, 95, 99)
@@ -497,7 +497,9 @@ def load_run(run_dir: Path) -> tuple[RunMeta, list[RequestRecord], dict[str, Any
     except FileNotFoundError:
         raise AnalysisError(f"{run_dir}/run.json is missing", hint="is this a spectrn run folder?") from None
     except ValueError as e:
-        raise AnalysisError(f"{run_dir}/run.json is corrupt: {e}") from None
+        raise AnalysisError(
+            f"{run_dir}/run.json is corrupt: {one_line(e)}", hint="restore run.json, or re-run the bench"
+        ) from None
     records = list(iter_records(run_dir / "requests.jsonl"))
     acc_path = run_dir / "acceptance.json"
     acceptance: dict[str, Any] = {}

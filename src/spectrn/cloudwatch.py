@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote
 
-from spectrn.errors import AnalysisError, ConfigError, PublishError
+from spectrn.errors import AnalysisError, ConfigError, PublishError, one_line
 from spectrn.records import RequestRecord, RunMeta, read_records
 
 # ---- CloudWatch limits (REFERENCE section 6) ----------------------------------------------------------
@@ -229,7 +229,9 @@ def load_run(run_dir: Path) -> RunData:
     try:
         meta = RunMeta.model_validate_json(meta_path.read_text(encoding="utf-8"))
     except ValueError as e:
-        raise AnalysisError(f"{meta_path} is not valid run metadata: {e}") from None
+        raise AnalysisError(
+            f"{meta_path} is not valid run metadata: {one_line(e)}", hint="restore run.json, or re-run the bench"
+        ) from None
     records = [r for r in read_records(run_dir / "requests.jsonl") if not r.warmup]
     summary = _read_json(run_dir / "summary.json")
     acceptance = _acceptance(_read_json(run_dir / "acceptance.json"))

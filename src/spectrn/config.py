@@ -469,6 +469,8 @@ def load_yaml(path: Path, *, what: str = "file", max_bytes: int = MAX_CONFIG_BYT
         raise ConfigError(f"{what} {path} is not UTF-8 (byte {e.start})", hint="save it as UTF-8") from None
     try:
         return yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - _SafeLoader is a SafeLoader
+    except RecursionError:  # a hostile document: thousands of nested [ or {
+        raise ConfigError(f"{what} {path} is nested too deeply", hint="flatten the document") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1} column {mark.column + 1}" if mark else ""

@@ -110,6 +110,22 @@ _SECRET_PATTERNS = [
 ]
 
 
+def one_line(exc: BaseException) -> str:
+    """An exception as one line: a pydantic ``ValidationError`` becomes its first problem and location."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            items = list(errors())
+        except Exception:  # not pydantic's errors(): fall back to the text
+            items = []
+        if items and isinstance(items[0], dict):
+            first = items[0]
+            loc = ".".join(str(p) for p in first.get("loc", ()))
+            more = f" (and {len(items) - 1} more problems)" if len(items) > 1 else ""
+            return f"{loc + ': ' if loc else ''}{first.get('msg', '')}{more}"
+    return " ".join(str(exc).split())
+
+
 def redact(text: str) -> str:
     """Mask tokens, keys and passwords in ``text`` (used on every error shown to the user)."""
     for pattern, repl in _SECRET_PATTERNS:

@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from spectrn.errors import AnalysisError
+from spectrn.errors import AnalysisError, one_line
 
 Variant = Literal["baseline", "speculative"]
 VARIANTS: tuple[Variant, Variant] = ("baseline", "speculative")
@@ -101,7 +101,10 @@ def iter_records(path: Path) -> Iterator[RequestRecord]:
         except (ValueError, TypeError) as e:
             if n == len(lines):
                 return  # the writer was killed mid-line; the complete records before it stand
-            raise AnalysisError(f"{path} line {n} is not a request record: {e}") from None
+            raise AnalysisError(
+                f"{path} line {n} is not a request record: {one_line(e)}",
+                hint="the file was damaged; remove or repair that line (only a torn last line is skipped)",
+            ) from None
 
 
 def read_records(path: Path) -> list[RequestRecord]:

@@ -65,7 +65,7 @@ def _param_overrides(items: list[str] | None) -> dict[str, dict[str, float]]:
 @sim_app.command("serve")
 def serve(
     ctx: typer.Context,
-    port: Annotated[int, typer.Option("--port", help="TCP port.")] = 8000,
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="TCP port.")] = 8000,
     host: Annotated[str, typer.Option("--host", help="Address to bind (0.0.0.0 inside a container).")] = "127.0.0.1",
     preset: PresetOpt = "qwen3-32b-trn2",
     speculative: SpecOpt = False,

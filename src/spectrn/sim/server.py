@@ -767,4 +767,12 @@ def serve(settings: SimSettings, host: str = "0.0.0.0", port: int = 8000, *, log
     loop = _new_loop()
     asyncio.set_event_loop(loop)
     app = make_app(settings)
-    web.run_app(app, host=host, port=port, print=log, access_log=None, loop=loop, handle_signals=True)
+    try:
+        web.run_app(app, host=host, port=port, print=log, access_log=None, loop=loop, handle_signals=True)
+    except OSError as e:  # address in use, or not an address of this machine
+        from spectrn.errors import SimError
+
+        raise SimError(
+            f"cannot listen on {host}:{port}: {e.strerror or e}",
+            hint="choose a free --port and an address of this machine for --host (127.0.0.1, or 0.0.0.0 in a pod)",
+        ) from None
