@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from spectrn.config import SpectrnConfig
-from spectrn.errors import ConfigError, DeployError, KubeError
+from spectrn.errors import ConfigError, DeployError, KubeError, one_line
 
 MARKER = ".spectrn-compiled"
 TEMPLATE = "compile-job.yaml.j2"
@@ -70,7 +70,7 @@ def configurations(
             try:
                 out.append((SpectrnConfig.model_validate(data), True))
             except ValueError as e:
-                raise ConfigError(f"draft {d} window {w}: {e}", hint="fix --drafts / --windows") from None
+                raise ConfigError(f"draft {d} window {w}: {one_line(e)}", hint="fix --drafts / --windows") from None
     return out
 
 

@@ -122,7 +122,8 @@ def one_line(exc: BaseException) -> str:
             first = items[0]
             loc = ".".join(str(p) for p in first.get("loc", ()))
             more = f" (and {len(items) - 1} more problems)" if len(items) > 1 else ""
-            return f"{loc + ': ' if loc else ''}{first.get('msg', '')}{more}"
+            msg = str(first.get("msg", "")).removeprefix("Value error, ")
+            return f"{loc + ': ' if loc else ''}{msg}{more}"
     return " ".join(str(exc).split())
 
 

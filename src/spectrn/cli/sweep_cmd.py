@@ -104,6 +104,11 @@ def sweep(
     if resume and sweep_id is None:
         sweep_id = _latest_sweep(out_dir)
     sid = check_sweep_id(sweep_id) if sweep_id else new_sweep_id()
+    if resume and not (out_dir / sid / "sweep.json").exists():
+        raise ConfigError(
+            f"--resume: there is no sweep {sid} under {out_dir}",
+            hint="check --sweep-id and --out-dir, or drop --resume",
+        )
     opts = SweepOptions(drafts=d, windows=w, predict=predict, weights=parse_mix(mix), quiet=quiet, min_gain=min_gain)
     kube = None
     if not local:
