@@ -128,7 +128,9 @@ def deploy_cmd(
     ] = False,
     timeout: Annotated[
         float | None,
-        typer.Option("--timeout", help="Seconds to wait for readiness (default: startup budget + 30 min)."),
+        typer.Option(
+            "--timeout", min=1, max=7 * 86400, help="Seconds to wait for readiness (default: startup budget + 30 min)."
+        ),
     ] = None,
     context: ContextOpt = None,
     kubeconfig: KubeconfigOpt = None,
@@ -234,7 +236,9 @@ def collect_cmd(
     config: ConfigOpt = None,
     sets: SetOpt = None,
     out: Annotated[Path, typer.Option("--out", help="Folder holding run folders.")] = Path("results"),
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the pods to finish.")] = 600,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0, max=7 * 86400, help="Seconds to wait for the pods to finish.")
+    ] = 600,
     context: ContextOpt = None,
     kubeconfig: KubeconfigOpt = None,
 ) -> None:
