@@ -525,7 +525,7 @@ def sweep_heatmap(
     norm = TwoSlopeNorm(vcenter=1.0, vmin=vmin, vmax=vmax)
     ncls = len(classes)
     fig = _figure(max(5.0, 1.2 * len(windows) + 2.5) * min(ncls, 3), (1.0 * len(drafts) + 1.8) * math.ceil(ncls / 3))
-    axes = np.atleast_1d(fig.subplots(math.ceil(ncls / 3), min(ncls, 3), squeeze=False)).flat
+    axes = list(np.atleast_1d(fig.subplots(math.ceil(ncls / 3), min(ncls, 3), squeeze=False)).flat)
     image = None
     for ax, cls in zip(axes, classes, strict=False):
         grid = np.full((len(drafts), len(windows)), np.nan)
@@ -556,7 +556,7 @@ def sweep_heatmap(
         ax.set_xlabel("window (num_speculative_tokens)")
         ax.set_ylabel("draft")
         ax.set_title(cls)
-    for ax in list(axes)[ncls:]:
+    for ax in axes[ncls:]:
         ax.set_visible(False)
     if image is not None:
         fig.colorbar(image, ax=fig.axes[:ncls], label=value_label, shrink=0.8)
