@@ -34,10 +34,19 @@ MAX_TOKENS = 64
 MEASURED: dict[str, Any] = {}
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "own_servers: starts its own vLLM servers (runs before the shared pair starts)")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if HERE in Path(str(item.path)).parents:
-            item.add_marker(pytest.mark.vllm)
+    mine = [i for i, item in enumerate(items) if HERE in Path(str(item.path)).parents]
+    for i in mine:
+        items[i].add_marker(pytest.mark.vllm)
+    # Tests that start their own servers go first, so that they never run beside the shared pair: two more
+    # vLLM servers at once would double the memory and slow everything on a 2-core machine.
+    ordered = sorted((items[i] for i in mine), key=lambda item: item.get_closest_marker("own_servers") is None)
+    for i, item in zip(mine, ordered, strict=True):
+        items[i] = item
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -148,6 +148,7 @@ def _servers_started_in(work: Path) -> dict[str, int]:
     return found
 
 
+@pytest.mark.own_servers
 def test_ctrl_c_during_real_startup_stops_everything_quickly(tmp_path: Path) -> None:
     """Ctrl-C while real vLLM servers start: a starting vLLM ignores SIGTERM for a long time, so the pair must
     fall back to SIGKILL after the short start-up grace and leave no process behind."""
