@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
-from spectrn.config import SpectrnConfig, load_config
 from spectrn.errors import ConfigError
+
+if TYPE_CHECKING:  # pydantic models load only when a command runs, not for --help
+    from spectrn.config import SpectrnConfig
 
 ConfigOpt = Annotated[
     Path | None,
@@ -53,6 +55,8 @@ def config_from_cli(
     **flags: Any,
 ) -> SpectrnConfig:
     """Load the config, apply ``--set`` then explicit flags (``draft=..., num_speculative_tokens=...``)."""
+    from spectrn.config import load_config
+
     overrides = parse_sets(sets)
     overrides.update({k.replace("__", "."): v for k, v in flags.items() if v is not None})
     cfg = load_config(config, overrides)
