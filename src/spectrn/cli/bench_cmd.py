@@ -163,6 +163,8 @@ def _bench_local(
 
 
 def _local_runtime(cfg: Any, runtime: str, work_dir: Path, time_scale: float | None) -> Any:
+    if time_scale is not None and not 0 < time_scale <= 100:
+        raise ConfigError(f"--time-scale {time_scale:g} is outside (0, 100]", hint="e.g. --time-scale 0.25 (4x faster)")
     if runtime == "sim":
         from spectrn.runtimes.sim_pair import SimPair
 

@@ -255,8 +255,12 @@ def collect_cmd(
 @kind_app.command("fake-neuron")
 def fake_neuron_cmd(
     node: Annotated[list[str] | None, typer.Option("--node", help="Node to patch (repeatable; default: all).")] = None,
-    neuron: Annotated[int, typer.Option("--neuron", help="aws.amazon.com/neuron devices per node.")] = 16,
-    neuroncore: Annotated[int, typer.Option("--neuroncore", help="aws.amazon.com/neuroncore per node.")] = 128,
+    neuron: Annotated[
+        int, typer.Option("--neuron", min=1, max=1024, help="aws.amazon.com/neuron devices per node.")
+    ] = 16,
+    neuroncore: Annotated[
+        int, typer.Option("--neuroncore", min=1, max=8192, help="aws.amazon.com/neuroncore per node.")
+    ] = 128,
     context: ContextOpt = None,
     kubeconfig: KubeconfigOpt = None,
 ) -> None:

@@ -197,7 +197,10 @@ def ingest(results_dir: Path, run_id: str | None = None) -> dict[str, Any]:
         if any(sub.glob("*_individual_responses.json")):
             variants[sub.name] = ingest_variant(sub)
     if not variants:
-        raise AnalysisError(f"{results_dir} holds no llmperf result folders")
+        raise AnalysisError(
+            f"{results_dir} holds no llmperf result folders",
+            hint="pass the folder with one sub-folder per variant, each holding llmperf's *_summary.json",
+        )
     names = {"base": "baseline", "sd": "speculative"}
     variants = {names.get(k, k): v for k, v in variants.items()}
     summary: dict[str, Any] = {
