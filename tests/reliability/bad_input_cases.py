@@ -1,0 +1,251 @@
+"""The bad-input matrix: every command with missing, malformed, contradictory or hostile input.
+
+One list, ``CASES``, drives both the test (``test_rel_bad_input.py``) and the table in ``docs/bad-input.md``.
+Regenerate the document after changing the list:
+
+    .venv/bin/python tests/reliability/bad_input_cases.py > docs/bad-input.md
+
+Each case runs in a folder prepared by ``make_inputs`` (file names below refer to it), with a fake
+Kubernetes API and no AWS credentials. Expected: the documented exit code, exactly one error line
+``Type: cause (fix: ...)`` (Click usage errors: ``Usage error: ...``) containing ``expect``, and no new
+file anywhere in the folder (nothing half-written).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+DEAD = "http://127.0.0.1:9"  # the discard port: nothing listens there on a test machine
+EP = ("--endpoint", f"baseline={DEAD}")
+ID = ("--run-id", "r")
+
+
+@dataclass(frozen=True)
+class Case:
+    command: str
+    what: str
+    argv: tuple[str, ...]
+    code: int
+    expect: str
+
+
+def _c(what: str, argv: str | tuple[str, ...], code: int, expect: str) -> Case:
+    args = tuple(argv.split()) if isinstance(argv, str) else argv
+    command = " ".join(args[:2]) if args[0] in ("sim", "kind") else args[0]
+    return Case(command, what, args, code, expect)
+
+
+CASES: list[Case] = [
+    # ---- config files: shared by every command that takes --config ----
+    _c("YAML alias (billion-laughs bomb)", "render -c alias.yaml", 2, "YAML aliases are not allowed"),
+    _c("YAML nested 5000 levels deep", "render -c deep.yaml", 2, "nested too deeply"),
+    _c("config file over 1 MB", "render -c huge.yaml", 2, "over the 1000000-byte limit"),
+    _c("unknown (misspelt) key", "render -c unknown.yaml", 2, "bench.requets: unknown key"),
+    _c("config not UTF-8", "render -c latin1.yaml", 2, "is not UTF-8"),
+    _c("config is a list, not a mapping", "render -c list.yaml", 2, "top level must be a mapping"),
+    _c("config file missing", "render -c missing.yaml", 2, "does not exist"),
+    _c("malformed YAML", "render -c broken.yaml", 2, "malformed YAML"),
+    _c("--set without '='", "render --set nonsense", 2, "is not KEY=VALUE"),
+    _c("--set wrong type", "render --set bench.requests=abc", 2, "bench.requests: Input should be a valid integer"),
+    _c("unknown draft model", "render --draft nosuch", 2, "draft: unknown model 'nosuch'"),
+    _c("draft not smaller than target", "render --draft qwen3-32b", 2, "is not smaller than target"),
+    _c("window 0", "render --window 0", 2, "num_speculative_tokens: 0 is outside 1..32"),
+    _c("window enormous", "render --window 1000000", 2, "is outside 1..32"),
+    _c("namespace with '/' and '..'", "render --set namespace=../etc", 2, "namespace: must be a DNS-1123 label"),
+    _c("--only not a service", "render --only both", 2, "--only 'both' is not a service"),
+    _c("run id with '..'", "render --run-id ../x", 2, "run id '../x' is not usable"),
+    _c("output folder with '..'", "render -o ../x", 2, "contains '..'"),
+    _c("unknown load engine", "render --engine locust", 2, "--engine 'locust'"),
+    _c("IAM policy from a bad config", "render --iam-policy -c unknown.yaml", 2, "unknown key"),
+    # ---- init ----
+    _c("config file already exists", "init", 2, "already exists"),
+    # ---- bench / loadgen: flags, endpoints, prompts, paths ----
+    _c("endpoint not NAME=URL", "bench --endpoint nourl", 2, "is not NAME=URL"),
+    _c("endpoint not http(s)", "bench --endpoint baseline=ftp://x", 2, "is not an http(s) URL"),
+    _c("endpoint without a host", "bench --endpoint baseline=http:///v1", 2, "is not an http(s) URL"),
+    _c("same endpoint name twice", ("bench", *EP, *EP), 2, "given twice"),
+    _c("unreachable endpoint", ("bench", *EP, *ID), 4, "endpoint baseline (http://127.0.0.1:9) is unreachable"),
+    _c("negative request count", ("bench", *EP, "--requests", "-1"), 2, "bench.requests: Input should be greater"),
+    _c("enormous request count", ("bench", *EP, "--requests", str(10**12)), 2, "less than or equal to 1000000"),
+    _c("request count not a number", ("bench", *EP, "--requests", "nan"), 2, "Invalid value for '--requests'"),
+    _c("concurrency 0", ("bench", *EP, "--set", "bench.concurrency=[0]"), 2, "level 0 outside 1..4096"),
+    _c("concurrency enormous", ("bench", *EP, "--concurrency", "100000"), 2, "level 100000 outside 1..4096"),
+    _c("concurrency not a list of integers", ("bench", *EP, "--concurrency", "1,x"), 2, "comma-separated list"),
+    _c("negative rate", ("bench", *EP, "--rate", "-1"), 2, "bench.request_rate: Input should be greater than 0"),
+    _c("zero output tokens", ("bench", *EP, "--max-tokens", "0"), 2, "bench.max_tokens"),
+    _c("infinite timeout", ("bench", *EP, "--set", "bench.timeout_s=1e400"), 2, "bench.timeout_s"),
+    _c("unknown API", ("bench", *EP, "--api", "grpc"), 2, "bench.api: Input should be 'chat' or 'completions'"),
+    _c("--out-dir climbing out with '..'", ("bench", *EP, "--out-dir", "../x"), 2, "--out-dir ../x contains '..'"),
+    _c("run id with '..'", ("bench", *EP, "--run-id", "../x"), 2, "is not a safe folder name"),
+    _c("run id with '/'", ("bench", *EP, "--run-id", "a/b"), 2, "is not a safe folder name"),
+    _c("prompt file over 5 MB", ("bench", *EP, "--prompts", "huge_prompts.yaml"), 2, "over the 5000000-byte limit"),
+    _c("prompt file not UTF-8", ("bench", *EP, "--prompts", "latin1_prompts.yaml"), 2, "is not UTF-8"),
+    _c("prompt file missing", ("bench", *EP, "--prompts", "nope.yaml"), 2, "nope.yaml"),
+    _c("unknown local runtime", "bench --local --runtime docker", 2, "--runtime 'docker' is not a local runtime"),
+    _c("unknown engine", ("bench", *EP, "--engine", "locust"), 2, "--engine 'locust'"),
+    _c("no endpoint", "loadgen", 2, "loadgen needs at least one --endpoint"),
+    _c("zero shards", ("loadgen", *EP, "--shards", "0"), 2, "--shard-index 0 is outside"),
+    _c("shard index past the shards", ("loadgen", *EP, "--shard-index", "3", "--shards", "2"), 2, "is outside 0..1"),
+    _c("--out not ending in the run id", ("loadgen", *EP, "--run-id", "r1", "--out", "x/r2"), 2, "must end in"),
+    _c("--out with '..'", ("loadgen", *EP, "--run-id", "r1", "--out", "../r1"), 2, "contains '..'"),
+    _c("demo with zero requests", "demo --requests 0", 2, "bench.requests"),
+    _c("demo with negative time scale", "demo --time-scale -1", 2, "--time-scale -1 is outside (0, 100]"),
+    _c("bench with zero time scale", "bench --local --time-scale 0", 2, "--time-scale 0 is outside (0, 100]"),
+    # ---- analyze / report / compare / publish / dashboard / ingest: run folders ----
+    _c("run folder missing", "analyze nosuch", 5, "is not a run folder"),
+    _c("not a run folder", "analyze empty_dir", 5, "run.json is missing"),
+    _c("run.json garbled", "analyze corrupt_run", 5, "run.json is corrupt: Invalid JSON"),
+    _c("run with no finished request", "analyze empty_run", 5, "has no measured requests"),
+    _c("requests.jsonl damaged mid-file", "analyze damaged_run", 5, "line 2 is not a request record"),
+    _c("report of a missing run", "report nosuch", 5, "run folder nosuch does not exist"),
+    _c("report of a garbled run", "report corrupt_run", 5, "is not valid run metadata"),
+    _c("report output with '..'", "report good_run --out ../x", 2, "contains '..'"),
+    _c("compare with one run", "compare good_run", 2, "Missing argument"),
+    _c("compare a garbled run", "compare good_run corrupt_run", 5, "is not valid run metadata"),
+    _c("publish a missing run", "publish nosuch", 5, "run folder nosuch does not exist"),
+    _c("publish batch size 0", "publish good_run --batch-size 0", 2, "--batch-size"),
+    _c("publish with zero attempts", "publish good_run --max-attempts 0", 2, "--max-attempts"),
+    _c("publish without AWS credentials", "publish good_run", 6, "no AWS credentials found"),
+    _c("dashboard of a missing run", "dashboard nosuch --print", 5, "run folder nosuch does not exist"),
+    _c("llmperf folder missing", "ingest-llmperf nosuch", 5, "nosuch is not a folder"),
+    _c("llmperf folder without results", "ingest-llmperf empty_dir", 5, "holds no llmperf result folders"),
+    _c("config-reference of a missing file", "config-reference --check nope.md", 2, "nope.md cannot be read"),
+    # ---- cluster commands (fake API) ----
+    _c("deploy with a bad config", "deploy -c alias.yaml", 2, "YAML aliases are not allowed"),
+    _c("deploy with negative timeout", "deploy --timeout -5", 2, "--timeout"),
+    _c("status in an invalid namespace", "status --set namespace=Bad_NS", 2, "namespace: must be a DNS-1123 label"),
+    _c("teardown with a bad config", "teardown --yes -c unknown.yaml", 2, "unknown key"),
+    _c("collect a run id with '..'", "collect ../x", 2, "run id '../x' is not usable"),
+    _c("collect a run id with '/'", "collect a/b", 2, "run id 'a/b' is not usable"),
+    _c("collect a run that does not exist", "collect nosuchrun", 4, "no load Job for run nosuchrun"),
+    _c("collect with negative timeout", "collect abc --timeout -1", 2, "--timeout"),
+    _c("fake capacity on a cluster that is not kind", "kind fake-neuron", 2, "is not a kind cluster"),
+    _c("negative fake device count", "kind fake-neuron --neuron -1", 2, "--neuron"),
+    # ---- sweep / compile ----
+    _c("sweep window 0", "sweep --local --windows 0", 2, "num_speculative_tokens: 0 is outside"),
+    _c("sweep windows not numbers", "sweep --local --windows a", 2, "--windows 'a'"),
+    _c("sweep unknown draft", "sweep --local --drafts nosuch", 2, "unknown model 'nosuch'"),
+    _c("sweep id with '..'", "sweep --local --sweep-id ../x", 2, "is not a safe folder name"),
+    _c("sweep mix malformed", "sweep --local --mix bad", 2, "is not CLASS=WEIGHT"),
+    _c("resume a sweep that does not exist", "sweep --local --resume --sweep-id nosuch", 2, "there is no sweep nosuch"),
+    _c("compile windows not numbers", "compile --dry-run --windows x", 2, "--windows 'x'"),
+    _c("compile unknown draft", "compile --dry-run --drafts nosuch", 2, "unknown model 'nosuch'"),
+    # ---- simulator ----
+    _c("port out of range", "sim serve --port 70000", 2, "--port"),
+    _c("address not on this machine", "sim serve --host 10.255.255.1 --port 1", 8, "cannot listen on 10.255.255.1:1"),
+    _c("error rate above 1", "sim serve --error-rate 2", 8, "faults.error_rate"),
+    _c("error status not 500/503", "sim serve --error-status 404", 8, "faults.error_status"),
+    _c("negative time scale", "sim serve --time-scale -1", 8, "time_scale: Input should be greater than 0"),
+    _c("unknown preset", "sim serve --preset nosuch", 8, "unknown simulator preset 'nosuch'"),
+    _c("sim config YAML bomb", "sim serve --config-file alias.yaml", 2, "YAML aliases are not allowed"),
+    _c("sim config over 1 MB", "sim serve --config-file huge.yaml", 2, "over the 1000000-byte limit"),
+    _c("expect without a prompt", "sim expect", 2, "--prompt"),
+]
+
+
+def _record(variant: str, index: int) -> dict[str, object]:
+    return {
+        "variant": variant,
+        "index": index,
+        "prompt_id": f"p{index}",
+        "prompt_class": "structured",
+        "level": "c4",
+        "sent_at": 1_800_000_000.0 + index,
+        "ttft": 0.05,
+        "e2e": 0.5,
+        "chunk_times": [0.05, 0.2, 0.35, 0.5],
+        "chunk_tokens": [1, 3, 3, 3],
+        "completion_tokens": 10,
+        "prompt_tokens": 8,
+        "status": 200,
+    }
+
+
+def make_inputs(root: Path) -> None:
+    """Write every file the cases refer to into ``root``."""
+    (root / "alias.yaml").write_text("a: &a [1, 2]\nb: [*a, *a]\n")
+    (root / "deep.yaml").write_text("a: " + "[" * 5000 + "]" * 5000 + "\n")
+    (root / "huge.yaml").write_text("# " + "x" * 1_100_000 + "\n")
+    (root / "unknown.yaml").write_text("bench:\n  requets: 5\n")
+    (root / "latin1.yaml").write_bytes("namespace: caf\xe9\n".encode("latin-1"))
+    (root / "list.yaml").write_text("- a\n- b\n")
+    (root / "broken.yaml").write_text("bench: [1, 2\n")
+    (root / "spectrn.yaml").write_text("namespace: spectrn\n")  # makes `init` find an existing file
+    line = '  - {id: p, class: structured, text: "' + "y" * 1000 + '"}\n'
+    (root / "huge_prompts.yaml").write_text("prompts:\n" + line * 5300)
+    (root / "latin1_prompts.yaml").write_bytes('prompts:\n  - {id: p, text: "caf\xe9"}\n'.encode("latin-1"))
+    (root / "empty_dir").mkdir()
+    meta = {"run_id": "r", "spectrn_version": "0.1.0", "started_at": 1_800_000_000.0, "finished_at": 1_800_000_100.0}
+    for name in ("corrupt_run", "empty_run", "damaged_run", "good_run"):
+        (root / name).mkdir()
+        (root / name / "run.json").write_text(json.dumps(meta))
+    (root / "corrupt_run" / "run.json").write_text("{not json")
+    (root / "empty_run" / "requests.jsonl").write_text("")
+    good = "".join(json.dumps(_record(v, i)) + "\n" for v in ("baseline", "speculative") for i in range(6))
+    (root / "good_run" / "requests.jsonl").write_text(good)
+    (root / "damaged_run" / "requests.jsonl").write_text(
+        json.dumps(_record("baseline", 0)) + '\n{"variant": "bas\n' + json.dumps(_record("baseline", 1)) + "\n"
+    )
+
+
+def render_doc() -> str:
+    from spectrn.errors import EXIT_CODES
+
+    out = [
+        "# Bad input: what spectrn says and how it exits",
+        "",
+        "Generated from `tests/reliability/bad_input_cases.py` (the list the tests run); regenerate with",
+        "`.venv/bin/python tests/reliability/bad_input_cases.py > docs/bad-input.md`. A test fails when this",
+        "file and the list disagree.",
+        "",
+        "Every case below is run through the real CLI by `tests/reliability/test_rel_bad_input.py`, which checks",
+        "the exit code, that stderr carries exactly one error line `Type: cause (fix: what to do)` (Click's own",
+        "usage errors: `Usage error: ...` followed by a pointer to `--help`) containing the expected text, and",
+        "that the command left no new file behind (no half-written summary, run folder or manifest).",
+        "",
+        "## Exit codes",
+        "",
+        "| exit | error type | meaning |",
+        "| --- | --- | --- |",
+    ]
+    meaning = {
+        "SpectrnError": "anything else spectrn reports on purpose",
+        "ConfigError": "bad configuration, flags, files or other user input",
+        "RenderError": "a template produced something invalid",
+        "BenchError": "load generation could not run or produced unusable results",
+        "EndpointError": "an endpoint is unreachable, not ready (/health) or answers wrongly",
+        "AnalysisError": "results cannot be analysed (missing or corrupt files)",
+        "PublishError": "CloudWatch rejected or failed part of a publish (progress kept in publish.json)",
+        "KubeError": "the Kubernetes API refused or failed a call",
+        "DeployError": "a workload did not become ready (with a diagnosis)",
+        "SimError": "the simulated server could not start or was misconfigured",
+        "Interrupted": "stopped by Ctrl-C; finished requests are kept",
+    }
+    for name, code in sorted(EXIT_CODES.items(), key=lambda kv: (kv[1], kv[0])):
+        out.append(f"| {code} | `{name}` | {meaning.get(name, '')} |")
+    out.append("| 2 | `Usage error` | Click rejected a flag (unknown option, value out of range, missing argument) |")
+    out += [
+        "| 0 | | success; a run with failed requests still exits 0 but is marked `clean: false` with a WARNING |",
+        "",
+        "## Cases",
+        "",
+        "| command | bad input | invocation | exit | the error line contains |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for c in CASES:
+        inv = " ".join(c.argv).replace("|", "\\|")
+        expect = c.expect.replace("|", "\\|")
+        out.append(f"| `{c.command}` | {c.what} | `spectrn {inv}` | {c.code} | {expect} |")
+    out += [
+        "",
+        f"{len(CASES)} cases over {len({c.command for c in CASES})} commands.",
+        "",
+    ]
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(render_doc())
