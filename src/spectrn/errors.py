@@ -97,6 +97,10 @@ EXIT_CODES: dict[str, int] = {
 
 # Credentials that must never reach a terminal, a log or a results file.
 _SECRET_PATTERNS = [
+    # user:password@ in a URL (an endpoint, a proxy); the user name stays, the password goes
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]+):[^/\s@]+@"), r"\1:***@"),
+    # pre-signed S3 / SigV4 query parameters
+    (re.compile(r"(?i)\b(x-amz-(?:signature|credential|security-token)=)[^&\s\"']+"), r"\1***"),
     (re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"), r"\1***"),
     (re.compile(r"\bhf_[A-Za-z0-9]{16,}\b"), "hf_***"),
     (re.compile(r"\b(AKIA|ASIA)[A-Z0-9]{16}\b"), r"\1****************"),

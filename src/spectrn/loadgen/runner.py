@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from spectrn import __version__
-from spectrn.errors import BenchError, EndpointError
+from spectrn.errors import BenchError, EndpointError, redact
 from spectrn.loadgen.client import RequestParams, endpoint_url, run_request
 from spectrn.loadgen.metrics import acceptance_delta, parse_metrics, scrape
 from spectrn.loadgen.prompts import ScheduledRequest
@@ -353,7 +353,7 @@ def write_run_meta(plan: RunPlan, started: float, finished: float | None, interr
         spectrn_version=__version__,
         started_at=started,
         finished_at=finished,
-        endpoints=plan.endpoints,
+        endpoints={name: redact(url) for name, url in plan.endpoints.items()},  # no credentials on disk
         engine=plan.engine,
         config=plan.config,
         interrupted=interrupted,
