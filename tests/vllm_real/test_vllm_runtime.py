@@ -85,10 +85,11 @@ def test_never_healthy_times_out_and_kills_the_group(tmp_path: Path) -> None:
         assert _group_members(pid) == [], f"process group {pid} survived stop()"
 
 
-def test_exception_inside_the_block_stops_the_servers(tmp_path: Path) -> None:
-    # A stand-in server that answers /health; the pair must stop it when the with-block raises.
+def http_stand_in(tmp_path: Path) -> tuple[Path, Path]:
+    """A stand-in ``vllm`` that answers /health and POSTs with 200 and prints its command line."""
     server = (
         "import http.server, sys\n"
+        "print('argv', sys.argv, flush=True)\n"
         "class H(http.server.BaseHTTPRequestHandler):\n"
         "    def do_GET(self):\n"
         "        self.send_response(200); self.end_headers()\n"
@@ -98,7 +99,33 @@ def test_exception_inside_the_block_stops_the_servers(tmp_path: Path) -> None:
         "http.server.HTTPServer(('127.0.0.1', port), H).serve_forever()\n"
     )
     (tmp_path / "server.py").write_text(server)
-    venv, models = fake_tier(tmp_path, f'exec python3 {tmp_path / "server.py"} "$@"\n')
+    return fake_tier(tmp_path, f'exec python3 {tmp_path / "server.py"} "$@"\n')
+
+
+def test_set_window_restarts_only_the_speculative_server(tmp_path: Path) -> None:
+    venv, models = http_stand_in(tmp_path)
+    with VllmCpuPair(tmp_path / "work", num_speculative_tokens=4, venv=venv, models_dir=models) as pair:
+        base_pid, spec_pid = pair.procs["baseline"].pid, pair.procs["speculative"].pid
+        base_url, old_url = pair.endpoints["baseline"], pair.endpoints["speculative"]
+        assert pair.set_window(4) == old_url and pair.procs["speculative"].pid == spec_pid  # same window: no-op
+        new_url = pair.set_window(7)
+        assert new_url == pair.endpoints["speculative"] != old_url
+        assert pair.procs["baseline"].pid == base_pid and pair.endpoints["baseline"] == base_url
+        assert pair.procs["speculative"].pid != spec_pid
+        assert _group_members(spec_pid) == []  # the old speculative server is gone
+        assert get_text(f"{new_url}/health") == ""
+        log = (tmp_path / "work" / "vllm-speculative.log").read_text()
+        assert '"num_speculative_tokens": 4' in log and '"num_speculative_tokens": 7' in log  # appended
+        with pytest.raises(ConfigError):
+            pair.set_window(0)
+        pgids = [p.pid for p in pair.procs.values()]
+    for pgid in pgids:
+        assert _group_members(pgid) == []
+
+
+def test_exception_inside_the_block_stops_the_servers(tmp_path: Path) -> None:
+    # A stand-in server that answers /health; the pair must stop it when the with-block raises.
+    venv, models = http_stand_in(tmp_path)
     pgids: list[int] = []
     with pytest.raises(KeyboardInterrupt):
         with VllmCpuPair(tmp_path / "work", venv=venv, models_dir=models, startup_timeout_s=30) as pair:

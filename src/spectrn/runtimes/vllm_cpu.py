@@ -24,6 +24,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
@@ -120,6 +121,14 @@ def _cpu_binding(variant: str) -> str:
     return str(cpus[VARIANTS.index(variant) % len(cpus)])
 
 
+def _check_window(k: int) -> None:
+    if not 1 <= k <= 16:
+        raise ConfigError(
+            f"num_speculative_tokens={k} is outside 1-16 for the vllm-cpu runtime",
+            hint="use a window between 1 and 16, e.g. --window 4",
+        )
+
+
 class VllmCpuPair:
     """``with VllmCpuPair(work_dir) as pair: pair.endpoints -> {"baseline": url, "speculative": url}``."""
 
@@ -131,11 +140,7 @@ class VllmCpuPair:
         venv: Path | None = None,
         models_dir: Path | None = None,
     ) -> None:
-        if not 1 <= num_speculative_tokens <= 16:
-            raise ConfigError(
-                f"num_speculative_tokens={num_speculative_tokens} is outside 1-16 for the vllm-cpu runtime",
-                hint="use a window between 1 and 16, e.g. --window 4",
-            )
+        _check_window(num_speculative_tokens)
         if startup_timeout_s <= 0:
             raise ConfigError(f"startup_timeout_s={startup_timeout_s} must be positive", hint="e.g. 300")
         self.work_dir = Path(work_dir)
@@ -147,7 +152,8 @@ class VllmCpuPair:
         self.endpoints: dict[str, str] = {}
         self.logs: dict[str, Path] = {}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.startup_s: dict[str, float] = {}
+        self.startup_s: dict[str, float] = {}  # seconds from launch to a 200 on /health, per server
+        self._healthy: set[str] = set()
         self.stop_grace_s = 20.0
 
     # -- start -----------------------------------------------------------------------------------------
@@ -208,15 +214,32 @@ class VllmCpuPair:
             raise
         return self
 
-    def _start(self) -> None:
-        for variant in VARIANTS:
+    def set_window(self, num_speculative_tokens: int) -> str:
+        """Restart only the speculative server with another window (the baseline keeps running, warm), for
+        window sweeps; returns the speculative endpoint, which has a new port."""
+        _check_window(num_speculative_tokens)
+        if num_speculative_tokens == self.num_speculative_tokens and "speculative" in self.procs:
+            return self.endpoints["speculative"]
+        self.stop(["speculative"])
+        self.num_speculative_tokens = num_speculative_tokens
+        try:
+            self._start(["speculative"])
+            self._wait_healthy(["speculative"])
+            self._warm_up(["speculative"])
+        except BaseException:
+            self.stop()
+            raise
+        return self.endpoints["speculative"]
+
+    def _start(self, variants: Sequence[str] = VARIANTS) -> None:
+        for variant in variants:
             port = free_port()
             # vLLM runs with its own folder as working directory: a file there named like a standard-library
             # module (e.g. a user's ``logging.py``) would shadow it and break start-up.
             cwd = self.work_dir / f"vllm-{variant}"
             cwd.mkdir(exist_ok=True)
             log = self.work_dir / f"vllm-{variant}.log"
-            with log.open("wb") as f:
+            with log.open("ab") as f:  # a restarted server (set_window) appends to its log
                 self.procs[variant] = subprocess.Popen(
                     self.command(variant, port),
                     cwd=cwd,
@@ -229,10 +252,10 @@ class VllmCpuPair:
             self.logs[variant] = log
             self.endpoints[variant] = f"http://127.0.0.1:{port}"
 
-    def _wait_healthy(self) -> None:
+    def _wait_healthy(self, variants: Sequence[str] = VARIANTS) -> None:
         t0 = time.monotonic()
         deadline = t0 + self.startup_timeout_s
-        pending = set(VARIANTS)
+        pending = set(variants)
         while pending:
             for variant in sorted(pending):
                 proc, url = self.procs[variant], self.endpoints[variant]
@@ -246,6 +269,7 @@ class VllmCpuPair:
                     with urllib.request.urlopen(f"{url}/health", timeout=2) as resp:
                         if resp.status == 200:
                             self.startup_s[variant] = round(time.monotonic() - t0, 1)
+                            self._healthy.add(variant)
                             pending.discard(variant)
                 except (urllib.error.URLError, OSError):
                     pass
@@ -261,7 +285,7 @@ class VllmCpuPair:
             if pending:
                 time.sleep(0.5)
 
-    def _warm_up(self) -> None:
+    def _warm_up(self, variants: Sequence[str] = VARIANTS) -> None:
         """A few requests per server before anything is measured (first requests pay one-off set-up)."""
 
         def warm(variant: str) -> None:
@@ -282,8 +306,8 @@ class VllmCpuPair:
                         hint=f"read {self.logs[variant]}",
                     ) from None
 
-        with ThreadPoolExecutor(max_workers=len(VARIANTS)) as pool:
-            for fut in [pool.submit(warm, v) for v in VARIANTS]:
+        with ThreadPoolExecutor(max_workers=len(variants)) as pool:
+            for fut in [pool.submit(warm, v) for v in variants]:
                 fut.result()
 
     # -- observe ---------------------------------------------------------------------------------------
@@ -307,21 +331,22 @@ class VllmCpuPair:
 
     # -- stop ------------------------------------------------------------------------------------------
 
-    def stop(self) -> None:
-        """SIGTERM every server's process group, SIGKILL what is left after the grace period.
+    def stop(self, variants: Sequence[str] | None = None) -> None:
+        """SIGTERM the servers' process groups (all, or ``variants``), SIGKILL what is left after the grace.
 
         A healthy vLLM exits within a few seconds of SIGTERM; one still starting up does not (its API server
         raises in the middle of the engine handshake and then waits on the engine), so a server that never
         became healthy gets only a short grace: Ctrl-C during start-up must not hang."""
+        procs = {v: p for v, p in self.procs.items() if variants is None or v in variants}
         now = time.monotonic()
         deadlines: dict[int, float] = {}
-        for variant, proc in self.procs.items():
+        for variant, proc in procs.items():
             _signal_group(proc.pid, signal.SIGTERM)
-            grace = self.stop_grace_s if variant in self.startup_s else min(self.stop_grace_s, STARTING_GRACE_S)
+            grace = self.stop_grace_s if variant in self._healthy else min(self.stop_grace_s, STARTING_GRACE_S)
             deadlines[proc.pid] = now + grace
         pending = set(deadlines)
         while pending:
-            for proc in self.procs.values():
+            for proc in procs.values():
                 proc.poll()  # reap the leader as soon as it exits
             for pgid in sorted(pending):
                 if not _group_members(pgid):
@@ -335,12 +360,13 @@ class VllmCpuPair:
         deadline = time.monotonic() + 10
         while any(_group_members(g) for g in deadlines) and time.monotonic() < deadline:
             time.sleep(0.1)
-        for proc in self.procs.values():
+        for variant, proc in procs.items():
             try:
                 proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
-        self.procs.clear()
+            del self.procs[variant]
+            self._healthy.discard(variant)
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
