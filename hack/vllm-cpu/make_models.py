@@ -25,7 +25,6 @@ import json
 import os
 import random
 import shutil
-import sys
 import time
 from pathlib import Path
 
@@ -299,7 +298,7 @@ def _stamp_key(seed: int) -> str:
     return f"build={BUILD_VERSION} seed={seed} script={script} {libs}"
 
 
-def build(out: Path, seed: int) -> dict[str, object]:
+def build(out: Path, seed: int, *, show_samples: bool = False) -> dict[str, object]:
     stamp = out / ".stamp"
     key = _stamp_key(seed)
     if stamp.is_file() and stamp.read_text().splitlines()[:1] == [key]:
@@ -345,9 +344,9 @@ def build(out: Path, seed: int) -> dict[str, object]:
     }
     _write_json(tmp / "build-info.json", info)
     (tmp / ".stamp").write_text(key + "\n")
-    if "--show-samples" in sys.argv:
-        for s in probe["samples"]:  # type: ignore[attr-defined]
-            print(repr(s))
+    if show_samples:
+        for sample in probe["samples"]:  # type: ignore[attr-defined]
+            print(repr(sample))
     shutil.rmtree(out, ignore_errors=True)
     os.replace(tmp, out)
     info["cached"] = False
@@ -363,7 +362,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=DEFAULT_SEED)
     ap.add_argument("--show-samples", action="store_true", help="print the probe's greedy target outputs")
     args = ap.parse_args()
-    info = build(args.out.resolve(), args.seed)
+    info = build(args.out.resolve(), args.seed, show_samples=args.show_samples)
     state = "up to date" if info["cached"] else f"built in {info['build_seconds']}s"
     print(
         f"[vllm-models] {state}: {args.out} (vocab {info['vocab_size']}, "
