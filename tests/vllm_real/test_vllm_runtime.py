@@ -207,3 +207,13 @@ def test_ctrl_c_during_real_startup_stops_everything_quickly(tmp_path: Path) -> 
     assert elapsed < STARTING_GRACE_S + 20, f"stopping took {elapsed:.1f}s"
     for pgid in leaders.values():
         assert _group_members(pgid) == [], f"process group {pgid} survived Ctrl-C"
+
+
+def test_relative_paths_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The servers run in their own working folders: relative venv / models / work paths must not break them.
+    http_stand_in(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    with VllmCpuPair(Path("work"), venv=Path("venv"), models_dir=Path("models"), startup_timeout_s=30) as pair:
+        assert get_text(f"{pair.endpoints['speculative']}/health") == ""
+        log = (tmp_path / "work" / "vllm-speculative.log").read_text()
+        assert str(tmp_path / "models" / "target") in log and str(tmp_path / "models" / "draft") in log

@@ -143,11 +143,12 @@ class VllmCpuPair:
         _check_window(num_speculative_tokens)
         if startup_timeout_s <= 0:
             raise ConfigError(f"startup_timeout_s={startup_timeout_s} must be positive", hint="e.g. 300")
-        self.work_dir = Path(work_dir)
+        self.work_dir = Path(work_dir).absolute()
         self.num_speculative_tokens = num_speculative_tokens
         self.startup_timeout_s = startup_timeout_s
-        self.venv = Path(venv) if venv else default_venv()
-        self.models_dir = Path(models_dir) if models_dir else default_models_dir()
+        # Absolute: the servers run in their own working folders, where relative paths would point elsewhere.
+        self.venv = Path(venv or default_venv()).absolute()
+        self.models_dir = Path(models_dir or default_models_dir()).absolute()
         self.model = served_model_name(self.models_dir)
         self.endpoints: dict[str, str] = {}
         self.logs: dict[str, Path] = {}
