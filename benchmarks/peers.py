@@ -315,12 +315,18 @@ def spectrn_results(out: Path) -> dict[str, Any]:
     summary = json.loads((out / "run" / "summary.json").read_text())
     v = summary["variants"]["ep"]
     texts = {int(k): t for k, t in json.loads((out / "prompts.json").read_text()).items()}
-    starts = []
+    starts, tpot_last = [], []
     for line in (out / "run" / "requests.jsonl").read_text().splitlines():
         rec = json.loads(line)
         if rec.get("error") is None:
             starts.append((texts[rec["index"]], "wall", rec["sent_at"]))
+            n = sum(rec["chunk_tokens"])
+            if n > 1:
+                tpot_last.append((rec["chunk_times"][-1] - rec["chunk_times"][0]) / (n - 1))
     return {
+        # diagnostic computed here from spectrn's raw records, not reported by spectrn: TPOT ending at the
+        # last token's arrival instead of the end of the stream (e2e), as the peers and the truth do
+        "diag_tpot_last_token_p50_s": statistics.median(tpot_last) if tpot_last else None,
         "ttft_p50_s": v["ttft_s"]["p50"],
         "tpot_p50_s": v["tpot_s"]["p50"],
         "tpot_name": "tpot_s",
@@ -510,6 +516,7 @@ def run_one(tool: str, c: int, pattern: str, tokens: int, work: Path) -> dict[st
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
         rc, cpu, sampler, wall = run_tool(cmd, out / "tool.log", env)
         log = server_log(base)
+        (out / "server_log.json").write_text(json.dumps(log))
     finally:
         server.terminate()
         server.wait(10)
