@@ -4,6 +4,7 @@ by the CLI itself."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -40,3 +41,7 @@ def test_demo_on_real_vllm(tmp_path: Path) -> None:
     for variant in ("baseline", "speculative"):
         assert "Application startup complete" in (servers / f"vllm-{variant}.log").read_text(errors="replace")
     assert _servers_started_in(servers) == {}  # the CLI stopped both servers before returning
+    # ...and removed the rendezvous files their engines leave in the temp folder.
+    logs = "".join((servers / f"vllm-{v}.log").read_text(errors="replace") for v in ("baseline", "speculative"))
+    rendezvous = re.findall(r"distributed_init_method=file://(\S+)", logs)
+    assert len(rendezvous) == 2 and not [p for p in rendezvous if Path(p).exists()]

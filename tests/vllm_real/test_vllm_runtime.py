@@ -88,8 +88,11 @@ def test_never_healthy_times_out_and_kills_the_group(tmp_path: Path) -> None:
 def http_stand_in(tmp_path: Path) -> tuple[Path, Path]:
     """A stand-in ``vllm`` that answers /health and POSTs with 200 and prints its command line."""
     server = (
-        "import http.server, sys\n"
+        "import http.server, sys, tempfile, uuid\n"
         "print('argv', sys.argv, flush=True)\n"
+        "dist = f'{tempfile.gettempdir()}/vllm_dist_{uuid.uuid4().hex}'\n"
+        "open(dist, 'w').close()\n"
+        "print(f'distributed_init_method=file://{dist} backend=gloo', flush=True)\n"
         "class H(http.server.BaseHTTPRequestHandler):\n"
         "    def do_GET(self):\n"
         "        self.send_response(200); self.end_headers()\n"
@@ -137,6 +140,10 @@ def test_exception_inside_the_block_stops_the_servers(tmp_path: Path) -> None:
     assert len(pgids) == 2
     for pgid in pgids:
         assert _group_members(pgid) == []
+    # The rendezvous files the (stand-in) engines announced in their logs are gone.
+    logs = "".join(p.read_text() for p in (tmp_path / "work").glob("*.log"))
+    dist = [line.split("file://")[1].split()[0] for line in logs.splitlines() if "file://" in line]
+    assert len(dist) == 2 and not [p for p in dist if Path(p).exists()]
 
 
 def test_real_pair_is_up_and_separate(pair: VllmCpuPair) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -110,6 +111,19 @@ def _log_tail(log: Path, lines: int = 25) -> str:
         return "(no log)"
     kept = [ln for ln in text.splitlines() if ln.strip() and "it/s]" not in ln]
     return "\n".join(kept[-lines:])[-4000:]
+
+
+_DIST_FILE = re.compile(r"distributed_init_method=file://(/\S*/vllm_dist_[0-9a-f]{32})\b")
+
+
+def _remove_rendezvous_files(log: Path) -> None:
+    """vLLM's engine leaves its file-store rendezvous (``<tmp>/vllm_dist_<uuid>``) behind; its log names it."""
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return
+    for path in set(_DIST_FILE.findall(text)):
+        Path(path).unlink(missing_ok=True)
 
 
 def _cpu_binding(variant: str) -> str:
@@ -368,6 +382,8 @@ class VllmCpuPair:
                 pass
             del self.procs[variant]
             self._healthy.discard(variant)
+            if variant in self.logs:
+                _remove_rendezvous_files(self.logs[variant])
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
