@@ -135,9 +135,19 @@ def bench(
     if endpoints or local:
         run_dir = _bench_local(cfg, endpoints, runtime, rid, out_dir, model, time_scale, console)
     else:
+        from spectrn.errors import KubeError
         from spectrn.incluster import run_incluster_bench
 
-        run_dir = run_incluster_bench(cfg, rid, engine, console, out_root=out_dir)
+        try:
+            run_dir = run_incluster_bench(cfg, rid, engine, console, out_root=out_dir)
+        except KubeError as e:
+            if "Kubernetes configuration" not in e.message:
+                raise
+            raise type(e)(
+                e.message,
+                hint=f"{e.hint}; or bench without a cluster: `spectrn bench --local` (simulator) or "
+                "`spectrn bench --endpoint baseline=URL --endpoint speculative=URL`",
+            ) from None
     _finish_and_publish(run_dir, console, report=report, publish=publish)
 
 
