@@ -67,4 +67,6 @@ def main(argv: list[str] | None = None) -> None:
             typer.echo("Try 'spectrn --help' or 'spectrn COMMAND --help'.", err=True)
             sys.exit(2)
         raise
+    if rc == 130:  # Typer turns Ctrl-C inside a command into a silent exit code 130
+        typer.echo("Interrupted: stopped by the user; work already saved is kept (re-run to continue)", err=True)
     sys.exit(rc if isinstance(rc, int) else 0)
