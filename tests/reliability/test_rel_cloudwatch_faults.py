@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -24,6 +28,7 @@ import pytest
 from relhelp import Behaviour, FaultyServer, bench_argv, run_cli
 
 REGION = "us-east-2"
+SPECTRN = Path(sys.executable).with_name("spectrn")
 # decide(n) for the n-th PutMetricData call (0-based): None forwards it, (status, code, message) refuses it.
 Decide = Callable[[int], tuple[int, str, str] | None]
 
@@ -182,3 +187,48 @@ def test_server_errors_exhaust_retries_and_name_the_cause(moto, run_dir, capsys)
         code, err = _publish(run_dir, p.url, capsys, "--max-attempts", "2")
     assert code == 6
     assert "InternalFailure" in err and "Sent: 1/" in err and p.calls == 1 + 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["sigint", "sigkill"])
+def test_publish_stopped_mid_way_resumes_without_losing_or_repeating_batches(moto, run_dir, capsys, sig) -> None:
+    """`spectrn publish` in a subprocess, stopped after a few accepted calls; a re-run sends the rest."""
+
+    def slow(n: int) -> None:
+        time.sleep(0.4)  # a slow CloudWatch, so the signal lands mid-publish
+        return None
+
+    total = _planned_calls(run_dir)
+    with CloudWatchProxy(moto, slow) as p:
+        argv = [str(SPECTRN), "publish", str(run_dir), "--endpoint-url", p.url, "--region", REGION]
+        proc = subprocess.Popen(
+            [*argv, "--batch-size", "10", "--no-dashboard"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        deadline = time.monotonic() + 60
+        while p.forwarded < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+        time.sleep(1.0)  # a call in flight at the signal still reaches CloudWatch through the slow proxy
+        first = p.forwarded
+        assert 2 <= first < total, "the publish was not stopped part-way"
+        if sig == signal.SIGINT:
+            assert proc.returncode == 130 and "Interrupted" in err.decode()
+        else:
+            assert proc.returncode == -signal.SIGKILL
+        state = json.loads((run_dir / "publish.json").read_text())  # whole JSON: written atomically
+        (target,) = state["targets"].values()
+        recorded = len(target["sent"])
+        # every accepted call is recorded, except at most the one in flight when the process died
+        assert first - 1 <= recorded <= first
+
+        p.decide = lambda n: None
+        code, err2 = _publish(run_dir, p.url, capsys, "--no-dashboard")
+        assert code == 0, err2
+        assert p.forwarded - first == total - recorded  # only what was not recorded as sent
+    state = json.loads((run_dir / "publish.json").read_text())
+    (target,) = state["targets"].values()
+    assert len(target["sent"]) == total
