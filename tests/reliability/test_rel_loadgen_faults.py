@@ -167,3 +167,27 @@ def test_well_formed_metrics_give_acceptance(capsys, tmp_path) -> None:
     assert code == 0, err
     acc = json.loads((run_dir / "acceptance.json").read_text())
     assert acc["speculative@c4"]["rate"] == pytest.approx(6 / 9)
+
+
+def test_engine_stalls_shorter_than_the_timeout_are_latency_not_errors(start_sim, capsys, tmp_path) -> None:
+    base = start_sim(faults={"stall_rate": 0.05, "stall_s": 5.0}, seed=3)  # 0.1 s stalls at time scale 0.02
+    spec = start_sim(speculative=True)
+    code, err, run_dir = _bench(capsys, tmp_path, {"baseline": base.base_url, "speculative": spec.base_url}, "sl")
+    assert code == 0, err
+    s = assert_summary_matches_records(run_dir)
+    assert s["clean"] is True and s["variants"]["baseline"]["requests"]["errors"] == 0
+    # the stalls are in the latency numbers, where they belong
+    assert s["variants"]["baseline"]["chunk_latency_s"]["p99"] >= 0.09
+
+
+def test_engine_stalls_past_the_timeout_are_timeouts(start_sim, capsys, tmp_path) -> None:
+    base = start_sim(faults={"stall_rate": 0.1, "stall_s": 50.0}, seed=3)  # 1 s stalls at time scale 0.02
+    spec = start_sim(speculative=True)
+    eps = {"baseline": base.base_url, "speculative": spec.base_url}
+    code, err, run_dir = _bench(capsys, tmp_path, eps, "st", "--set", "bench.timeout_s=0.4")
+    assert code == 0, err
+    _every_request_has_a_record(run_dir)
+    classes = measured_error_classes(records(run_dir), "baseline")
+    assert set(classes) == {"timeout"} and classes["timeout"] > 0
+    s = assert_summary_matches_records(run_dir)
+    assert s["clean"] is False and "timeout" in err
