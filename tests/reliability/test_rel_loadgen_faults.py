@@ -191,3 +191,13 @@ def test_engine_stalls_past_the_timeout_are_timeouts(start_sim, capsys, tmp_path
     assert set(classes) == {"timeout"} and classes["timeout"] > 0
     s = assert_summary_matches_records(run_dir)
     assert s["clean"] is False and "timeout" in err
+
+
+def test_local_servers_that_fail_to_start_abort_with_their_own_reason(capsys, tmp_path) -> None:
+    argv = ["bench", "--local", "--runtime", "sim", "--set", "sim.preset=nosuch", "--out-dir", str(tmp_path), "--run-id", "x"]  # fmt: skip
+    code, _, err = run_cli(argv, capsys)
+    assert code == 8
+    assert "SimError: server for http://127.0.0.1:" in err and "exited with code 8 during start-up" in err
+    assert "unknown simulator preset 'nosuch'" in err  # the server's log tail says why
+    assert not (tmp_path / "x" / "requests.jsonl").exists()
+    assert (tmp_path / "x" / "servers" / "sim-baseline.log").exists()  # the logs are kept for diagnosis

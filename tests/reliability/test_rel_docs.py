@@ -1,0 +1,26 @@
+"""docs/reliability.md names the test behind each line: every named test file and function must exist."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parents[1]
+DOC = TESTS.parent / "docs" / "reliability.md"
+REF = re.compile(r"`((?:rel|kube|sweep|publish|sim|loadgen)/[\w/]+\.py)?(?:::(\w+))?")
+
+
+def test_every_test_named_in_reliability_md_exists() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    current: Path | None = None
+    checked = 0
+    for m in REF.finditer(text):
+        path, name = m.groups()
+        if path:
+            current = TESTS / path.replace("rel/", "reliability/", 1)
+            assert current.is_file(), f"docs/reliability.md names a missing file: {path}"
+        if name:
+            assert current is not None, f"::{name} without a file before it"
+            assert re.search(rf"^def {name}\(", current.read_text(), re.M), f"{current.name} has no {name}"
+            checked += 1
+    assert checked >= 25
