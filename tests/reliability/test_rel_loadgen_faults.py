@@ -194,7 +194,8 @@ def test_engine_stalls_past_the_timeout_are_timeouts(start_sim, capsys, tmp_path
 
 
 def test_local_servers_that_fail_to_start_abort_with_their_own_reason(capsys, tmp_path) -> None:
-    argv = ["bench", "--local", "--runtime", "sim", "--set", "sim.preset=nosuch", "--out-dir", str(tmp_path), "--run-id", "x"]  # fmt: skip
+    argv = ["bench", "--local", "--runtime", "sim", "--set", "sim.preset=nosuch", "--out-dir", str(tmp_path)]
+    argv += ["--run-id", "x"]
     code, _, err = run_cli(argv, capsys)
     assert code == 8
     assert "SimError: server for http://127.0.0.1:" in err and "exited with code 8 during start-up" in err
