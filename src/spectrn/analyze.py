@@ -204,6 +204,10 @@ def variant_summary(
     """The ``V`` object of summary.json for one variant (or one variant within one prompt class)."""
     errors = [r for r in records if not r.ok]
     error_classes = Counter(r.error for r in errors)
+    error_examples: dict[str, str] = {}
+    for r in errors:
+        if r.error and r.error not in error_examples:
+            error_examples[r.error] = (r.error_msg or "")[:300]
     total_tokens = sum(m.output_tokens for m in metrics)
     ok_recs = [r for r in records if r.ok and r.e2e is not None]
     if ok_recs:
@@ -235,6 +239,7 @@ def variant_summary(
             "errors": len(errors),
             "error_rate": len(errors) / len(records) if records else 0.0,
             "error_classes": dict(error_classes),
+            "error_examples": error_examples,
         },
         "duration_s": duration,
         "acceptance": acceptance,

@@ -17,7 +17,7 @@ from typing import Any
 from rich.console import Console
 
 from spectrn.config import SpectrnConfig
-from spectrn.errors import ConfigError, Interrupted
+from spectrn.errors import BenchError, ConfigError, Interrupted
 from spectrn.loadgen.client import RequestParams
 from spectrn.loadgen.prompts import build_schedule, load_prompt_set
 from spectrn.loadgen.runner import Level, RunOutcome, RunPlan, run_bench
@@ -152,12 +152,25 @@ def finish(run_dir: Path, console: Console, *, report: bool = True) -> dict[str,
     return summary
 
 
+def require_successes(summary: dict[str, Any], run_dir: Path) -> None:
+    """A variant without a single successful request is a failed run (exit 4), not a result."""
+    failed = [v for v, s in summary.get("variants", {}).items() if not s.get("requests", {}).get("completed")]
+    if failed:
+        raise BenchError(
+            f"no successful request on {', '.join(sorted(failed))}; every record and the summary are in {run_dir}",
+            hint="read the error examples above (or requests.jsonl) and fix the server or the request settings",
+        )
+
+
 def print_summary(summary: dict[str, Any], console: Console) -> None:
     from spectrn.report import render_table
 
     console.print(render_table(summary))
     for w in summary.get("warnings", []):
         console.print(f"[bold red]WARNING:[/] {w}", highlight=False)
+    for variant, v in summary.get("variants", {}).items():
+        for cls, msg in (v.get("requests", {}).get("error_examples") or {}).items():
+            console.print(f"[red]{variant}: {cls}[/] e.g. {msg}", highlight=False, markup=True)
     eq = summary.get("equivalence")
     if eq and eq.get("compared"):
         style = "green" if eq["matched"] == eq["compared"] else "bold red"

@@ -152,6 +152,7 @@ def test_summary_flags_error_rate_and_counts_classes() -> None:
         "errors": 2,
         "error_rate": 0.2,
         "error_classes": {"http_500": 1, "timeout": 1},
+        "error_examples": {"http_500": "", "timeout": ""},
     }
     assert s["clean"] is False and any("NOT A CLEAN RUN" in w for w in s["warnings"])
     assert set(s["by_prompt_class"]) == {"structured"}

@@ -187,11 +187,12 @@ def _local_runtime(cfg: Any, runtime: str, work_dir: Path, time_scale: float | N
 
 
 def _finish_and_publish(run_dir: Path, console: Any, *, report: bool, publish: bool) -> None:
-    from spectrn.bench import finish, print_summary
+    from spectrn.bench import finish, print_summary, require_successes
 
     summary = finish(run_dir, console, report=report)
     print_summary(summary, console)
     console.print(f"results: {run_dir}")
+    require_successes(summary, run_dir)
     if publish:
         from spectrn.cloudwatch import publish_run
 
