@@ -41,6 +41,13 @@ def render(
     iam_policy: Annotated[
         bool, typer.Option("--iam-policy", help="Print the load pod's least-privilege IAM policy (JSON) and exit.")
     ] = False,
+    s3_policy: Annotated[
+        bool,
+        typer.Option(
+            "--s3-policy",
+            help="Print the least-privilege IAM policy for the model bucket (for the role that mounts it) and exit.",
+        ),
+    ] = False,
 ) -> None:
     """Render the manifests: multi-document YAML on stdout (pipe to `kubectl apply -f -`) or files with -o."""
     from spectrn import render as r
@@ -52,6 +59,9 @@ def render(
     cfg = config_from_cli(config, sets, draft=draft, num_speculative_tokens=window)
     if iam_policy:
         typer.echo(json.dumps(r.iam_policy(cfg), indent=2))
+        return
+    if s3_policy:
+        typer.echo(json.dumps(r.s3_iam_policy(cfg), indent=2))
         return
     components: list[str] = [*r.SHARED_COMPONENTS, *([only] if only else r.VARIANTS)]
     rid = None
