@@ -385,3 +385,25 @@ def test_iam_policy_is_scoped_to_spectrns_namespace_region_and_dashboards(capsys
     resources = [dash["Resource"]] if isinstance(dash["Resource"], str) else dash["Resource"]
     assert resources and all(re.fullmatch(r"arn:aws:cloudwatch::[*0-9]+:dashboard/team-a-\*", r) for r in resources)
     assert "s3:" not in out and "iam:" not in out and '"*"' not in json.dumps([s.get("Action") for s in statements])
+
+
+def test_s3_policy_is_scoped_to_the_bucket_prefixes(capsys) -> None:
+    sets = ["--set", "s3.bucket=team-models", "--set", "s3.models_prefix=llm/weights/"]
+    code, out, err = run_cli(["render", "--s3-policy", *sets, "--set", "s3.artifacts_prefix=neuron"], capsys)
+    assert code == 0, err
+    statements = json.loads(out)["Statement"]
+    grants = {
+        (a, r)
+        for s in statements
+        for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+        for r in ([s["Resource"]] if isinstance(s["Resource"], str) else s["Resource"])
+    }
+    assert all(s["Effect"] == "Allow" and "Condition" not in s for s in statements)
+    assert grants == {
+        ("s3:ListBucket", "arn:aws:s3:::team-models"),
+        ("s3:GetObject", "arn:aws:s3:::team-models/llm/weights/*"),
+        ("s3:GetObject", "arn:aws:s3:::team-models/neuron/*"),
+        ("s3:PutObject", "arn:aws:s3:::team-models/neuron/*"),
+        ("s3:AbortMultipartUpload", "arn:aws:s3:::team-models/neuron/*"),
+        ("s3:DeleteObject", "arn:aws:s3:::team-models/neuron/*"),
+    }  # weights are read-only; nothing outside the two prefixes; no s3:* (the published sample used S3FullAccess)
