@@ -202,3 +202,17 @@ def test_local_servers_that_fail_to_start_abort_with_their_own_reason(capsys, tm
     assert "unknown simulator preset 'nosuch'" in err  # the server's log tail says why
     assert not (tmp_path / "x" / "requests.jsonl").exists()
     assert (tmp_path / "x" / "servers" / "sim-baseline.log").exists()  # the logs are kept for diagnosis
+
+
+def test_a_variant_where_every_request_fails_is_a_failed_command_with_everything_kept(
+    start_sim, capsys, tmp_path
+) -> None:
+    base = start_sim(faults={"error_rate": 1.0, "error_status": 503})
+    spec = start_sim(speculative=True)
+    code, err, run_dir = _bench(capsys, tmp_path, {"baseline": base.base_url, "speculative": spec.base_url}, "all")
+    assert code == 4
+    assert last_line(err).startswith("BenchError: no successful request on baseline") and "(fix:" in last_line(err)
+    assert "baseline: http_503 e.g." in err  # one example of the server's message per error class
+    _every_request_has_a_record(run_dir)
+    s = assert_summary_matches_records(run_dir)  # written before the command failed
+    assert s["clean"] is False and s["variants"]["baseline"]["requests"]["error_classes"] == {"http_503": REQUESTS}
