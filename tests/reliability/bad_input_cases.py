@@ -228,7 +228,8 @@ def render_doc() -> str:
         out.append(f"| {code} | `{name}` | {meaning.get(name, '')} |")
     out.append("| 2 | `Usage error` | Click rejected a flag (unknown option, value out of range, missing argument) |")
     out += [
-        "| 0 | | success; a run with failed requests still exits 0 but is marked `clean: false` with a WARNING |",
+        "| 0 | | success; a run with failed requests exits 0 but is marked `clean: false` with a WARNING above "
+        "`bench.max_error_rate` (a variant with no successful request at all: exit 4, everything still written) |",
         "",
         "## Cases",
         "",
