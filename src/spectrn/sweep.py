@@ -29,7 +29,6 @@ import math
 import os
 import re
 import shutil
-import signal
 import subprocess
 import time
 import urllib.request
@@ -237,19 +236,9 @@ class CellRunner(Protocol):
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=5)
+    from spectrn.runtimes.sim_pair import terminate
+
+    terminate(proc)
 
 
 class LocalSimRunner:

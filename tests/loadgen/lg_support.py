@@ -2,49 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
+from spectrn.loadgen.reference_server import serve_app_in_thread
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
-@contextmanager
-def serve_app(app: web.Application) -> Iterator[str]:
-    """Run an aiohttp app on a background loop; yields its base URL."""
-    loop = asyncio.new_event_loop()
-    ready = threading.Event()
-    holder: dict[str, Any] = {}
-
-    async def start() -> None:
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        holder["runner"] = runner
-        holder["port"] = runner.addresses[0][1]
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(start())
-        ready.set()
-        loop.run_forever()
-        loop.run_until_complete(holder["runner"].cleanup())
-        loop.close()
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    assert ready.wait(10)
-    try:
-        yield f"http://127.0.0.1:{holder['port']}"
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        t.join(10)
+serve_app = serve_app_in_thread
 
 
 def replay_app(handler: Callable[[web.Request], Any], model: str = "m") -> web.Application:

@@ -137,17 +137,16 @@ def make_app(schedule: Schedule, log: ServerLog) -> Any:
 
 
 @contextmanager
-def serve_in_thread(schedule: Schedule) -> Iterator[tuple[str, ServerLog]]:
-    """Run the reference server on its own event loop in a thread; yields (base_url, log)."""
+def serve_app_in_thread(app: Any) -> Iterator[str]:
+    """Run an aiohttp application on its own event loop in a background thread; yields its base URL."""
     from aiohttp import web
 
-    log = ServerLog()
     loop = asyncio.new_event_loop()
     started = threading.Event()
     holder: dict[str, Any] = {}
 
     async def start() -> None:
-        runner = web.AppRunner(make_app(schedule, log), access_log=None)
+        runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
@@ -164,12 +163,21 @@ def serve_in_thread(schedule: Schedule) -> Iterator[tuple[str, ServerLog]]:
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    started.wait(10)
+    if not started.wait(10):
+        raise RuntimeError("reference server did not start within 10 s")
     try:
-        yield f"http://127.0.0.1:{holder['port']}", log
+        yield f"http://127.0.0.1:{holder['port']}"
     finally:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
+
+
+@contextmanager
+def serve_in_thread(schedule: Schedule) -> Iterator[tuple[str, ServerLog]]:
+    """Run the reference server in a background thread; yields (base_url, log)."""
+    log = ServerLog()
+    with serve_app_in_thread(make_app(schedule, log)) as base:
+        yield base, log
 
 
 def main(argv: list[str] | None = None) -> None:

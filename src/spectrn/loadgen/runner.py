@@ -215,6 +215,22 @@ def poisson_offsets(n: int, rate: float, seed: int) -> list[float]:
     return out
 
 
+async def _send(session: Any, name: str, url: str, plan: RunPlan, req: ScheduledRequest, level: Level) -> RequestRecord:
+    return await run_request(
+        session,
+        url,
+        plan.params,
+        req.text,
+        variant=name,
+        index=req.index,
+        prompt_id=req.prompt_id,
+        prompt_class=req.prompt_class,
+        level=level.label,
+        warmup=req.warmup,
+        shard=plan.shard,
+    )
+
+
 async def _closed_loop(
     session: Any,
     name: str,
@@ -229,20 +245,7 @@ async def _closed_loop(
 
     async def worker() -> None:
         for req in it:
-            rec = await run_request(
-                session,
-                url,
-                plan.params,
-                req.text,
-                variant=name,
-                index=req.index,
-                prompt_id=req.prompt_id,
-                prompt_class=req.prompt_class,
-                level=level.label,
-                warmup=req.warmup,
-                shard=plan.shard,
-            )
-            sink.add(rec)
+            sink.add(await _send(session, name, url, plan, req, level))
 
     await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(items))))))
 
@@ -266,19 +269,7 @@ async def _open_loop(
         if delay > 0:
             await asyncio.sleep(delay)
         async with limit:
-            rec = await run_request(
-                session,
-                url,
-                plan.params,
-                req.text,
-                variant=name,
-                index=req.index,
-                prompt_id=req.prompt_id,
-                prompt_class=req.prompt_class,
-                level=level.label,
-                warmup=req.warmup,
-                shard=plan.shard,
-            )
+            rec = await _send(session, name, url, plan, req, level)
         sink.add(rec)
 
     await asyncio.gather(*(one(r, at) for r, at in zip(items, offsets, strict=True)))
