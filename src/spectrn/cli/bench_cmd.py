@@ -312,3 +312,8 @@ def demo(
     )
     run_dir = _bench_local(cfg, {}, runtime, rid, out_dir, None, time_scale, console)
     _finish_and_publish(run_dir, console, report=True, publish=False)
+    if runtime == "sim" and time_scale != 1.0:
+        console.print(
+            f"[dim]simulated times run at time scale {time_scale:g}: divide latencies by {time_scale:g} (multiply "
+            f"throughput by {time_scale:g}) for the trn2 preset's real-time figures; ratios are unaffected[/]"
+        )
