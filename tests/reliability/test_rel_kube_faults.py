@@ -66,11 +66,14 @@ def test_apply_refused_part_way_exits_7_rolls_back_and_a_rerun_succeeds(
     assert "both services are ready" in err
 
 
+# a reset or a 500 costs one real poll interval (5 s) of back-off each: one of those is enough to prove it
 @pytest.mark.parametrize(
-    ("status", "reason"), [(410, "Gone"), (0, ""), (500, "InternalError")], ids=["410-gone", "reset", "500"]
+    ("status", "reason", "times"),
+    [(410, "Gone", 3), (0, "", 1), (500, "InternalError", 1)],
+    ids=["410-gone", "reset", "500"],
 )
-def test_watch_interruptions_are_survived(cluster, capsys, status, reason) -> None:
-    cluster.fail_next("watch", status=status, reason=reason, message="too old resource version", times=3)
+def test_watch_interruptions_are_survived(cluster, capsys, status, reason, times) -> None:
+    cluster.fail_next("watch", status=status, reason=reason, message="too old resource version", times=times)
     code, _, err = run_cli(["deploy", *SIM], capsys)
     assert code == 0, err
     assert "both services are ready" in err
@@ -99,3 +102,37 @@ def test_teardown_interrupted_by_an_api_error_is_finished_by_a_rerun(cluster, ca
     code, _, err = run_cli(["teardown", "--yes", *SIM], capsys)
     assert code == 0, err
     assert _managed(cluster) == []
+
+
+@pytest.mark.slow  # six real 5 s back-offs before the bench gives up
+def test_api_lost_during_an_in_cluster_bench_then_collect_fetches_the_results(cluster, capsys, tmp_path) -> None:
+    """The API server stops answering while the load Job runs: bench exits 4 pointing at `spectrn collect`,
+    the Job keeps its results, and `spectrn collect` fetches and analyses them once the API is back."""
+    import json
+
+    from bad_input_cases import _record
+
+    from spectrn.records import RunMeta
+
+    def job_files(pod: str, index: int) -> dict[str, bytes]:
+        meta = RunMeta(run_id="r-x", spectrn_version="0.1.0", started_at=1.8e9, finished_at=1.8e9 + 100)
+        recs = "".join(json.dumps(_record(v, i)) + "\n" for v in ("baseline", "speculative") for i in range(6))
+        return {"/results/r-x/run.json": meta.model_dump_json().encode(), "/results/r-x/requests.jsonl": recs.encode()}
+
+    assert run_cli(["deploy", *SIM], capsys)[0] == 0
+    cluster.job_files = job_files
+    cluster.fail_next("exec", status=0, times=10_000)  # every exec into the load pod: connection reset
+    out = tmp_path / "res"
+    code, _, err = run_cli(["bench", "--run-id", "r-x", "--out-dir", out, "--no-report", *SIM], capsys)
+    assert code == 4
+    line = last_line(err)
+    assert line.startswith("BenchError: lost contact with the API server") and "spectrn collect r-x" in line
+    assert cluster.find("Job", "spectrn-loadgen-r-x", "spectrn") is not None  # kept for collect
+    assert not (out / "r-x" / "summary.json").exists()
+
+    for failure in cluster._failures:  # the API server is back
+        failure.times = 0
+    code, _, err = run_cli(["collect", "r-x", "--out", out, *SIM], capsys)
+    assert code == 0, err
+    s = json.loads((out / "r-x" / "summary.json").read_text())
+    assert s["variants"]["baseline"]["requests"]["completed"] == 6
