@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from spectrn.errors import AnalysisError, BenchError, Interrupted
 from spectrn.kube import COMPONENT_LABEL, KubeApi, KubeApiError, Obj
+from spectrn.paths import atomic_write_text
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -364,7 +365,7 @@ def merge_shards(run_dir: Path, shards: dict[int, Path]) -> None:
         notes += [f"shard {idx}: {note}" for note in m.get("notes") or []]
     merged["endpoints"] = endpoints
     merged["notes"] = notes
-    (run_dir / "run.json").write_text(json.dumps(merged, indent=2), encoding="utf-8")
+    atomic_write_text(run_dir / "run.json", json.dumps(merged, indent=2))
     _merge_metrics(run_dir, shards, metas)
 
 
@@ -402,7 +403,7 @@ def _merge_metrics(run_dir: Path, shards: dict[int, Path], metas: dict[int, dict
         before_snap = parse_metrics((mdir / name).read_text(encoding="utf-8"))
         after_snap = parse_metrics(after.read_text(encoding="utf-8")) if after.exists() else None
         acceptance[f"{variant}@{level}"] = acceptance_delta(before_snap, after_snap)
-    (run_dir / "acceptance.json").write_text(json.dumps(acceptance, indent=2), encoding="utf-8")
+    atomic_write_text(run_dir / "acceptance.json", json.dumps(acceptance, indent=2))
 
 
 def analyse(run_dir: Path, engine: str, run_id: str) -> dict[str, Any]:
