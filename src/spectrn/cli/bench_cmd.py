@@ -279,10 +279,11 @@ def ingest_llmperf(
     """Turn llmperf result folders (the sample's load pod) into spectrn's summary.json."""
     from spectrn.analyze import finite
     from spectrn.loadgen.llmperf_io import ingest
-    from spectrn.paths import atomic_write_text
+    from spectrn.paths import atomic_write_text, safe_output_dir
 
+    dest = safe_output_dir(out, what="--out") if out is not None else results_dir
     summary = ingest(results_dir)
-    target = (out or results_dir) / "summary.json"
+    target = dest / "summary.json"
     atomic_write_text(target, json.dumps(finite(summary), indent=2, allow_nan=False))
     typer.echo(f"wrote {target}")
 

@@ -43,9 +43,12 @@ def compare(
     """Compare two runs: their configuration differences and speedups side by side."""
     from rich.console import Console
 
+    from spectrn.errors import ConfigError
     from spectrn.paths import atomic_write_text
     from spectrn.report import compare_markdown, compare_runs, compare_table
 
+    if markdown is not None and ".." in markdown.parts:
+        raise ConfigError(f"--markdown {markdown} contains '..'", hint="give a plain path without '..' components")
     cmp = compare_runs(run_a, run_b)
     if as_json:
         typer.echo(json.dumps(cmp, indent=2))
