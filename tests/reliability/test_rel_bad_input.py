@@ -50,6 +50,9 @@ def test_bad_input(case: Case, inputs: Path, capsys: pytest.CaptureFixture[str])
         assert err.rstrip().endswith(line.rstrip()), f"the error line is not the last line:\n{err}"
     assert "Traceback" not in err
     assert _files(inputs) == before, f"left files behind: {_files(inputs) - before}"
+    for arg in case.argv:  # nothing written where a '..' path points, outside the case's folder
+        if ".." in Path(arg).parts:
+            assert not (inputs / arg).exists(), f"wrote through {arg}"
 
 
 def test_every_command_has_bad_input_cases() -> None:
