@@ -56,6 +56,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from spectrn.errors import BenchError
+
 ROOT = Path(__file__).resolve().parent.parent
 PEERS = ROOT / ".venv-peers"
 TOKENIZER = PEERS / "tokenizer"
@@ -101,8 +103,8 @@ print(f"tokenizer: {tok.get_vocab_size()} entries in {out}")
 """
 
 
-class PeerError(RuntimeError):
-    """A peer tool could not be installed or run; the message says what to do."""
+class PeerError(BenchError):
+    """A peer tool is missing or misconfigured."""
 
 
 # ---- setup ---------------------------------------------------------------------------------------
@@ -126,7 +128,10 @@ def find_python(minimum: tuple[int, int]) -> str:
             continue
         if out.returncode == 0 and tuple(int(x) for x in out.stdout.split()) >= minimum:
             return c
-    raise PeerError(f"no Python >= {minimum[0]}.{minimum[1]} found; install one (e.g. pyenv install 3.12)")
+    raise PeerError(
+        f"no Python >= {minimum[0]}.{minimum[1]} found on PATH or in ~/.pyenv/versions",
+        hint=f"install one, e.g. pyenv install {minimum[0]}.{minimum[1]}",
+    )
 
 
 def setup() -> None:
@@ -587,14 +592,18 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
                 "| | | | | | | | | | | |"
             )
             continue
-        ms = 1e3
+
+        def ms(key: str, spec: str, r: dict[str, Any] = r) -> str:
+            v = r.get(key)
+            return fmt(None if v is None else v * 1e3, spec)
+
         lines.append(
             f"| {r['pattern']} | {r['concurrency']} | {r['tool']} | {r['completed']}/{r['requests']} "
-            f"| {fmt(r['ttft_p50_s'] * ms, '.1f')} ({fmt(r['true_ttft_server_p50_s'] * ms, '.1f')} / "
-            f"{fmt(r['true_ttft_send_p50_s'] and r['true_ttft_send_p50_s'] * ms, '.1f')}) "
+            f"| {ms('ttft_p50_s', '.1f')} ({ms('true_ttft_server_p50_s', '.1f')} / "
+            f"{ms('true_ttft_send_p50_s', '.1f')}) "
             f"| {fmt(r['ttft_err_vs_server_pct'], '+.1f')}% | {fmt(r['ttft_err_vs_send_pct'], '+.1f')}% "
-            f"| {fmt(r['tpot_p50_s'] * ms, '.3f')} ({fmt(r['true_tpot_p50_s'] * ms, '.3f')}) "
-            f"| {fmt(r['tpot_err_pct'], '+.2f')}% | {fmt(r['itl_p50_s'] and r['itl_p50_s'] * ms, '.3f')} "
+            f"| {ms('tpot_p50_s', '.3f')} ({ms('true_tpot_p50_s', '.3f')}) "
+            f"| {fmt(r['tpot_err_pct'], '+.2f')}% | {ms('itl_p50_s', '.3f')} "
             f"| {fmt(r['cpu_us_per_token'], '.1f')} | {fmt(r['stream_cpu_us_per_token'], '.1f')} "
             f"| {fmt(r['cpu_startup_s'], '.2f')} | {fmt(r['cpu_after_s'], '.2f')} "
             f"| {r['loadavg_1m'][0]:.1f}-{r['loadavg_1m'][1]:.1f} |"
@@ -611,13 +620,14 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> None:
     tools = [t.strip() for t in args.tools.split(",") if t.strip()]
+    setup_hint = "run: .venv/bin/python benchmarks/peers.py setup"
     for t in tools:
         if t not in TOOLS:
-            raise PeerError(f"--tools: unknown tool {t!r}; choose from {', '.join(TOOLS)}")
+            raise PeerError(f"--tools: unknown tool {t!r}", hint=f"choose from {', '.join(TOOLS)}")
         if t != "spectrn" and not venv_python(t).exists():
-            raise PeerError(f"{t} is not installed in {PEERS / t}; run: .venv/bin/python benchmarks/peers.py setup")
+            raise PeerError(f"{t} is not installed in {PEERS / t}", hint=setup_hint)
     if any(t != "spectrn" for t in tools) and not (TOKENIZER / "tokenizer.json").exists():
-        raise PeerError(f"no local tokenizer in {TOKENIZER}; run: .venv/bin/python benchmarks/peers.py setup")
+        raise PeerError(f"no local tokenizer in {TOKENIZER}", hint=setup_hint)
     levels = [int(x) for x in args.levels.split(",")]
     patterns = [p.strip() for p in args.patterns.split(",")]
     work = RESULTS / "peers_runs" / time.strftime("%Y%m%d-%H%M%S")
