@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -41,6 +41,21 @@ def _settings(run_dir: Path) -> dict[str, object]:
     run = load_run(run_dir)
     cw = run.config.get("cloudwatch")
     return cw if isinstance(cw, dict) else {}
+
+
+def _warn_if_unclean(run_dir: Path, console: Any) -> None:
+    """Publishing an unclean run is allowed (the dashboard says so too), but never silently."""
+    from spectrn import cloudwatch as cw
+    from spectrn.errors import AnalysisError
+    from spectrn.report import run_summary
+
+    try:
+        summary = run_summary(cw.load_run(run_dir))
+    except AnalysisError:
+        return  # the publish itself reports what is wrong with the run folder
+    if summary.get("clean") is False:
+        for w in summary.get("warnings") or []:
+            console.print(f"[bold red]WARNING:[/] {w}", highlight=False)
 
 
 @app.command("publish")
@@ -102,6 +117,7 @@ def publish(
     from spectrn import cloudwatch as cw
 
     console = err_console()
+    _warn_if_unclean(run_dir, console)
     if emf:
         path = cw.write_emf(run_dir, namespace=namespace, run_id=run_id)
         typer.echo(f"wrote {path}")
@@ -113,6 +129,10 @@ def publish(
         plan = cw.build_metric_datums(
             cw.load_run(run_dir), namespace=ns, run_id=run_id, storage_resolution=res, skip_nonfinite=skip_nonfinite
         )
+        if not plan.datums:  # the same refusal as a real publish
+            from spectrn.errors import PublishError
+
+            raise PublishError(f"run {plan.run_id} has no measured requests to publish", hint="check requests.jsonl")
         batches = cw.batch_datums(plan.datums, namespace=ns, max_datums=batch_size)
         typer.echo(
             f"would send {len(batches)} PutMetricData calls to namespace {ns}: {len(plan.datums)} datums, "

@@ -24,8 +24,11 @@ def report(
     from spectrn.report import build_report, render_table, run_summary
 
     index = build_report(run_dir, out)
+    summary = run_summary(load_run(run_dir))
     if table:
-        Console().print(render_table(run_summary(load_run(run_dir))))
+        Console().print(render_table(summary))
+    for w in summary.get("warnings") or []:  # an unclean run is never reported without saying so
+        Console(stderr=True).print(f"[bold red]WARNING:[/] {w}", highlight=False)
     typer.echo(f"report: {index}")
     typer.echo(f"plots: {index.parent}/*.png")
     typer.echo(f"pull-request summary: {index.parent / 'summary.md'}")
