@@ -113,6 +113,7 @@ CASES: list[Case] = [
     _c("publish batch size 0", "publish good_run --batch-size 0", 2, "--batch-size"),
     _c("publish with zero attempts", "publish good_run --max-attempts 0", 2, "--max-attempts"),
     _c("publish without AWS credentials", "publish good_run", 6, "no AWS credentials found"),
+    _c("dry-run publish of a run without requests", "publish empty_run --dry-run", 6, "no measured requests"),
     _c("dashboard of a missing run", "dashboard nosuch --print", 5, "run folder nosuch does not exist"),
     _c("llmperf folder missing", "ingest-llmperf nosuch", 5, "nosuch is not a folder"),
     _c("llmperf folder without results", "ingest-llmperf empty_dir", 5, "holds no llmperf result folders"),

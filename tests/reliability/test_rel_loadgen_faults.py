@@ -216,3 +216,18 @@ def test_a_variant_where_every_request_fails_is_a_failed_command_with_everything
     _every_request_has_a_record(run_dir)
     s = assert_summary_matches_records(run_dir)  # written before the command failed
     assert s["clean"] is False and s["variants"]["baseline"]["requests"]["error_classes"] == {"http_503": REQUESTS}
+
+
+def test_an_unclean_run_is_flagged_by_every_command_that_reports_it(capsys, tmp_path) -> None:
+    """analyze, report and publish print the WARNING; the HTML, Markdown and dashboard say NOT CLEAN too."""
+    with FaultyServer(Behaviour(status_every=3)) as a, FaultyServer(Behaviour()) as b:
+        code, _, run_dir = _bench(capsys, tmp_path, {"baseline": a.url, "speculative": b.url}, "uc")
+    assert code == 0
+    for argv in (["analyze", run_dir, "--no-report"], ["report", run_dir], ["publish", run_dir, "--dry-run"]):
+        code, _, err = run_cli(argv, capsys)
+        assert code == 0, err
+        assert "WARNING: NOT A CLEAN RUN: baseline error rate" in " ".join(err.split()), argv[0]
+    assert "NOT A CLEAN RUN" in (run_dir / "report" / "index.html").read_text()
+    assert "NOT A CLEAN RUN" in (run_dir / "report" / "summary.md").read_text()
+    code, out, _ = run_cli(["dashboard", run_dir, "--print"], capsys)
+    assert code == 0 and "not clean" in out
