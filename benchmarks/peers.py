@@ -33,7 +33,7 @@ token, so tokenizer-based counts are exact) and the tools run with ``HF_HUB_OFFL
 
     .venv/bin/python benchmarks/peers.py setup
     .venv/bin/python benchmarks/peers.py run [--tools spectrn,inference-perf,guidellm] [--levels 1,16,64,256]
-                                             [--patterns 1,3] [--tokens 128]
+                                             [--patterns 1,3] [--tokens 128] [--out DIR]
 
 Writes benchmarks/results/peers.json and benchmarks/results/peers.md; tool outputs and logs go to
 benchmarks/results/peers_runs/<stamp>/ (not committed).
@@ -161,6 +161,18 @@ def tool_version(tool: str) -> str:
         [str(venv_python(tool)), "-m", "pip", "show", tool], capture_output=True, text=True, check=False
     ).stdout
     return next((ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Version:")), "?")
+
+
+def git_commit() -> str | None:
+    """HEAD of the work tree, with ``+dirty`` when spectrn's sources differ from it."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "src"], cwd=ROOT, capture_output=True)
+    except OSError:
+        return None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.returncode else "")
 
 
 # ---- CPU of a process tree -----------------------------------------------------------------------
@@ -633,6 +645,7 @@ def run(args: argparse.Namespace) -> None:
     work = RESULTS / "peers_runs" / time.strftime("%Y%m%d-%H%M%S")
     work.mkdir(parents=True, exist_ok=True)
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    commit = git_commit()
     rows: list[dict[str, Any]] = []
     # levels run one after another; tools alternate inside a level so slow drift in the machine's load
     # hits all three alike
@@ -663,13 +676,15 @@ def run(args: argparse.Namespace) -> None:
         "tokens": args.tokens,
         "server": {"ttft_s": TTFT_S, "gap_s": GAP_S},
         "versions": {t: tool_version(t) for t in tools},
+        "spectrn_commit_at_start": commit,
         "runs_folder": str(work.relative_to(ROOT)),
         "command": " ".join([".venv/bin/python", "benchmarks/peers.py", *sys.argv[1:]]),
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "peers.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
-    (RESULTS / "peers.md").write_text(markdown(rows, meta))
-    print(f"wrote {RESULTS / 'peers.json'} and {RESULTS / 'peers.md'}")
+    dest: Path = args.out
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "peers.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
+    (dest / "peers.md").write_text(markdown(rows, meta))
+    print(f"wrote {dest / 'peers.json'} and {dest / 'peers.md'}")
 
 
 def main() -> None:
@@ -681,6 +696,7 @@ def main() -> None:
     r.add_argument("--levels", default="1,16,64,256")
     r.add_argument("--patterns", default="1,3")
     r.add_argument("--tokens", type=int, default=128)
+    r.add_argument("--out", type=Path, default=RESULTS, help="folder for peers.json and peers.md")
     ch = sub.add_parser("_spectrn", help=argparse.SUPPRESS)
     ch.add_argument("--base", required=True)
     ch.add_argument("--concurrency", type=int, required=True)
