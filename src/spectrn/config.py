@@ -451,6 +451,19 @@ class _SafeLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
+def yaml_value(raw: str, *, what: str = "value") -> Any:
+    """A ``--set`` or ``SPECTRN_*`` value parsed as YAML with the file rules (no aliases); text that is not
+    valid YAML stays text, so the config's own validation names the field."""
+    if raw == "":
+        return ""
+    try:
+        return yaml.load(raw, Loader=_SafeLoader)  # noqa: S506 - _SafeLoader is a SafeLoader
+    except yaml.YAMLError:
+        return raw
+    except RecursionError:
+        raise ConfigError(f"{what} is nested too deeply", hint="give a flat value") from None
+
+
 def load_yaml(path: Path, *, what: str = "file", max_bytes: int = MAX_CONFIG_BYTES) -> Any:
     """Read a YAML file safely: size-capped, UTF-8, no aliases; errors name the file and the line."""
     try:
@@ -521,11 +534,7 @@ def env_overrides(environ: dict[str, str] | None = None) -> dict[str, Any]:
         if not name.startswith(ENV_PREFIX) or name in skip:
             continue
         dotted = name[len(ENV_PREFIX) :].lower().replace("__", ".")
-        try:
-            value = yaml.safe_load(raw) if raw != "" else ""
-        except yaml.YAMLError:
-            value = raw
-        set_dotted(out, dotted, value)
+        set_dotted(out, dotted, yaml_value(raw, what=name))
     return out
 
 

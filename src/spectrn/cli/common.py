@@ -33,17 +33,14 @@ def err_console() -> Console:
 
 
 def parse_sets(items: list[str] | None) -> dict[str, Any]:
-    import yaml
+    from spectrn.config import yaml_value
 
     out: dict[str, Any] = {}
     for item in items or []:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"--set {item!r} is not KEY=VALUE", hint="write e.g. --set bench.requests=64")
-        try:
-            out[key.strip()] = yaml.safe_load(raw)
-        except yaml.YAMLError:
-            out[key.strip()] = raw
+        out[key.strip()] = yaml_value(raw, what=f"--set {key.strip()}")
     return out
 
 
