@@ -49,6 +49,13 @@ CASES: list[Case] = [
     _c("config file missing", "render -c missing.yaml", 2, "does not exist"),
     _c("malformed YAML", "render -c broken.yaml", 2, "malformed YAML"),
     _c("--set without '='", "render --set nonsense", 2, "is not KEY=VALUE"),
+    _c("--set value with YAML aliases", ("render", "--set", "bench.concurrency=[&a [1], *a]"), 2, "valid list"),
+    _c(
+        "--set value nested 5000 deep",
+        ("render", "--set", "bench.concurrency=" + "[" * 5000 + "]" * 5000),
+        2,
+        "--set bench.concurrency is nested too deeply",
+    ),
     _c("--set wrong type", "render --set bench.requests=abc", 2, "bench.requests: Input should be a valid integer"),
     _c("unknown draft model", "render --draft nosuch", 2, "draft: unknown model 'nosuch'"),
     _c("draft not smaller than target", "render --draft qwen3-32b", 2, "is not smaller than target"),
@@ -244,7 +251,8 @@ def render_doc() -> str:
         "| --- | --- | --- | --- | --- |",
     ]
     for c in CASES:
-        inv = " ".join(c.argv).replace("|", "\\|")
+        inv = " ".join(a if len(a) < 80 else f"{a[:40]}...({len(a)} characters)" for a in c.argv)
+        inv = inv.replace("|", "\\|")
         expect = c.expect.replace("|", "\\|")
         out.append(f"| `{c.command}` | {c.what} | `spectrn {inv}` | {c.code} | {expect} |")
     out += [
