@@ -83,7 +83,23 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
         _render(root / name, *extra)
     pinned = ["--set", f"image=public.ecr.aws/neuron/vllm@{DIGEST}", "--set", f"spectrn_image=x@{DIGEST}"]
     _render(root / "digest", *pinned)
+    _compile_jobs(root / "compile")
     return root
+
+
+def _compile_jobs(out: Path) -> None:
+    """The Jobs `spectrn compile` applies (printed by --dry-run, which needs no cluster)."""
+    import io
+    from contextlib import redirect_stdout
+
+    from spectrn.cli.main import main
+
+    buf = io.StringIO()
+    with redirect_stdout(buf), pytest.raises(SystemExit) as e:
+        main(["compile", "--dry-run", "--set", "s3.bucket=my-models", "--drafts", "qwen3-1.7b", "--windows", "7"])
+    assert e.value.code == 0
+    out.mkdir()
+    (out / "compile.yaml").write_text(buf.getvalue())
 
 
 # ---- checkov -----------------------------------------------------------------------------------
@@ -152,7 +168,8 @@ def test_checkov_findings_are_all_justified_and_the_allowlist_is_current(rendere
     assert not unused, f"allow-list entries that match nothing any more (remove them): {unused}"
     # the restricted workloads have none of the root / writable-root findings
     root_checks = {"CKV_K8S_22", "CKV_K8S_23", "CKV_K8S_40", "CKV_K8S_16", "CKV_K8S_20", "CKV_K8S_28"}
-    assert not [f for f in findings if f[1] in root_checks and (f[0] == "sim" or f[2] == "Job")]
+    load_jobs = ("spectrn-loadgen-", "spectrn-llmperf-")
+    assert not [f for f in findings if f[1] in root_checks and (f[0] == "sim" or f[3].startswith(load_jobs))]
 
 
 def test_pinning_images_by_digest_clears_the_digest_finding(rendered: Path) -> None:
@@ -272,6 +289,18 @@ def test_pod_security_levels(rendered: Path, config: str) -> None:
             assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"]["drop"] == ["ALL"]
         assert (spec.get("securityContext") or {}).get("seccompProfile", {}).get("type") == "RuntimeDefault"
     assert pods == 3
+
+
+def test_compile_jobs_are_pod_security_baseline(rendered: Path) -> None:
+    jobs = [(text, d) for text, d in _docs(rendered / "compile") if d["kind"] == "Job"]
+    assert len(jobs) == 2  # baseline + one speculative configuration
+    for text, job in jobs:
+        assert "# Pod Security Standards level: baseline" in text
+        spec = _pod_spec(job)
+        assert spec is not None and baseline_violations(spec) == []
+        for c in spec["containers"]:
+            assert c["securityContext"]["allowPrivilegeEscalation"] is False
+            assert c["securityContext"]["capabilities"]["drop"] == ["ALL"]
 
 
 def test_load_pod_has_no_api_access_and_nothing_renders_rbac(rendered: Path) -> None:
