@@ -10,6 +10,11 @@ Token accounting, best source first:
 Arrival times are taken when a read returns from the socket, before parsing, with
 ``time.perf_counter``; events that arrive in the same read share that time, which is what the client
 observed. Parsing does the minimum: one ``json.loads`` per event.
+
+The clock of a request starts when its headers leave the client (aiohttp's ``on_request_headers_sent``,
+through ``request_trace_config``), not when the coroutine asks for a connection: when C closed-loop
+requests start in the same millisecond, the load generator's own launch queue must not be charged to the
+server's TTFT. Without that trace hook (a bare session) the clock starts just before the request.
 """
 
 from __future__ import annotations
@@ -36,6 +41,19 @@ class RequestParams:
     ignore_eos: bool = True
     timeout_s: float = 1200.0
     keep_output: bool = True
+
+
+async def _on_headers_sent(_session: Any, ctx: Any, _params: Any) -> None:
+    clock = ctx.trace_request_ctx
+    if isinstance(clock, list) and clock:
+        clock[0] = time.perf_counter()
+
+
+def request_trace_config() -> aiohttp.TraceConfig:
+    """The session hook that starts each request's clock when its headers are sent."""
+    trace = aiohttp.TraceConfig()
+    trace.on_request_headers_sent.append(_on_headers_sent)
+    return trace
 
 
 def build_body(params: RequestParams, text: str) -> dict[str, Any]:
@@ -192,11 +210,14 @@ async def run_request(
     stream = _Stream(params.keep_output)
     status: int | None = None
     sent_at = time.time()
-    t0 = time.perf_counter()
+    t_call = time.perf_counter()
+    clock = [t_call]  # moved to the moment the headers are sent, when the session has the trace hook
     end: float | None = None
     try:
         async with asyncio.timeout(params.timeout_s):
-            async with session.post(url, json=body) as resp:
+            async with session.post(url, json=body, trace_request_ctx=clock) as resp:
+                t0 = clock[0]
+                sent_at += t0 - t_call
                 status = resp.status
                 if status != 200:
                     raw = await resp.read()

@@ -26,7 +26,7 @@ from typing import Any
 
 from spectrn import __version__
 from spectrn.errors import BenchError, EndpointError, redact
-from spectrn.loadgen.client import RequestParams, endpoint_url, run_request
+from spectrn.loadgen.client import RequestParams, endpoint_url, request_trace_config, run_request
 from spectrn.loadgen.metrics import acceptance_delta, parse_metrics, scrape
 from spectrn.loadgen.prompts import ScheduledRequest
 from spectrn.paths import atomic_write_text
@@ -389,6 +389,7 @@ async def run_bench(
             connector=connector,
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=30),
             auto_decompress=False,
+            trace_configs=[request_trace_config()],
         ) as session:
             # Endpoints are checked before anything is written: a run that cannot start leaves no run folder.
             phase("checking endpoints")
