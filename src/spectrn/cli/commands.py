@@ -1,11 +1,13 @@
 """Imports every command module so each registers itself on the app."""
 
-from spectrn.cli import init_cmd  # noqa: F401
-from spectrn.cli import bench_cmd  # noqa: F401
-from spectrn.cli import render_cmd  # noqa: F401
-from spectrn.cli import config_ref_cmd  # noqa: F401
-from spectrn.cli import sim_cmd  # noqa: F401
-from spectrn.cli import deploy_cmd  # noqa: F401
-from spectrn.cli import publish_cmd  # noqa: F401
-from spectrn.cli import report_cmd  # noqa: F401
-from spectrn.cli import sweep_cmd  # noqa: F401
+from spectrn.cli import (
+    bench_cmd,  # noqa: F401
+    config_ref_cmd,  # noqa: F401
+    deploy_cmd,  # noqa: F401
+    init_cmd,  # noqa: F401
+    publish_cmd,  # noqa: F401
+    render_cmd,  # noqa: F401
+    report_cmd,  # noqa: F401
+    sim_cmd,  # noqa: F401
+    sweep_cmd,  # noqa: F401
+)
