@@ -245,7 +245,11 @@ async def _closed_loop(
 
     async def worker() -> None:
         for req in it:
-            sink.add(await _send(session, name, url, plan, req, level))
+            rec = await _send(session, name, url, plan, req, level)
+            # Let streams whose bytes are already here time-stamp them before this worker spends CPU on
+            # writing its record and launching the next request (closed-loop waves end together).
+            await asyncio.sleep(0)
+            sink.add(rec)
 
     await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(items))))))
 
@@ -270,6 +274,7 @@ async def _open_loop(
             await asyncio.sleep(delay)
         async with limit:
             rec = await _send(session, name, url, plan, req, level)
+        await asyncio.sleep(0)
         sink.add(rec)
 
     await asyncio.gather(*(one(r, at) for r, at in zip(items, offsets, strict=True)))
