@@ -87,6 +87,7 @@ def plan_from_config(
         shard=shard,
         shards=shards,
         config=cfg.model_dump(mode="json"),
+        ramp_s=b.ramp_s,
     )
 
 

@@ -152,3 +152,22 @@ def test_cancelled_run_keeps_finished_records_and_says_so(tmp_path: Path) -> Non
     assert 0 < len(recs) < 20 and all(r.ok for r in recs)
     run = json.loads((tmp_path / "r" / "run.json").read_text())
     assert run["interrupted"] is True and run["finished_at"]
+
+
+def test_ramp_spreads_the_first_wave(tmp_path: Path) -> None:
+    slow = Schedule(ttft_s=0.01, gap_s=0.05, pattern=(1,))
+    with serve_in_thread(slow) as (a, la):
+        p = plan(tmp_path, {"baseline": a}, n=4, warmup=0, levels=[Level.closed(4)])
+        p.ramp_s = 0.6
+        asyncio.run(run_bench(p))
+        arrivals = sorted(r["arrival"] for r in la.requests)
+    gaps = [b - x for x, b in zip(arrivals, arrivals[1:], strict=False)]
+    assert all(g == pytest.approx(0.15, abs=0.06) for g in gaps), gaps
+
+
+def test_without_ramp_the_first_wave_starts_together(tmp_path: Path) -> None:
+    slow = Schedule(ttft_s=0.01, gap_s=0.05, pattern=(1,))
+    with serve_in_thread(slow) as (a, la):
+        asyncio.run(run_bench(plan(tmp_path, {"baseline": a}, n=4, warmup=0, levels=[Level.closed(4)])))
+        arrivals = sorted(r["arrival"] for r in la.requests)
+    assert arrivals[-1] - arrivals[0] < 0.05

@@ -64,6 +64,7 @@ class RunPlan:
     shards: int = 1
     config: dict[str, Any] = field(default_factory=dict)
     engine: str = "spectrn"
+    ramp_s: float = 0.0
 
 
 @dataclass
@@ -242,8 +243,11 @@ async def _closed_loop(
     sink: RecordSink,
 ) -> None:
     it = iter(items)
+    workers = max(1, min(concurrency, len(items)))
 
-    async def worker() -> None:
+    async def worker(k: int) -> None:
+        if plan.ramp_s > 0:
+            await asyncio.sleep(plan.ramp_s * k / workers)
         for req in it:
             rec = await _send(session, name, url, plan, req, level)
             # Let streams whose bytes are already here time-stamp them before this worker spends CPU on
@@ -251,7 +255,7 @@ async def _closed_loop(
             await asyncio.sleep(0)
             sink.add(rec)
 
-    await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(items))))))
+    await asyncio.gather(*(worker(k) for k in range(workers)))
 
 
 async def _open_loop(
