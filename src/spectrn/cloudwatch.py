@@ -26,12 +26,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import re
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -1213,27 +1212,17 @@ def _save_state(path: Path, state: dict[str, Any]) -> None:
     atomic_write_text(path, json.dumps(state, indent=2, sort_keys=True) + "\n")
 
 
-@contextmanager
-def _run_lock(run_dir: Path) -> Iterator[None]:
-    """One publish per run folder at a time (two at once would both send the unsent calls): an exclusive
-    advisory lock on the folder itself, so no extra file appears in it."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX: no locking
-        yield
-        return
-    fd = os.open(run_dir, os.O_RDONLY)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise PublishError(
-                f"another publish of {run_dir} is running",
-                hint="wait for it to finish; then re-run to send anything it did not",
-            ) from None
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock
+def _run_lock(run_dir: Path) -> AbstractContextManager[None]:
+    """One publish per run folder at a time (two at once would both send the unsent calls)."""
+    from spectrn.paths import folder_lock
+
+    return folder_lock(
+        run_dir,
+        lambda: PublishError(
+            f"another publish of {run_dir} is running",
+            hint="wait for it to finish; then re-run to send anything it did not",
+        ),
+    )
 
 
 def publish_run(

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from spectrn.errors import ConfigError
+from spectrn.errors import ConfigError, SpectrnError
 
 _PKG = Path(__file__).resolve().parent
 
@@ -49,3 +51,23 @@ def safe_output_dir(path: Path, *, what: str = "output folder") -> Path:
     except OSError as e:
         raise ConfigError(f"{what} {path} cannot be created: {e.strerror}", hint="check permissions") from None
     return path
+
+
+@contextmanager
+def folder_lock(folder: Path, busy: Callable[[], SpectrnError]) -> Iterator[None]:
+    """An exclusive advisory lock on ``folder`` itself (no extra file appears in it), released however the
+    process ends; raises ``busy()`` at once when another process holds it. Not POSIX: no locking."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise busy() from None
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock

@@ -33,7 +33,7 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -498,27 +498,17 @@ def fmt_duration(s: float) -> str:
 # ---- orchestration ------------------------------------------------------------------------------------
 
 
-@contextmanager
-def _sweep_lock(sweep_dir: Path, sweep_id: str) -> Iterator[None]:
-    """One process per sweep folder: a second one would delete the first one's unfinished cell as stale.
-    An exclusive advisory lock on the folder itself, released when the process ends however it ends."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX: no locking
-        yield
-        return
-    fd = os.open(sweep_dir, os.O_RDONLY)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise ConfigError(
-                f"sweep {sweep_id} is being run by another process right now",
-                hint="wait for it to finish (or stop it), then resume; or choose another --sweep-id",
-            ) from None
-        yield
-    finally:
-        os.close(fd)
+def _sweep_lock(sweep_dir: Path, sweep_id: str) -> AbstractContextManager[None]:
+    """One process per sweep folder: a second one would delete the first one's unfinished cell as stale."""
+    from spectrn.paths import folder_lock
+
+    return folder_lock(
+        sweep_dir,
+        lambda: ConfigError(
+            f"sweep {sweep_id} is being run by another process right now",
+            hint="wait for it to finish (or stop it), then resume; or choose another --sweep-id",
+        ),
+    )
 
 
 class _LazyRunner:
