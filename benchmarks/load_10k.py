@@ -26,10 +26,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from spectrn.bench import execute, finish, plan_from_config
-from spectrn.config import build_config
-from spectrn.records import iter_records
+from spectrn.loadgen.bench import execute, finish, plan_from_config
+from spectrn.run.records import iter_records
 from spectrn.runtimes.sim_pair import SimPair
+from spectrn.spec.config import build_config
 
 HERE = Path(__file__).resolve().parent
 

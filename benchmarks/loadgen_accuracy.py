@@ -24,12 +24,15 @@ import time
 import urllib.request
 from pathlib import Path
 
-from spectrn.analyze import request_metrics
+from spectrn.analyze.summary import request_metrics
 from spectrn.loadgen.client import RequestParams
 from spectrn.loadgen.prompts import Prompt, PromptSet, build_schedule
 from spectrn.loadgen.runner import Level, RunPlan, run_bench
-from spectrn.records import read_records
+from spectrn.run.records import read_records
 from spectrn.runtimes.sim_pair import free_port, wait_healthy
+
+# the exact-schedule reference server (a test double, kept under tests/)
+REFERENCE_SERVER = Path(__file__).resolve().parent.parent / "tests" / "doubles" / "reference_server.py"
 
 
 def cpu_seconds() -> float:
@@ -102,8 +105,7 @@ def main() -> None:
         proc = subprocess.Popen(
             [
                 sys.executable,
-                "-m",
-                "spectrn.loadgen.reference_server",
+                str(REFERENCE_SERVER),
                 "--port",
                 str(port),
                 "--ttft",

@@ -2,7 +2,7 @@
 
 For every tool, level (1, 16, 64, 256 concurrent streams) and token pattern (``--pattern 1``: one token per
 event; ``--pattern 3``: three tokens per decode event, as speculative decoding streams them), a fresh
-``spectrn.loadgen.reference_server`` is started and the tool runs against it as a subprocess, closed loop,
+``tests/doubles/reference_server.py`` is started and the tool runs against it as a subprocess, closed loop,
 ``max(2*C, 32)`` requests of exactly 128 output tokens. We then compare what the tool REPORTS in its own
 output files (p50 TTFT, p50 TPOT) with the truth in the server's ``/log``:
 
@@ -57,6 +57,9 @@ from pathlib import Path
 from typing import Any
 
 from spectrn.errors import BenchError
+
+# the exact-schedule reference server (a test double, kept under tests/)
+REFERENCE_SERVER = Path(__file__).resolve().parent.parent / "tests" / "doubles" / "reference_server.py"
 
 ROOT = Path(__file__).resolve().parent.parent
 PEERS = ROOT / ".venv-peers"
@@ -257,8 +260,7 @@ def start_server(pattern: str, log: Path) -> tuple[subprocess.Popen[bytes], str]
         proc = subprocess.Popen(
             [
                 sys.executable,
-                "-m",
-                "spectrn.loadgen.reference_server",
+                str(REFERENCE_SERVER),
                 "--port",
                 str(port),
                 "--ttft",
@@ -306,7 +308,7 @@ def spectrn_child(base: str, c: int, n: int, tokens: int, out: Path) -> None:
     """What ``spectrn bench`` does for one endpoint and one closed-loop level: run, then analyse."""
     import asyncio
 
-    from spectrn.analyze import analyze_run
+    from spectrn.analyze.summary import analyze_run
     from spectrn.loadgen.client import RequestParams
     from spectrn.loadgen.prompts import Prompt, PromptSet, build_schedule
     from spectrn.loadgen.runner import Level, RunPlan, run_bench

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from kubehelp import add_slices, make_cfg
 
-from spectrn.config import SpectrnConfig
-from spectrn.kube_fake import FakeKube
+from doubles.kube_fake import FakeKube
+from spectrn.spec.config import SpectrnConfig
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from spectrn.records import RequestRecord, RunMeta
+from spectrn.run.records import RequestRecord, RunMeta
 
 SPEC_PROM = """# TYPE vllm:spec_decode_num_drafts counter
 vllm:spec_decode_num_drafts_total{{model_name="m"}} {drafts}

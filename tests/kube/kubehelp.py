@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from spectrn.config import SpectrnConfig, build_config
-from spectrn.deploy import DeployReport, deploy, render_for_deploy
-from spectrn.kube_fake import FakeKube
+from doubles.kube_fake import FakeKube
+from spectrn.deploy.service import DeployReport, deploy, render_for_deploy
+from spectrn.spec.config import SpectrnConfig, build_config
 
 
 def make_cfg(**over: Any) -> SpectrnConfig:

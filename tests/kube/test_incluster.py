@@ -10,10 +10,10 @@ import pytest
 from kube_runfiles import shard_files
 from kubehelp import make_cfg, run_deploy
 
+from doubles.kube_fake import FakeKube
+from spectrn.collect.incluster import _safe_extract, collect, run_incluster_bench
 from spectrn.errors import BenchError
-from spectrn.incluster import _safe_extract, collect, run_incluster_bench
-from spectrn.kube_fake import FakeKube
-from spectrn.records import read_records
+from spectrn.run.records import read_records
 
 RUN = "r20260101-1200"
 

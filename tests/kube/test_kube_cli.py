@@ -6,9 +6,9 @@ import pytest
 import yaml
 from kubehelp import add_slices
 
+from doubles.kube_fake import FakeKube
 from spectrn.cli.main import main
-from spectrn.kube import KubeApiError
-from spectrn.kube_fake import FakeKube
+from spectrn.kube.client import KubeApiError
 
 SIM = ["--set", "runtime=sim", "--set", "resources_mode=device-plugin"]
 
@@ -20,7 +20,7 @@ def cluster(monkeypatch, tmp_path):
     monkeypatch.delenv("SPECTRN_CONFIG", raising=False)
     fake = FakeKube(context="kind-spectrn")
     add_slices(fake)
-    monkeypatch.setattr("spectrn.kube.connect", lambda **kw: fake)
+    monkeypatch.setattr("spectrn.kube.client.connect", lambda **kw: fake)
     return fake
 
 
@@ -66,7 +66,7 @@ def test_dry_run_without_a_cluster_still_prints_the_objects(monkeypatch, tmp_pat
     def refuse(**kw):
         raise KubeApiError("cannot load the Kubernetes configuration: no config", hint="pass --kubeconfig")
 
-    monkeypatch.setattr("spectrn.kube.connect", refuse)
+    monkeypatch.setattr("spectrn.kube.client.connect", refuse)
     code, out, err = run(["deploy", "--dry-run", *SIM], capsys)
     assert code == 0 and "cluster not reachable" in err and "error" in err and "pass --kubeconfig" in err
     assert len([d for d in yaml.safe_load_all(out) if d]) == 8

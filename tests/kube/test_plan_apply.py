@@ -7,9 +7,9 @@ import random
 import pytest
 from kubehelp import make_cfg, run_deploy
 
-from spectrn.deploy import KIND_ORDER, SPEC_HASH, apply_plan, make_plan, order_objects, render_for_deploy
+from doubles.kube_fake import FakeKube
+from spectrn.deploy.service import KIND_ORDER, SPEC_HASH, apply_plan, make_plan, order_objects, render_for_deploy
 from spectrn.errors import DeployError, Interrupted
-from spectrn.kube_fake import FakeKube
 
 
 def applied(fake: FakeKube) -> list[str]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from kubehelp import add_slices, make_cfg, run_deploy
 
-from spectrn.deploy import make_plan, preflight, render_for_deploy
+from doubles.kube_fake import FakeKube
+from spectrn.deploy.service import make_plan, preflight, render_for_deploy
 from spectrn.errors import DeployError
-from spectrn.kube_fake import FakeKube
 
 
 def findings(fake, cfg):

@@ -8,7 +8,7 @@ import json
 import pytest
 from mock_apiserver import MockApiServer
 
-from spectrn.kube import KubeApiError, RealKube, api_error, translate_api_exception
+from spectrn.kube.client import KubeApiError, RealKube, api_error, translate_api_exception
 
 
 @pytest.fixture

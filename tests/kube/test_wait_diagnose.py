@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from kubehelp import run_deploy
 
-from spectrn.deploy import diagnose_pod, wait_ready
+from doubles.kube_fake import FakeKube
+from spectrn.deploy.service import diagnose_pod, wait_ready
 from spectrn.errors import DeployError
-from spectrn.kube_fake import FakeKube
 
 
 def phases_seen(fake, cfg, **kw):
@@ -198,7 +198,7 @@ def test_diagnose_failed_mount_is_reported_but_not_final():
 
 
 def test_pod_security_rejection_before_any_pod_exists(fake, sim_cfg):
-    from spectrn.deploy import observe_service
+    from spectrn.deploy.service import observe_service
 
     run_deploy(fake, sim_cfg)
     dep = fake.find("Deployment", "qwen-vllm", "spectrn")

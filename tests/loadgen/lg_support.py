@@ -8,7 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
-from spectrn.loadgen.reference_server import serve_app_in_thread
+from doubles.reference_server import serve_app_in_thread
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

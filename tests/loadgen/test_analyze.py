@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from spectrn.analyze import (
+from spectrn.analyze.summary import (
     analyze_run,
     bootstrap,
     cost_per_million,
@@ -18,7 +18,7 @@ from spectrn.analyze import (
     stats_with_ci,
     summarize,
 )
-from spectrn.records import RequestRecord
+from spectrn.run.records import RequestRecord
 
 
 def rec(
@@ -177,7 +177,7 @@ def test_summary_splits_levels_and_classes() -> None:
 
 
 def test_analyze_run_writes_summary_and_llmperf_files(tmp_path: Path) -> None:
-    from spectrn.records import RunMeta
+    from spectrn.run.records import RunMeta
 
     run = tmp_path / "r1"
     run.mkdir()

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from spectrn.analyze import analyze_run, request_metrics
-from spectrn.bench import execute, plan_from_config
+from spectrn.analyze.summary import analyze_run, request_metrics
 from spectrn.cli.main import main
-from spectrn.config import build_config
-from spectrn.records import read_records
+from spectrn.loadgen.bench import execute, plan_from_config
+from spectrn.run.records import read_records
 from spectrn.runtimes.sim_pair import SimPair
+from spectrn.spec.config import build_config
 
 TIME_SCALE = 0.2
 

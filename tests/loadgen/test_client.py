@@ -11,9 +11,9 @@ import pytest
 from aiohttp import web
 from lg_support import FIXTURES, replay_app, serve_app
 
-from spectrn.analyze import request_metrics
+from doubles.reference_server import Schedule, serve_in_thread
+from spectrn.analyze.summary import request_metrics
 from spectrn.loadgen.client import RequestParams, _apportion, build_body, endpoint_url, run_request
-from spectrn.loadgen.reference_server import Schedule, serve_in_thread
 
 REAL = FIXTURES / "vllm-real"
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from lg_support import FIXTURES
 
+from spectrn.analyze.llmperf import ingest
 from spectrn.cli.main import main
 from spectrn.errors import AnalysisError
-from spectrn.loadgen.llmperf_io import ingest
 
 
 def test_ingest_golden_llmperf_folders() -> None:

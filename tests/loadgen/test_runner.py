@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from doubles.reference_server import Schedule, serve_in_thread
 from spectrn.errors import BenchError, EndpointError
 from spectrn.loadgen.client import RequestParams
 from spectrn.loadgen.prompts import build_schedule, load_prompt_set
-from spectrn.loadgen.reference_server import Schedule, serve_in_thread
 from spectrn.loadgen.runner import Level, RunPlan, poisson_offsets, run_bench
-from spectrn.records import read_records
+from spectrn.run.records import read_records
 
 
 def plan(

@@ -12,8 +12,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-from spectrn.config import SpectrnConfig
-from spectrn.records import RequestRecord, RunMeta, write_records
+from spectrn.run.records import RequestRecord, RunMeta, write_records
+from spectrn.spec.config import SpectrnConfig
 
 CLASSES = ("structured", "open")
 
@@ -143,7 +143,7 @@ def make_run(
     acc = ACCEPTANCE if acceptance is None else acceptance
     (run_dir / "acceptance.json").write_text(json.dumps(acc), encoding="utf-8")
     if summary:
-        from spectrn.analyze import finite, summarize
+        from spectrn.analyze.summary import finite, summarize
 
         s = summarize(recs, run_id=run_id, acceptance=acc, config=cfg, seed=0)
         (run_dir / "summary.json").write_text(json.dumps(finite(s), indent=2), encoding="utf-8")

@@ -11,8 +11,8 @@ import pytest
 from cwfakes import REGION
 from runfactory import make_run
 
-from spectrn import cloudwatch as cw
 from spectrn.cli.main import main
+from spectrn.publish import cloudwatch as cw
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -86,7 +86,7 @@ def test_missing_run_folder_is_an_analysis_error(
 def test_sweep_cells_share_one_dashboard(
     tmp_path: Path, moto_url: str, cw_client: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from spectrn.config import SpectrnConfig
+    from spectrn.spec.config import SpectrnConfig
 
     cells = []
     for draft, window in (("qwen3-0.6b", 5), ("qwen3-1.7b", 7)):

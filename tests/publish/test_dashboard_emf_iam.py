@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from runfactory import make_run
 
-from spectrn import cloudwatch as cw
-from spectrn.analyze import request_metrics
+from spectrn.analyze.summary import request_metrics
 from spectrn.errors import ConfigError, PublishError
+from spectrn.publish import cloudwatch as cw
 
 
 @pytest.fixture(scope="module")

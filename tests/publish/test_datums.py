@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from runfactory import make_run
 
-from spectrn import cloudwatch as cw
-from spectrn.analyze import request_metrics
+from spectrn.analyze.summary import request_metrics
 from spectrn.errors import ConfigError, PublishError
-from spectrn.records import RequestRecord, RunMeta
+from spectrn.publish import cloudwatch as cw
+from spectrn.run.records import RequestRecord, RunMeta
 
 
 def _dims(d: dict[str, Any]) -> dict[str, str]:

@@ -23,9 +23,9 @@ import pytest
 from cwfakes import REGION
 from runfactory import make_run
 
-from spectrn import cloudwatch as cw
-from spectrn.analyze import request_metrics
+from spectrn.analyze.summary import request_metrics
 from spectrn.errors import PublishError
+from spectrn.publish import cloudwatch as cw
 
 BASE = {"RunId": "run-1", "Config": "qwen3-1.7b/k7", "Load": "c4"}
 

@@ -11,8 +11,8 @@ import pytest
 from cwfakes import FakeSink
 from runfactory import make_run
 
-from spectrn import cloudwatch as cw
 from spectrn.errors import PublishError
+from spectrn.publish import cloudwatch as cw
 
 
 @pytest.fixture

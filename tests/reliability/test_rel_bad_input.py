@@ -9,8 +9,8 @@ import pytest
 from bad_input_cases import CASES, Case, make_inputs, render_doc
 from relhelp import run_cli
 
+from doubles.kube_fake import FakeKube
 from spectrn.errors import EXIT_CODES
-from spectrn.kube_fake import FakeKube
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "bad-input.md"
 ERROR_LINE = re.compile(r"^(?P<type>[A-Z][A-Za-z]*Error|Interrupted|Usage error): \S")
@@ -23,7 +23,7 @@ def _files(root: Path) -> set[str]:
 @pytest.fixture
 def inputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     make_inputs(tmp_path)
-    monkeypatch.setattr("spectrn.kube.connect", lambda **kw: FakeKube(context="fake"))
+    monkeypatch.setattr("spectrn.kube.client.connect", lambda **kw: FakeKube(context="fake"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")

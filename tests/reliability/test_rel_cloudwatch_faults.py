@@ -141,7 +141,7 @@ def _publish(run_dir: Path, url: str, capsys: pytest.CaptureFixture[str], *extra
 
 
 def _planned_calls(run_dir: Path) -> int:
-    from spectrn import cloudwatch as cw
+    from spectrn.publish import cloudwatch as cw
 
     return len(cw.batch_datums(cw.build_metric_datums(cw.load_run(run_dir)).datums, max_datums=10))
 

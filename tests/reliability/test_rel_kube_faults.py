@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from relhelp import last_line, run_cli
 
-from spectrn.kube_fake import FakeKube
+from doubles.kube_fake import FakeKube
 
 SIM = ["--set", "runtime=sim", "--set", "resources_mode=device-plugin"]
 MANAGED = "app.kubernetes.io/managed-by"
@@ -28,7 +28,7 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeKube:
             "status": {"allocatable": {"aws.amazon.com/neuron": "16", "aws.amazon.com/neuroncore": "128"}},
         }
     )
-    monkeypatch.setattr("spectrn.kube.connect", lambda **kw: fake)
+    monkeypatch.setattr("spectrn.kube.client.connect", lambda **kw: fake)
     return fake
 
 
@@ -112,7 +112,7 @@ def test_api_lost_during_an_in_cluster_bench_then_collect_fetches_the_results(cl
 
     from bad_input_cases import _record
 
-    from spectrn.records import RunMeta
+    from spectrn.run.records import RunMeta
 
     def job_files(pod: str, index: int) -> dict[str, bytes]:
         meta = RunMeta(run_id="r-x", spectrn_version="0.1.0", started_at=1.8e9, finished_at=1.8e9 + 100)

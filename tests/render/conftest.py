@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from spectrn.config import SpectrnConfig, build_config
+from spectrn.spec.config import SpectrnConfig, build_config
 
 
 @pytest.fixture

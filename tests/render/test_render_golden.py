@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from _render_support import FIXED_PROMPTS
 
-from spectrn import render
+from spectrn.render import manifests as render
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("SPECTRN_UPDATE_GOLDEN") == "1"

@@ -12,8 +12,8 @@ import pytest
 import yaml
 from _render_support import FIXED_PROMPTS, validate_k8s
 
-from spectrn import render
 from spectrn.errors import ConfigError, RenderError
+from spectrn.render import manifests as render
 
 COMBOS = [
     ("legacy-neuron", "fused"),

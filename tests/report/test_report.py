@@ -13,9 +13,9 @@ import pytest
 from rich.console import Console
 from runfactory import make_records, make_run
 
-from spectrn import report
 from spectrn.cli.main import main
 from spectrn.errors import ConfigError
+from spectrn.report import run_report as report
 
 PNGS = ["latency_cdf.png", "latency_by_class.png", "speedup.png", "acceptance.png", "throughput.png"]
 
@@ -126,7 +126,7 @@ def test_render_table(built: Path) -> None:
 
 
 def test_compare_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from spectrn.config import SpectrnConfig
+    from spectrn.spec.config import SpectrnConfig
 
     a = make_run(tmp_path, "run-a", per_class=4)
     cfg = SpectrnConfig(num_speculative_tokens=5).model_dump(mode="json")
@@ -186,7 +186,7 @@ def test_sweep_heatmap(tmp_path: Path) -> None:
 def test_report_says_where_metrics_went(tmp_path: Path) -> None:
     from cwfakes import FakeSink
 
-    from spectrn import cloudwatch as cw
+    from spectrn.publish import cloudwatch as cw
 
     run_dir = make_run(tmp_path, per_class=2, start=time.time() - 3600)
     cw.write_emf(run_dir)

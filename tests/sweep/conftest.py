@@ -11,11 +11,11 @@ import pytest
 from rich.console import Console
 
 from spectrn import __version__
-from spectrn.config import SpectrnConfig, build_config
 from spectrn.errors import Interrupted
 from spectrn.paths import atomic_write_text
-from spectrn.records import RequestRecord, RunMeta, write_records
-from spectrn.sweep import Cell
+from spectrn.run.records import RequestRecord, RunMeta, write_records
+from spectrn.spec.config import SpectrnConfig, build_config
+from spectrn.sweep.orchestrate import Cell
 
 BASE_STEP_S = 0.045
 

@@ -9,8 +9,8 @@ import yaml
 from rich.console import Console
 
 from spectrn.cli.main import main
-from spectrn.config import SpectrnConfig
-from spectrn.sweep import Sweep, SweepOptions, print_analysis, write_report
+from spectrn.spec.config import SpectrnConfig
+from spectrn.sweep.orchestrate import Sweep, SweepOptions, print_analysis, write_report
 
 from .conftest import FakeRunner
 

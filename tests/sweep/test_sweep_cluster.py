@@ -7,9 +7,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from spectrn.config import build_config
-from spectrn.kube_fake import FakeKube
-from spectrn.sweep import Cell, ClusterRunner, Sweep, SweepOptions
+from doubles.kube_fake import FakeKube
+from spectrn.spec.config import build_config
+from spectrn.sweep.orchestrate import Cell, ClusterRunner, Sweep, SweepOptions
 
 from .conftest import write_run
 

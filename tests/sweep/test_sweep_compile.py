@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from spectrn import render
-from spectrn.compile import MARKER, apply_jobs, artifact_status, compile_jobs, job_name, prerequisites, wait_jobs
-from spectrn.config import SpectrnConfig, build_config
-from spectrn.deploy import deploy, render_for_deploy
+from doubles.kube_fake import FakeKube
+from spectrn.deploy.compile import MARKER, apply_jobs, artifact_status, compile_jobs, job_name, prerequisites, wait_jobs
+from spectrn.deploy.service import deploy, render_for_deploy
 from spectrn.errors import ConfigError
-from spectrn.kube_fake import FakeKube
+from spectrn.render import manifests as render
+from spectrn.spec.config import SpectrnConfig, build_config
 
 
 @pytest.fixture

@@ -8,7 +8,8 @@ import random
 import pytest
 
 from spectrn.errors import AnalysisError
-from spectrn.predict import (
+from spectrn.sim import load_settings
+from spectrn.sweep.predict import (
     StepPoint,
     acceptance_lengths,
     clean_per_position,
@@ -20,7 +21,6 @@ from spectrn.predict import (
     per_position_from_chunks,
     predict_tpot,
 )
-from spectrn.sim import load_settings
 
 
 def cumulative(cond: list[float]) -> list[float]:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from spectrn.errors import ConfigError
-from spectrn.recommend import (
+from spectrn.sweep.recommend import (
     ALL,
     MIX,
     CellInput,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from spectrn.analyze import equivalence
-from spectrn.records import RequestRecord
+from spectrn.analyze.summary import equivalence
+from spectrn.run.records import RequestRecord
 
 from .conftest import MAX_TOKENS, MEASURED, WINDOW, BenchRun
 

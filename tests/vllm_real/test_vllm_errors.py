@@ -6,7 +6,7 @@ import aiohttp
 import pytest
 
 from spectrn.loadgen.client import RequestParams, endpoint_url, run_request
-from spectrn.records import RequestRecord
+from spectrn.run.records import RequestRecord
 from spectrn.runtimes.vllm_cpu import VllmCpuPair
 
 from .conftest import bench

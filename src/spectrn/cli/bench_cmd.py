@@ -121,7 +121,7 @@ def bench(
     report: Annotated[bool, typer.Option("--report/--no-report", help="Write the HTML/PNG report.")] = True,
 ) -> None:
     """Benchmark baseline vs speculative with identical traffic; analyse, report, optionally publish."""
-    from spectrn.bench import check_run_id, new_run_id
+    from spectrn.loadgen.bench import check_run_id, new_run_id
 
     console = err_console()
     flags = _bench_flags(prompts, concurrency, rate, requests, max_tokens, api, input_tokens, mode)
@@ -135,8 +135,8 @@ def bench(
     if endpoints or local:
         run_dir = _bench_local(cfg, endpoints, runtime, rid, out_dir, model, time_scale, console)
     else:
+        from spectrn.collect.incluster import run_incluster_bench
         from spectrn.errors import KubeError
-        from spectrn.incluster import run_incluster_bench
 
         try:
             run_dir = run_incluster_bench(cfg, rid, engine, console, out_root=out_dir)
@@ -161,7 +161,7 @@ def _bench_local(
     time_scale: float | None,
     console: Any,
 ) -> Path:
-    from spectrn.bench import execute, plan_from_config
+    from spectrn.loadgen.bench import execute, plan_from_config
 
     if endpoints:
         plan = plan_from_config(cfg, endpoints, run_id=run_id, out_root=out_dir, model=model)
@@ -187,14 +187,14 @@ def _local_runtime(cfg: Any, runtime: str, work_dir: Path, time_scale: float | N
 
 
 def _finish_and_publish(run_dir: Path, console: Any, *, report: bool, publish: bool) -> None:
-    from spectrn.bench import finish, print_summary, require_successes
+    from spectrn.loadgen.bench import finish, print_summary, require_successes
 
     summary = finish(run_dir, console, report=report)
     print_summary(summary, console)
     console.print(f"results: {run_dir}")
     require_successes(summary, run_dir)
     if publish:
-        from spectrn.cloudwatch import publish_run
+        from spectrn.publish.cloudwatch import publish_run
 
         publish_run(run_dir, console=console)
 
@@ -219,7 +219,7 @@ def loadgen(
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bars (pod logs).")] = False,
 ) -> None:
     """The load generator alone (the load pod's entrypoint): run the schedule, write records."""
-    from spectrn.bench import check_run_id, execute, plan_from_config
+    from spectrn.loadgen.bench import check_run_id, execute, plan_from_config
 
     console = err_console()
     cfg = config_from_cli(config, sets, console=console)
@@ -245,7 +245,7 @@ def loadgen(
     outcome = execute(plan, cfg, console, quiet=quiet)
     print(json.dumps({"run_id": rid, "out": str(outcome.run_dir), "counts": outcome.counts}), flush=True)
     if analyze:
-        from spectrn.analyze import analyze_run
+        from spectrn.analyze.summary import analyze_run
 
         analyze_run(outcome.run_dir)
     if hold > 0:
@@ -262,7 +262,7 @@ def analyze(
     report: Annotated[bool, typer.Option("--report/--no-report", help="Also write the report.")] = True,
 ) -> None:
     """(Re)compute summary.json and local outputs of a run folder; print the comparison table."""
-    from spectrn.bench import finish, print_summary
+    from spectrn.loadgen.bench import finish, print_summary
 
     console = err_console()
     summary = finish(run_dir, console, report=report)
@@ -277,8 +277,8 @@ def ingest_llmperf(
     ] = None,
 ) -> None:
     """Turn llmperf result folders (the sample's load pod) into spectrn's summary.json."""
-    from spectrn.analyze import finite
-    from spectrn.loadgen.llmperf_io import ingest
+    from spectrn.analyze.llmperf import ingest
+    from spectrn.analyze.summary import finite
     from spectrn.paths import atomic_write_text, safe_output_dir
 
     dest = safe_output_dir(out, what="--out") if out is not None else results_dir
@@ -299,7 +299,7 @@ def demo(
 ) -> None:
     """The whole local pipeline: start baseline + speculative servers, bench structured and open prompts,
     analyse, report, stop the servers."""
-    from spectrn.bench import new_run_id
+    from spectrn.loadgen.bench import new_run_id
 
     console = err_console()
     overrides: dict[str, Any] = {"runtime": "sim", "bench__prompts": "all", "bench__requests": requests}

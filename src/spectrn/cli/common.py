@@ -11,7 +11,7 @@ from rich.console import Console
 from spectrn.errors import ConfigError
 
 if TYPE_CHECKING:  # pydantic models load only when a command runs, not for --help
-    from spectrn.config import SpectrnConfig
+    from spectrn.spec.config import SpectrnConfig
 
 ConfigOpt = Annotated[
     Path | None,
@@ -33,7 +33,7 @@ def err_console() -> Console:
 
 
 def parse_sets(items: list[str] | None) -> dict[str, Any]:
-    from spectrn.config import yaml_value
+    from spectrn.spec.config import yaml_value
 
     out: dict[str, Any] = {}
     for item in items or []:
@@ -52,7 +52,7 @@ def config_from_cli(
     **flags: Any,
 ) -> SpectrnConfig:
     """Load the config, apply ``--set`` then explicit flags (``draft=..., num_speculative_tokens=...``)."""
-    from spectrn.config import load_config
+    from spectrn.spec.config import load_config
 
     overrides = parse_sets(sets)
     overrides.update({k.replace("__", "."): v for k, v in flags.items() if v is not None})

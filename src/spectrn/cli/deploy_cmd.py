@@ -1,7 +1,7 @@
 """``spectrn deploy``, ``status``, ``teardown``, ``collect`` and ``kind fake-neuron``: the cluster commands.
 
-Thin wrappers: build the config, connect (``spectrn.kube.connect``), call one function of
-``spectrn.deploy`` / ``spectrn.incluster``, and show its progress on the console.
+Thin wrappers: build the config, connect (``spectrn.kube.client.connect``), call one function of
+``spectrn.deploy.service`` / ``spectrn.collect.incluster``, and show its progress on the console.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from spectrn.cli.main import app
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from spectrn.deploy import Finding, Plan, ServiceState
-    from spectrn.kube import KubeApi
+    from spectrn.deploy.service import Finding, Plan, ServiceState
+    from spectrn.kube.client import KubeApi
 
 ContextOpt = Annotated[str | None, typer.Option("--context", help="Kube context (default: the current one).")]
 KubeconfigOpt = Annotated[
@@ -31,7 +31,7 @@ app.add_typer(kind_app, name="kind")
 
 
 def _connect(context: str | None, kubeconfig: Path | None) -> KubeApi:
-    from spectrn.kube import connect
+    from spectrn.kube.client import connect
 
     return connect(context=context, kubeconfig=str(kubeconfig) if kubeconfig else None)
 
@@ -136,9 +136,9 @@ def deploy_cmd(
     kubeconfig: KubeconfigOpt = None,
 ) -> None:
     """Render, pre-flight, apply (idempotent) and wait for both services, with a diagnosis on failure."""
-    from spectrn import deploy
-    from spectrn.kube import KubeApiError
-    from spectrn.render import to_yaml
+    from spectrn.deploy import service as deploy
+    from spectrn.kube.client import KubeApiError
+    from spectrn.render.manifests import to_yaml
 
     console = err_console()
     cfg = config_from_cli(config, sets, console=console, draft=draft, num_speculative_tokens=window)
@@ -190,7 +190,7 @@ def status_cmd(
     """Show both services: phase, ready replicas, window, image and what is wrong if anything."""
     from rich.console import Console
 
-    from spectrn import deploy
+    from spectrn.deploy import service as deploy
 
     cfg = config_from_cli(config, sets, console=err_console())
     kube = _connect(context, kubeconfig)
@@ -209,7 +209,7 @@ def teardown_cmd(
     kubeconfig: KubeconfigOpt = None,
 ) -> None:
     """Delete every object spectrn created (label app.kubernetes.io/managed-by=spectrn), nothing else."""
-    from spectrn import deploy
+    from spectrn.deploy import service as deploy
     from spectrn.errors import Interrupted
 
     console = err_console()
@@ -243,7 +243,7 @@ def collect_cmd(
     kubeconfig: KubeconfigOpt = None,
 ) -> None:
     """Fetch the results of an in-cluster bench (e.g. after the CLI died), analyse them, delete the Job."""
-    from spectrn.incluster import collect
+    from spectrn.collect.incluster import collect
 
     console = err_console()
     cfg = config_from_cli(config, sets, console=console)
@@ -265,7 +265,7 @@ def fake_neuron_cmd(
     kubeconfig: KubeconfigOpt = None,
 ) -> None:
     """Advertise fake Neuron capacity on a kind cluster's nodes (node status patch; test clusters only)."""
-    from spectrn.deploy import advertise_fake_neuron
+    from spectrn.deploy.service import advertise_fake_neuron
     from spectrn.errors import ConfigError
 
     kube = _connect(context, kubeconfig)

@@ -17,8 +17,8 @@ def init(
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
     """Write a commented default configuration file."""
-    from spectrn.config import commented_default_yaml
     from spectrn.paths import atomic_write_text
+    from spectrn.spec.config import commented_default_yaml
 
     if path.exists() and not force:
         raise ConfigError(f"{path} already exists", hint="pass --force to overwrite it")

@@ -36,7 +36,7 @@ RunIdOpt = Annotated[
 
 
 def _settings(run_dir: Path) -> dict[str, object]:
-    from spectrn.cloudwatch import load_run
+    from spectrn.publish.cloudwatch import load_run
 
     run = load_run(run_dir)
     cw = run.config.get("cloudwatch")
@@ -45,9 +45,9 @@ def _settings(run_dir: Path) -> dict[str, object]:
 
 def _warn_if_unclean(run_dir: Path, console: Any) -> None:
     """Publishing an unclean run is allowed (the dashboard says so too), but never silently."""
-    from spectrn import cloudwatch as cw
     from spectrn.errors import AnalysisError
-    from spectrn.report import run_summary
+    from spectrn.publish import cloudwatch as cw
+    from spectrn.report.run_report import run_summary
 
     try:
         summary = run_summary(cw.load_run(run_dir))
@@ -114,7 +114,7 @@ def publish(
     ] = False,
 ) -> None:
     """Publish a run's per-request distributions to CloudWatch (re-runnable: sends only unsent batches)."""
-    from spectrn import cloudwatch as cw
+    from spectrn.publish import cloudwatch as cw
 
     console = err_console()
     _warn_if_unclean(run_dir, console)
@@ -175,7 +175,7 @@ def dashboard_cmd(
     ] = False,
 ) -> None:
     """Create or replace the run's CloudWatch comparison dashboard (also done by `spectrn publish`)."""
-    from spectrn import cloudwatch as cw
+    from spectrn.publish import cloudwatch as cw
 
     runs = [cw.load_run(d) for d in run_dirs]
     settings = _settings(run_dirs[0])

@@ -50,7 +50,7 @@ def render(
     ] = False,
 ) -> None:
     """Render the manifests: multi-document YAML on stdout (pipe to `kubectl apply -f -`) or files with -o."""
-    from spectrn import render as r
+    from spectrn.render import manifests as r
 
     if only is not None and only not in r.VARIANTS:
         raise ConfigError(f"--only {only!r} is not a service", hint="use --only baseline or --only speculative")

@@ -21,13 +21,13 @@ WindowsOpt = Annotated[
 
 
 def _kube(context: str | None, kubeconfig: Path | None) -> Any:
-    from spectrn.kube import connect
+    from spectrn.kube.client import connect
 
     return connect(context=context, kubeconfig=str(kubeconfig) if kubeconfig else None)
 
 
 def _grid_flags(cfg: Any, drafts: str | None, windows: str | None) -> tuple[list[str], list[int]]:
-    from spectrn.sweep import parse_list
+    from spectrn.sweep.orchestrate import parse_list
 
     d = parse_list(drafts, "--drafts", str) or [cfg.draft]
     w = parse_list(windows, "--windows", int) or [cfg.num_speculative_tokens]
@@ -88,8 +88,8 @@ def sweep(
     """Find the best draft and window for your prompts: run every cell against the shared baseline (resumable),
     recommend per prompt class and for your mix, find the load crossover, check output equivalence."""
     from spectrn.cli.bench_cmd import _levels_flag
-    from spectrn.recommend import parse_mix
-    from spectrn.sweep import Sweep, SweepOptions, check_sweep_id, local_runner, new_sweep_id
+    from spectrn.sweep.orchestrate import Sweep, SweepOptions, check_sweep_id, local_runner, new_sweep_id
+    from spectrn.sweep.recommend import parse_mix
 
     console = err_console()
     flags: dict[str, Any] = {
@@ -137,13 +137,13 @@ def sweep(
         result = sw.run(lambda: local_runner(cfg, sw.sweep_dir, time_scale, runtime))
         artifacts = {f"{x}-k{y}": f"not needed ({runtime})" for x in d for y in w}
     else:
-        from spectrn.compile import artifact_status
-        from spectrn.sweep import ClusterRunner
+        from spectrn.deploy.compile import artifact_status
+        from spectrn.sweep.orchestrate import ClusterRunner
 
         artifacts = artifact_status(kube, cfg, d, w)
         console.print("compiled artifacts: " + ", ".join(f"{k} {v}" for k, v in artifacts.items()), highlight=False)
         result = sw.run(lambda: ClusterRunner(kube, cfg, sid, console))
-    from spectrn.sweep import print_analysis, write_report
+    from spectrn.sweep.orchestrate import print_analysis, write_report
 
     console.print(f"ran {len(result.ran)} cell(s), skipped {len(result.skipped)} finished cell(s)")
     print_analysis(result.analysis, console, artifacts)
@@ -178,7 +178,7 @@ def compile_(
     kubeconfig: KubeconfigOpt = None,
 ) -> None:
     """Precompile each sweep configuration into the S3 volume with one Kubernetes Job per configuration."""
-    from spectrn import compile as comp
+    from spectrn.deploy import compile as comp
 
     console = err_console()
     cfg = config_from_cli(config, sets, console=console)
@@ -186,7 +186,7 @@ def compile_(
     jobs = comp.compile_jobs(cfg, d, w, baseline=baseline)
     prereqs = comp.prerequisites(cfg)
     if dry_run:
-        from spectrn.render import to_yaml
+        from spectrn.render.manifests import to_yaml
 
         typer.echo(to_yaml([*prereqs, *jobs]), nl=False)
         return

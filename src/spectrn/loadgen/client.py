@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import aiohttp
 
-from spectrn.records import RequestRecord, TokenSource
+from spectrn.run.records import RequestRecord, TokenSource
 
 Api = Literal["chat", "completions"]
 

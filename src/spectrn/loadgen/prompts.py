@@ -14,9 +14,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from spectrn.config import format_validation_error, load_yaml
 from spectrn.errors import ConfigError
 from spectrn.paths import data_dir
+from spectrn.spec.config import format_validation_error, load_yaml
 
 BUILTIN_SETS = ("structured", "open", "sample")
 COMBINED_SETS = {"all": ("structured", "open")}

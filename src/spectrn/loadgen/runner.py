@@ -30,7 +30,7 @@ from spectrn.loadgen.client import RequestParams, endpoint_url, request_trace_co
 from spectrn.loadgen.metrics import acceptance_delta, parse_metrics, scrape
 from spectrn.loadgen.prompts import ScheduledRequest
 from spectrn.paths import atomic_write_text
-from spectrn.records import RequestRecord, RunMeta
+from spectrn.run.records import RequestRecord, RunMeta
 
 OnRecord = Callable[[RequestRecord], None]
 

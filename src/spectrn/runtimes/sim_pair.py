@@ -18,8 +18,8 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-from spectrn.config import SpectrnConfig
 from spectrn.errors import SimError
+from spectrn.spec.config import SpectrnConfig
 
 
 def free_port() -> int:

@@ -52,7 +52,7 @@ from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from spectrn.catalog import MODELS
+from spectrn.spec.catalog import MODELS
 
 REFERENCE_DRAFT_PARAMS_B = 1.7
 

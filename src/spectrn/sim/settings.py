@@ -8,10 +8,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from spectrn.catalog import MODELS
 from spectrn.errors import SimError
 from spectrn.sim.faults import FaultSettings
 from spectrn.sim.model import AcceptanceModel, CostModel, Preset, Resolved, get_preset, resolve
+from spectrn.spec.catalog import MODELS
 
 
 class SimSettings(BaseModel):
@@ -75,7 +75,7 @@ class SimSettings(BaseModel):
             cost = CostModel.model_validate({**preset.cost.model_dump(), **self.cost})
             acc = AcceptanceModel.model_validate({**preset.acceptance.model_dump(), **self.acceptance})
         except ValidationError as e:
-            from spectrn.config import format_validation_error
+            from spectrn.spec.config import format_validation_error
 
             raise ValueError(format_validation_error(e)) from None
         return preset.model_copy(update={"cost": cost, "acceptance": acc})
@@ -109,7 +109,7 @@ class SimSettings(BaseModel):
 
 def load_settings(path: Path | None = None, **overrides: Any) -> SimSettings:
     """Settings from an optional YAML file, then explicit overrides (None values ignored)."""
-    from spectrn.config import deep_merge, format_validation_error, load_yaml
+    from spectrn.spec.config import deep_merge, format_validation_error, load_yaml
 
     data: dict[str, Any] = {}
     if path is not None:

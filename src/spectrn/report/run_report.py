@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spectrn.cloudwatch import MetricsFn, RunData, config_section, default_metrics_fn, load_run
 from spectrn.errors import AnalysisError, ConfigError
+from spectrn.publish.cloudwatch import MetricsFn, RunData, config_section, default_metrics_fn, load_run
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -737,7 +737,7 @@ def report_html(run: RunData, summary: dict[str, Any], images: list[tuple[str, P
 
 def _publish_rows(run_dir: Path) -> list[list[str]]:
     """Where the run's metrics went: the EMF file and each CloudWatch target in publish.json."""
-    from spectrn.cloudwatch import EMF_FILE, STATE_FILE
+    from spectrn.publish.cloudwatch import EMF_FILE, STATE_FILE
 
     rows = []
     if (run_dir / EMF_FILE).exists():
@@ -768,7 +768,7 @@ def _utc(ts: float) -> str:
 def run_summary(run: RunData) -> dict[str, Any]:
     if run.summary is not None:
         return run.summary
-    from spectrn.analyze import finite, summarize
+    from spectrn.analyze.summary import finite, summarize
 
     if not run.records:
         raise AnalysisError(f"run {run.run_id} has no measured requests", hint="check requests.jsonl")

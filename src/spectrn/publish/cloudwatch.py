@@ -38,7 +38,7 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 from spectrn.errors import AnalysisError, ConfigError, PublishError, one_line
-from spectrn.records import RequestRecord, RunMeta, read_records
+from spectrn.run.records import RequestRecord, RunMeta, read_records
 
 # ---- CloudWatch limits (REFERENCE section 6) ----------------------------------------------------------
 MAX_VALUES_PER_DATUM = 150
@@ -96,7 +96,7 @@ METRICS: dict[str, MetricSpec] = {
 
 
 class RequestMetricsLike(Protocol):
-    """What ``spectrn.analyze.request_metrics`` returns (only the fields published here)."""
+    """What ``spectrn.analyze.summary.request_metrics`` returns (only the fields published here)."""
 
     ttft: float | None
     tpot: float | None
@@ -111,10 +111,10 @@ MetricsFn = Callable[[RequestRecord], RequestMetricsLike | None]
 
 def default_metrics_fn() -> MetricsFn:
     try:
-        from spectrn.analyze import request_metrics
+        from spectrn.analyze.summary import request_metrics
     except ImportError as e:  # pragma: no cover - only without the analyze stage installed
         raise AnalysisError(
-            f"per-request metrics are unavailable: {e}", hint="install spectrn completely (spectrn.analyze)"
+            f"per-request metrics are unavailable: {e}", hint="install spectrn completely (spectrn.analyze.summary)"
         ) from None
     return request_metrics  # type: ignore[return-value]
 

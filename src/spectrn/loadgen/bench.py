@@ -16,12 +16,12 @@ from typing import Any
 
 from rich.console import Console
 
-from spectrn.config import SpectrnConfig
 from spectrn.errors import BenchError, ConfigError, Interrupted
 from spectrn.loadgen.client import RequestParams
 from spectrn.loadgen.prompts import build_schedule, load_prompt_set
 from spectrn.loadgen.runner import Level, RunOutcome, RunPlan, run_bench
 from spectrn.paths import safe_output_dir
+from spectrn.spec.config import SpectrnConfig
 
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -139,14 +139,14 @@ def execute(plan: RunPlan, cfg: SpectrnConfig, console: Console | None, *, quiet
 
 def finish(run_dir: Path, console: Console, *, report: bool = True) -> dict[str, Any]:
     """Analyse a run folder and write every local output; returns the summary."""
-    from spectrn.analyze import analyze_run
-    from spectrn.cloudwatch import write_emf
+    from spectrn.analyze.summary import analyze_run
+    from spectrn.publish.cloudwatch import write_emf
 
     summary = analyze_run(run_dir)
     emf = write_emf(run_dir)
     console.print(f"[dim]CloudWatch Embedded Metric Format lines: {emf}[/]")
     if report:
-        from spectrn.report import build_report
+        from spectrn.report.run_report import build_report
 
         html = build_report(run_dir)
         console.print(f"report: {html}")
@@ -164,7 +164,7 @@ def require_successes(summary: dict[str, Any], run_dir: Path) -> None:
 
 
 def print_summary(summary: dict[str, Any], console: Console) -> None:
-    from spectrn.report import render_table
+    from spectrn.report.run_report import render_table
 
     console.print(render_table(summary))
     for w in summary.get("warnings", []):

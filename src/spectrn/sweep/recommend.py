@@ -20,7 +20,7 @@ Rules, stated in every output that uses them:
 - Explanation: the observed mean accepted length L vs the textbook (1 - a^(k+1)) / (1 - a) with a the
   first-position acceptance (and with a the accepted/drafted rate), the per-position conditional acceptance,
   and the cost of one more window token (a draft pass plus the verify pass's growth) relative to one target
-  step, fitted from the measured steps (``spectrn.predict.fit_costs``).
+  step, fitted from the measured steps (``spectrn.sweep.predict.fit_costs``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from spectrn.errors import AnalysisError, ConfigError
-from spectrn.predict import CostFit, StepPoint, conditional_acceptance, fit_costs, iid_expected_length
+from spectrn.sweep.predict import CostFit, StepPoint, conditional_acceptance, fit_costs, iid_expected_length
 
 ALL = "all"
 MIX = "mix"
@@ -160,7 +160,7 @@ def level_key(level: str) -> tuple[str, float, str]:
 
 
 def draft_size(draft: str) -> float:
-    from spectrn.catalog import MODELS
+    from spectrn.spec.catalog import MODELS
 
     spec = MODELS.get(draft)
     if spec is not None:

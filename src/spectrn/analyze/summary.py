@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from spectrn.errors import AnalysisError, one_line
-from spectrn.records import RequestRecord, RunMeta, iter_records
+from spectrn.run.records import RequestRecord, RunMeta, iter_records
 
 QUANTILES = (50, 90, 95, 99)
 BOOT_RESAMPLES = 1000
@@ -409,7 +409,7 @@ def summarize(
     seed: int = 0,
 ) -> dict[str, Any]:
     """summary.json for a run (schema in docs/architecture.md); multiple load levels go under ``levels``."""
-    from spectrn.catalog import INSTANCES
+    from spectrn.spec.catalog import INSTANCES
 
     cfg = config or {}
     bench = cfg.get("bench", {}) if isinstance(cfg.get("bench"), dict) else {}
@@ -540,7 +540,7 @@ def load_run(run_dir: Path) -> tuple[RunMeta, list[RequestRecord], dict[str, Any
 
 def analyze_run(run_dir: Path, *, seed: int = 0) -> dict[str, Any]:
     """Read a run folder, write summary.json and the llmperf-compatible files, return the summary."""
-    from spectrn.loadgen.llmperf_io import write_llmperf_files
+    from spectrn.analyze.llmperf import write_llmperf_files
     from spectrn.paths import atomic_write_text
 
     meta, records, acceptance = load_run(run_dir)

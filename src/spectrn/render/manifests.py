@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from spectrn.config import SpectrnConfig
 from spectrn.errors import ConfigError, RenderError
+from spectrn.spec.config import SpectrnConfig
 
 if TYPE_CHECKING:
     import jinja2
@@ -312,7 +312,7 @@ def prompts_data(cfg: SpectrnConfig) -> dict[str, str]:
     data = _packaged_prompts()
     user = _user_prompts_path(cfg)
     if user is not None:
-        from spectrn.config import load_yaml
+        from spectrn.spec.config import load_yaml
 
         load_yaml(user, what="bench.prompts file", max_bytes=900_000)  # readable, safe YAML, fits a ConfigMap
         data[USER_PROMPTS_KEY] = user.read_text(encoding="utf-8")
@@ -761,8 +761,8 @@ def s3_iam_policy(cfg: SpectrnConfig) -> dict[str, Any]:
 
 def iam_policy(cfg: SpectrnConfig) -> dict[str, Any]:
     """Least-privilege IAM policy for the load pod: PutMetricData into ``cloudwatch.namespace`` only and
-    spectrn's own dashboards. One definition, shared with ``spectrn publish`` (``spectrn.cloudwatch``)."""
-    from spectrn.cloudwatch import publish_iam_policy
+    spectrn's own dashboards. One definition, shared with ``spectrn publish`` (``spectrn.publish.cloudwatch``)."""
+    from spectrn.publish.cloudwatch import publish_iam_policy
 
     return publish_iam_policy(
         cfg.cloudwatch.namespace, cfg.cloudwatch.dashboard_prefix, region=cfg.cloudwatch.region or "*"

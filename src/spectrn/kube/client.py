@@ -2,7 +2,7 @@
 
 ``KubeApi`` is the small interface the rest of spectrn uses (deploy, status, teardown, in-cluster bench,
 the kind helper). ``RealKube`` implements it with the official ``kubernetes`` client, which is imported
-inside the constructor so that ``spectrn --help`` never pays for it; ``spectrn.kube_fake.FakeKube``
+inside the constructor so that ``spectrn --help`` never pays for it; ``doubles.kube_fake.FakeKube``
 implements it in memory for tests.
 
 Objects are plain dicts (the same shape as the YAML spectrn renders). Generic object calls are raw REST

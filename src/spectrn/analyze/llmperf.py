@@ -3,7 +3,7 @@
 Write: for each variant, ``<variant>/<model>_<in>_<out>_summary.json`` (flat ``results_*`` keys) and
 ``..._individual_responses.json``, so dashboards and scripts built for llmperf (as the published
 experiment's CloudWatch path) keep working. Their ``inter_token_latency_s`` follows llmperf's own
-definition (see spectrn.analyze); spectrn's summary.json has the correct per-token figures.
+definition (see spectrn.analyze.summary); spectrn's summary.json has the correct per-token figures.
 
 Ingest: read the result folders of an llmperf run (the ``--engine llmperf`` pod, one folder per variant)
 and produce spectrn's summary.json from the individual responses. llmperf records no per-event times, so
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from spectrn.errors import AnalysisError
-from spectrn.records import RequestRecord, RunMeta
+from spectrn.run.records import RequestRecord, RunMeta
 
 LLMPERF_QUANTILES = (25, 50, 75, 90, 95, 99)
 
@@ -44,7 +44,7 @@ def _safe(name: str) -> str:
 
 
 def individual_response(rec: RequestRecord) -> dict[str, Any]:
-    from spectrn.analyze import request_metrics
+    from spectrn.analyze.summary import request_metrics
 
     m = request_metrics(rec)
     n_in = rec.prompt_tokens or 0
@@ -143,7 +143,7 @@ def _read_json(path: Path) -> Any:
 
 def ingest_variant(folder: Path) -> dict[str, Any]:
     """spectrn's V object from one llmperf result folder (``*_individual_responses.json``)."""
-    from spectrn.analyze import describe, stats_with_ci
+    from spectrn.analyze.summary import describe, stats_with_ci
 
     files = sorted(folder.glob("*_individual_responses.json"))
     if not files:

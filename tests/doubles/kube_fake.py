@@ -26,7 +26,7 @@ import tarfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from spectrn.kube import (
+from spectrn.kube.client import (
     KNOWN_KINDS,
     KubeApiError,
     Obj,

@@ -14,15 +14,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import warnings
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from spectrn.catalog import INSTANCES, MODELS, InstanceSpec, ModelSpec
 from spectrn.errors import ConfigError
+from spectrn.spec.catalog import INSTANCES, MODELS, InstanceSpec, ModelSpec
 
 DEFAULT_CONFIG_FILE = "spectrn.yaml"
 ENV_PREFIX = "SPECTRN_"
@@ -40,10 +39,6 @@ DIALECT_MODES: dict[str, tuple[str, ...]] = {
     "legacy-neuron": ("fused", "vanilla", "eagle", "medusa"),
     "vllm-neuron": ("eagle",),
 }
-
-
-class ConfigWarning(UserWarning):
-    """A legal but questionable setting (shown, never fatal)."""
 
 
 class Strict(BaseModel):
@@ -595,13 +590,6 @@ def load_config(
         return build_config(data, overrides, env)
     except ConfigError as e:
         raise ConfigError(f"{path}: {e.message}" if data else e.message, hint=e.hint) from None
-
-
-def emit_warnings(cfg: SpectrnConfig) -> list[str]:
-    msgs = cfg.warnings()
-    for m in msgs:
-        warnings.warn(m, ConfigWarning, stacklevel=2)
-    return msgs
 
 
 # ---- documentation ------------------------------------------------------------------------------

@@ -15,10 +15,10 @@ paired speedups with bootstrap CIs. Only cells recorded in ``sweep.json`` count 
 
 Runtimes are passed in (``CellRunner``): ``LocalSimRunner`` starts simulator processes on loopback (one
 baseline, one speculative server per (draft, window)); ``ClusterRunner`` deploys the speculative service per
-configuration through ``spectrn.deploy`` and runs the in-cluster load Job through ``spectrn.incluster``.
+configuration through ``spectrn.deploy.service`` and runs the in-cluster load Job through ``spectrn.collect.incluster``.
 
 ``--predict`` measures only the largest window per draft, predicts every shorter window
-(``spectrn.predict``), then measures only the predicted optimum to confirm it.
+(``spectrn.sweep.predict``), then measures only the predicted optimum to confirm it.
 """
 
 from __future__ import annotations
@@ -42,10 +42,10 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 from rich.console import Console
 
-from spectrn.config import SpectrnConfig, format_validation_error
 from spectrn.errors import AnalysisError, ConfigError, Interrupted, SpectrnError
 from spectrn.paths import atomic_write_text, safe_output_dir
-from spectrn.recommend import ALL, MIX, CellInput
+from spectrn.spec.config import SpectrnConfig, format_validation_error
+from spectrn.sweep.recommend import ALL, MIX, CellInput
 
 MANIFEST = "sweep.json"
 MANIFEST_VERSION = 1
@@ -192,7 +192,7 @@ class Manifest:
         return m
 
     def save(self) -> None:
-        from spectrn.analyze import finite
+        from spectrn.analyze.summary import finite
 
         atomic_write_text(self.path, json.dumps(finite(self.data), indent=2, allow_nan=False))
 
@@ -318,7 +318,7 @@ class LocalSimRunner:
         return url
 
     def run(self, cfg: SpectrnConfig, cell: Cell, out_root: Path, console: Console, quiet: bool) -> Path:
-        from spectrn.bench import execute, plan_from_config
+        from spectrn.loadgen.bench import execute, plan_from_config
 
         assert self.baseline is not None, "LocalSimRunner used outside its with-block"
         endpoints = {"baseline": self.baseline[1], "speculative": self._speculative(cfg)}
@@ -373,7 +373,7 @@ class ClusterRunner:
         self.timing: dict[str, Any] = {"clock": clock, "sleep": sleep, "poll_s": poll_s}
 
     def __enter__(self) -> ClusterRunner:
-        from spectrn.deploy import deploy, render_for_deploy
+        from spectrn.deploy.service import deploy, render_for_deploy
 
         self.console.print("deploying the shared baseline (reused when already up to date)")
         deploy(self.kube, self.cfg, render_for_deploy(self.cfg, only="baseline"), **self.timing)
@@ -390,8 +390,8 @@ class ClusterRunner:
         return f"{self.sweep_slug}-{draft}-k{cell.window}-{level}"[:40].strip("-")
 
     def run(self, cfg: SpectrnConfig, cell: Cell, out_root: Path, console: Console, quiet: bool) -> Path:
-        from spectrn.deploy import deploy, render_for_deploy
-        from spectrn.incluster import run_incluster_bench
+        from spectrn.collect.incluster import run_incluster_bench
+        from spectrn.deploy.service import deploy, render_for_deploy
 
         want = (cfg.draft, cfg.num_speculative_tokens)
         if self.current != want:
@@ -411,8 +411,8 @@ class ClusterRunner:
 
 def cell_acceptance(run_dir: Path, window: int) -> dict[str, dict[str, Any]]:
     """Per prompt class (and ``all``): per-position acceptance from the speculative variant's chunk sizes."""
-    from spectrn.predict import per_position_from_chunks
-    from spectrn.records import iter_records
+    from spectrn.run.records import iter_records
+    from spectrn.sweep.predict import per_position_from_chunks
 
     by_cls: dict[str, list[list[int]]] = {}
     for r in iter_records(run_dir / "requests.jsonl"):
@@ -636,7 +636,7 @@ class Sweep:
             spent_est += estimates[cell.key]
 
     def run_one(self, cell: Cell, runner: CellRunner) -> None:
-        from spectrn.analyze import analyze_run
+        from spectrn.analyze.summary import analyze_run
 
         cfg = cell_config(self.cfg, cell)
         out_root = self._cell_dir(cell)
@@ -647,7 +647,7 @@ class Sweep:
         run_dir = runner.run(cfg, cell, out_root, self.console, self.opts.quiet)
         summary = analyze_run(run_dir)
         try:
-            from spectrn.cloudwatch import write_emf
+            from spectrn.publish.cloudwatch import write_emf
 
             write_emf(run_dir)
         except SpectrnError as e:  # the cell's numbers stand; EMF can be rewritten by `spectrn analyze`
@@ -723,8 +723,8 @@ class Sweep:
     # ---- analysis ----
     def prediction(self) -> dict[str, Any]:
         """Predictions from the largest measured window per draft; compared with every measured window."""
-        from spectrn.predict import StepPoint, compare_prediction, fit_costs, mix_prediction, predict_tpot
-        from spectrn.recommend import build_matrix, default_mix
+        from spectrn.sweep.predict import StepPoint, compare_prediction, fit_costs, mix_prediction, predict_tpot
+        from spectrn.sweep.recommend import build_matrix, default_mix
 
         level = self.levels[0]
         cells = [c for c in cell_inputs(self.sweep_dir, self.manifest) if c.level == level]
@@ -815,7 +815,7 @@ class Sweep:
     ) -> dict[str, Any] | None:
         """Once a second window is measured (the confirmation), refit the cost line through every measured
         step of this draft (baseline + each window) and predict again from the same per-position acceptance."""
-        from spectrn.predict import StepPoint, fit_costs, mix_prediction, predict_tpot
+        from spectrn.sweep.predict import StepPoint, fit_costs, mix_prediction, predict_tpot
 
         if len({c.window for c in mine}) < 2:
             return None
@@ -849,8 +849,8 @@ class Sweep:
         }
 
     def analyse(self) -> dict[str, Any]:
-        from spectrn.analyze import finite
-        from spectrn.recommend import analyse_sweep
+        from spectrn.analyze.summary import finite
+        from spectrn.sweep.recommend import analyse_sweep
 
         cells = cell_inputs(self.sweep_dir, self.manifest)
         if not cells:
@@ -909,7 +909,7 @@ class LocalVllmCpuRunner:
         self.pair.__exit__(exc_type, exc, tb)
 
     def run(self, cfg: SpectrnConfig, cell: Cell, out_root: Path, console: Console, quiet: bool) -> Path:
-        from spectrn.bench import execute, plan_from_config
+        from spectrn.loadgen.bench import execute, plan_from_config
 
         spec = self.pair.set_window(cell.window)
         endpoints = {"baseline": self.pair.endpoints["baseline"], "speculative": spec}
@@ -956,7 +956,7 @@ def shown_scopes(analysis: dict[str, Any]) -> list[str]:
 
 def matrix_table(analysis: dict[str, Any], level: str) -> tuple[list[str], list[list[str]]]:
     """Header and rows: one row per (draft, window), one column per prompt class (TPOT p50 speedup + CI)."""
-    from spectrn.recommend import draft_size
+    from spectrn.sweep.recommend import draft_size
 
     scopes = shown_scopes(analysis)
     cells: dict[tuple[str, int], dict[str, str]] = {}
@@ -1229,7 +1229,7 @@ def write_report(sweep_dir: Path, analysis: dict[str, Any], artifacts: dict[str,
     atomic_write_text(sweep_dir / "sweep.md", md)
     images: list[tuple[str, Path]] = []
     try:
-        from spectrn.report import sweep_heatmap
+        from spectrn.report.run_report import sweep_heatmap
     except ImportError:  # the report module is optional for sweeps; the tables carry the same numbers
         sweep_heatmap = None  # type: ignore[assignment]
     scopes = shown_scopes(analysis)

@@ -181,7 +181,7 @@ def serve_in_thread(schedule: Schedule) -> Iterator[tuple[str, ServerLog]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m spectrn.loadgen.reference_server --port P --ttft 0.05 --gap 0.02 --pattern 1``."""
+    """``python -m doubles.reference_server --port P --ttft 0.05 --gap 0.02 --pattern 1``."""
     import argparse
 
     from aiohttp import web

@@ -1,4 +1,4 @@
-"""Deploy, watch, diagnose, report and tear down spectrn's services, through ``spectrn.kube.KubeApi``.
+"""Deploy, watch, diagnose, report and tear down spectrn's services, through ``spectrn.kube.client.KubeApi``.
 
 The flow of ``spectrn deploy``:
 
@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from spectrn.errors import ConfigError, DeployError, Interrupted
-from spectrn.kube import (
+from spectrn.kube.client import (
     COMPONENT_LABEL,
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
@@ -55,7 +55,7 @@ from spectrn.kube import (
 )
 
 if TYPE_CHECKING:
-    from spectrn.config import SpectrnConfig
+    from spectrn.spec.config import SpectrnConfig
 
 SPEC_HASH = "spectrn.io/spec-hash"
 NAMESPACE_LABEL = "spectrn.io/namespace"
@@ -357,7 +357,7 @@ def preflight(kube: KubeApi, cfg: SpectrnConfig, plan: Plan) -> list[Finding]:
 
 
 def _resource_of(obj: Obj) -> tuple[str, str]:
-    from spectrn.kube import KNOWN_KINDS
+    from spectrn.kube.client import KNOWN_KINDS
 
     info = KNOWN_KINDS.get(obj["kind"])
     plural = info.plural if info else obj["kind"].lower() + "s"
@@ -976,7 +976,7 @@ class DeployReport:
 
 def render_for_deploy(cfg: SpectrnConfig, only: str | None = None) -> list[Obj]:
     """The objects ``spectrn deploy`` applies: shared objects plus both services (or ``only`` one)."""
-    from spectrn import render
+    from spectrn.render import manifests as render
 
     if only is not None and only not in VARIANTS:
         raise ConfigError(f"--only {only!r} is not a service", hint="use --only baseline or --only speculative")

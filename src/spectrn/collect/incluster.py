@@ -31,13 +31,13 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from spectrn.errors import AnalysisError, BenchError, Interrupted
-from spectrn.kube import COMPONENT_LABEL, KubeApi, KubeApiError, Obj
+from spectrn.kube.client import COMPONENT_LABEL, KubeApi, KubeApiError, Obj
 from spectrn.paths import atomic_write_text
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from spectrn.config import SpectrnConfig
+    from spectrn.spec.config import SpectrnConfig
 
 RUN_ID_LABEL = "spectrn.io/run-id"
 RESULTS_MOUNT = "/results"
@@ -96,8 +96,8 @@ def _print(console: Console | None, text: str) -> None:
 
 def start_load_job(kube: KubeApi, cfg: SpectrnConfig, run_id: str, engine: str) -> LoadJob:
     """Render and apply the load Job (and its ConfigMap); refuse when the services are not deployed."""
-    from spectrn import deploy
-    from spectrn.render import render_load_job
+    from spectrn.deploy import service as deploy
+    from spectrn.render.manifests import render_load_job
 
     objects = render_load_job(cfg, run_id, engine)
     states = deploy.status(kube, cfg)
@@ -173,7 +173,7 @@ def wait_for_results(
     stream_logs: bool = True,
 ) -> list[Obj]:
     """Stream the pods' logs until every pod holds finished results; return the pods."""
-    from spectrn.deploy import diagnose_pod
+    from spectrn.deploy.service import diagnose_pod
 
     start = clock()
     printed: dict[str, int] = {}
@@ -407,9 +407,9 @@ def _merge_metrics(run_dir: Path, shards: dict[int, Path], metas: dict[int, dict
 
 
 def analyse(run_dir: Path, engine: str, run_id: str) -> dict[str, Any]:
-    """The same analysis as a local bench (``spectrn.analyze``), or llmperf ingestion."""
+    """The same analysis as a local bench (``spectrn.analyze.summary``), or llmperf ingestion."""
     if engine == "llmperf":
-        from spectrn.loadgen.llmperf_io import ingest
+        from spectrn.analyze.llmperf import ingest
         from spectrn.paths import atomic_write_text
 
         cases_dir = run_dir / "llmperf"
@@ -429,7 +429,7 @@ def analyse(run_dir: Path, engine: str, run_id: str) -> dict[str, Any]:
             summary = ingest(run_dir, run_id)
         atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=2, default=str))
         return summary
-    from spectrn.analyze import analyze_run
+    from spectrn.analyze.summary import analyze_run
 
     return analyze_run(run_dir)
 
@@ -497,7 +497,7 @@ def run_incluster_bench(
     ``kube`` defaults to the current kube context (``$KUBECONFIG``), or the in-cluster config inside a pod.
     """
     if kube is None:
-        from spectrn.kube import connect
+        from spectrn.kube.client import connect
 
         kube = connect()
     job = start_load_job(kube, cfg, run_id, engine)
@@ -532,7 +532,7 @@ def collect(
     poll_s: float = 5.0,
 ) -> Path:
     """``spectrn collect RUN_ID``: fetch the results of a load Job whose CLI went away."""
-    from spectrn.render import check_run_id
+    from spectrn.render.manifests import check_run_id
 
     check_run_id(run_id)
     job = find_load_job(kube, namespace, run_id)

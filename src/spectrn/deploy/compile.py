@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from spectrn.config import SpectrnConfig
 from spectrn.errors import ConfigError, DeployError, KubeError, one_line
+from spectrn.spec.config import SpectrnConfig
 
 MARKER = ".spectrn-compiled"
 TEMPLATE = "compile-job.yaml.j2"
@@ -81,7 +81,7 @@ def job_name(cfg: SpectrnConfig, speculative: bool) -> str:
 
 def compile_job(cfg: SpectrnConfig, speculative: bool) -> dict[str, Any]:
     """The Job that precompiles one configuration (parsed back from YAML and checked)."""
-    from spectrn import render
+    from spectrn.render import manifests as render
 
     if cfg.runtime != "neuron":
         raise ConfigError(
@@ -124,7 +124,7 @@ def compile_jobs(
 
 def prerequisites(cfg: SpectrnConfig) -> list[dict[str, Any]]:
     """What a compile pod needs that the services also need: namespace, ServiceAccounts, S3 volume, devices."""
-    from spectrn import render
+    from spectrn.render import manifests as render
 
     shared = [c for c in render.SHARED_COMPONENTS if c != "prompts"]
     return render.render_objects(cfg, components=shared)
@@ -194,7 +194,7 @@ def artifact_status(
     kube: Any, cfg: SpectrnConfig, drafts: Sequence[str], windows: Sequence[int], *, baseline: bool = True
 ) -> dict[str, str]:
     """``present`` / ``missing`` / ``unknown`` per configuration label (``baseline``, ``<draft>-k<window>``)."""
-    from spectrn import render
+    from spectrn.render import manifests as render
 
     confs = configurations(cfg, drafts, windows, baseline=baseline)
     labels = ["baseline" if not spec else f"{c.draft}-k{c.num_speculative_tokens}" for c, spec in confs]
