@@ -12,7 +12,8 @@ from cwfakes import REGION
 from runfactory import make_run
 
 from spectrn.cli.main import main
-from spectrn.publish import cloudwatch as cw
+from spectrn.publish import dashboard, datums, publisher
+from spectrn.run import folder as rundata
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -54,8 +55,8 @@ def test_without_region_publish_says_how_to_set_one(
 
 def test_dry_run_sends_nothing(run_dir: Path, no_aws_env: None, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(["publish", str(run_dir), "--dry-run", "--batch-size", "7"], capsys)
-    plan = cw.build_metric_datums(cw.load_run(run_dir))
-    calls = len(cw.batch_datums(plan.datums, max_datums=7))
+    plan = datums.build_metric_datums(rundata.load_run(run_dir))
+    calls = len(datums.batch_datums(plan.datums, max_datums=7))
     assert code == 0
     assert f"would send {calls} PutMetricData calls to namespace Spectrn: {len(plan.datums)} datums" in out
     assert not (run_dir / "publish.json").exists()
@@ -64,7 +65,7 @@ def test_dry_run_sends_nothing(run_dir: Path, no_aws_env: None, capsys: pytest.C
 def test_dashboard_print_is_a_valid_body(run_dir: Path, no_aws_env: None, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(["dashboard", str(run_dir), "--print", "--region", "eu-west-1"], capsys)
     assert code == 0
-    body = cw.validate_dashboard(json.loads(out))
+    body = dashboard.validate_dashboard(json.loads(out))
     assert body["widgets"][1]["properties"]["region"] == "eu-west-1"
 
 
@@ -73,7 +74,7 @@ def test_dashboard_command_puts_it(
 ) -> None:
     code, out, _ = run_cli(["dashboard", str(run_dir), "--endpoint-url", moto_url, "--prefix", "team"], capsys)
     assert code == 0 and f"dashboard team-run-1 in {REGION}" in out
-    cw.validate_dashboard(cw_client.get_dashboard(DashboardName="team-run-1")["DashboardBody"])
+    dashboard.validate_dashboard(cw_client.get_dashboard(DashboardName="team-run-1")["DashboardBody"])
 
 
 def test_missing_run_folder_is_an_analysis_error(
@@ -106,7 +107,7 @@ def test_sweep_cells_share_one_dashboard(
         assert code == 0, err
     code, out, _ = run_cli(["dashboard", *map(str, cells), "--endpoint-url", moto_url, "--run-id", "sweep-1"], capsys)
     assert code == 0 and "dashboard spectrn-sweep-1" in out
-    body = cw.validate_dashboard(cw_client.get_dashboard(DashboardName="spectrn-sweep-1")["DashboardBody"])
+    body = dashboard.validate_dashboard(cw_client.get_dashboard(DashboardName="spectrn-sweep-1")["DashboardBody"])
     tpot = next(w for w in body["widgets"] if w["properties"].get("title") == "all · c4 · TPOT (s)")
     labels = {m[-1]["label"] for m in tpot["properties"]["metrics"]}
     assert {"qwen3-0.6b/k5 speculative p50", "qwen3-1.7b/k7 speculative p50", "qwen3-1.7b/k7 baseline p50"} <= labels
@@ -129,6 +130,6 @@ def test_publish_run_without_a_sink_checks_credentials_first(run_dir: Path, no_a
     from spectrn.errors import PublishError
 
     with pytest.raises(PublishError) as e:
-        cw.publish_run(run_dir)
+        publisher.publish_run(run_dir)
     assert "no AWS credentials found" in str(e.value) and str(run_dir / "metrics.emf.jsonl") in str(e.value)
     assert not (run_dir / "publish.json").exists()

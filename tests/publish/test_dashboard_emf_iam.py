@@ -13,19 +13,20 @@ from runfactory import make_run
 
 from spectrn.analyze.summary import request_metrics
 from spectrn.errors import ConfigError, PublishError
-from spectrn.publish import cloudwatch as cw
+from spectrn.publish import dashboard, datums, emf, iam, limits
+from spectrn.run import folder as rundata
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> cw.RunData:
-    return cw.load_run(make_run(tmp_path_factory.mktemp("runs"), per_class=4, start=time.time() - 3600))
+def run(tmp_path_factory: pytest.TempPathFactory) -> rundata.RunData:
+    return rundata.load_run(make_run(tmp_path_factory.mktemp("runs"), per_class=4, start=time.time() - 3600))
 
 
-def _body(run: cw.RunData) -> dict[str, Any]:
-    return cw.build_dashboard([cw.dashboard_run(run)], namespace="Spectrn", region="us-east-2")
+def _body(run: rundata.RunData) -> dict[str, Any]:
+    return dashboard.build_dashboard([dashboard.dashboard_run(run)], namespace="Spectrn", region="us-east-2")
 
 
-def test_dashboard_has_side_by_side_widgets_per_prompt_class(run: cw.RunData) -> None:
+def test_dashboard_has_side_by_side_widgets_per_prompt_class(run: rundata.RunData) -> None:
     body = _body(run)
     widgets = body["widgets"]
     text = widgets[0]
@@ -57,16 +58,16 @@ def test_dashboard_has_side_by_side_widgets_per_prompt_class(run: cw.RunData) ->
     assert "speculative" in by_id[num] and "baseline" in by_id[den]  # throughput: higher is better
     assert all(m[-1]["visible"] is False for m in by_id.values())
     assert body["start"] < body["end"] and body["periodOverride"] == "inherit"
-    cw.validate_dashboard(json.dumps(body))
+    dashboard.validate_dashboard(json.dumps(body))
 
 
-def test_dashboard_for_a_sweep_shows_every_config(run: cw.RunData) -> None:
+def test_dashboard_for_a_sweep_shows_every_config(run: rundata.RunData) -> None:
     views = []
     for label in ("qwen3-0.6b/k5", "qwen3-1.7b/k7", "qwen3-4b/k9"):
-        v = cw.dashboard_run(run, run_id="sweep-1")
+        v = dashboard.dashboard_run(run, run_id="sweep-1")
         v.config_label = label
         views.append(v)
-    body = cw.build_dashboard(views, namespace="Spectrn", region="us-east-1")
+    body = dashboard.build_dashboard(views, namespace="Spectrn", region="us-east-1")
     tpot = next(w for w in body["widgets"] if w["properties"].get("title") == "all · c4 · TPOT (s)")
     labels = [m[-1]["label"] for m in tpot["properties"]["metrics"]]
     assert "qwen3-0.6b/k5 speculative p50" in labels and "qwen3-4b/k9 baseline p99" in labels
@@ -75,7 +76,10 @@ def test_dashboard_for_a_sweep_shows_every_config(run: cw.RunData) -> None:
 
 
 def test_dashboard_name_follows_cloudwatch_rules() -> None:
-    assert cw.dashboard_name("spectrn", "2026-01-01T10:00 qwen3-1.7b/k7") == "spectrn-2026-01-01T10-00-qwen3-1-7b-k7"
+    assert (
+        dashboard.dashboard_name("spectrn", "2026-01-01T10:00 qwen3-1.7b/k7")
+        == "spectrn-2026-01-01T10-00-qwen3-1-7b-k7"
+    )
 
 
 def _speed(body: dict[str, Any]) -> list[list[Any]]:
@@ -105,23 +109,23 @@ def _speed(body: dict[str, Any]) -> list[list[Any]]:
         (lambda b: _speed(b)[2][0].pop("id"), "an expression needs an id"),
     ],
 )
-def test_validator_catches_bad_bodies(run: cw.RunData, mutate: Any, problem: str) -> None:
+def test_validator_catches_bad_bodies(run: rundata.RunData, mutate: Any, problem: str) -> None:
     body = _body(run)
     mutate(body)
     with pytest.raises(PublishError, match="invalid dashboard body") as e:
-        cw.validate_dashboard(body)
+        dashboard.validate_dashboard(body)
     assert problem in str(e.value)
 
 
 def test_validator_rejects_non_json_and_empty() -> None:
     with pytest.raises(PublishError, match="not JSON"):
-        cw.validate_dashboard("{widgets: [")
+        dashboard.validate_dashboard("{widgets: [")
     with pytest.raises(PublishError, match="non-empty 'widgets'"):
-        cw.validate_dashboard({"widgets": []})
+        dashboard.validate_dashboard({"widgets": []})
 
 
-def test_emf_lines_carry_the_same_metrics(run: cw.RunData) -> None:
-    lines, skipped = cw.emf_lines(run, namespace="Spectrn")
+def test_emf_lines_carry_the_same_metrics(run: rundata.RunData) -> None:
+    lines, skipped = emf.emf_lines(run, namespace="Spectrn")
     assert skipped == 0
     docs = [json.loads(ln) for ln in lines]
     itl_total = 0
@@ -131,12 +135,12 @@ def test_emf_lines_carry_the_same_metrics(run: cw.RunData) -> None:
         (directive,) = meta["CloudWatchMetrics"]
         assert directive["Namespace"] == "Spectrn"
         for dims in directive["Dimensions"]:
-            assert tuple(dims) in (cw.DIMS_BY_CLASS, cw.DIMS_AGGREGATE)
+            assert tuple(dims) in (datums.DIMS_BY_CLASS, datums.DIMS_AGGREGATE)
             assert all(isinstance(doc[d], str) and doc[d] for d in dims)
         for m in directive["Metrics"]:
-            assert m["Unit"] == cw.METRICS[m["Name"]].unit
+            assert m["Unit"] == datums.METRICS[m["Name"]].unit
             value = doc[m["Name"]]
-            assert not isinstance(value, list) or len(value) <= cw.EMF_MAX_VALUES
+            assert not isinstance(value, list) or len(value) <= limits.EMF_MAX_VALUES
         itl_total += len(doc.get("ITL", []))
     expected_itl = sum(len(request_metrics(r).itls) for r in run.records if r.ok)
     assert itl_total == expected_itl
@@ -148,40 +152,40 @@ def test_emf_lines_carry_the_same_metrics(run: cw.RunData) -> None:
 
 
 def test_emf_splits_long_itl_arrays(tmp_path: Path) -> None:
-    run = cw.load_run(make_run(tmp_path, per_class=1, tokens=260, summary=False))
-    docs = [json.loads(x) for x in cw.emf_lines(run)[0]]
+    run = rundata.load_run(make_run(tmp_path, per_class=1, tokens=260, summary=False))
+    docs = [json.loads(x) for x in emf.emf_lines(run)[0]]
     one = [d for d in docs if d.get("Variant") == "baseline" and d.get("PromptClass") == "structured" and "ITL" in d]
     assert [len(d["ITL"]) for d in one] == [100, 100, 59]
 
 
 def test_write_emf_writes_the_run_folder_file(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path, per_class=1, summary=False)
-    path = cw.write_emf(run_dir)
+    path = emf.write_emf(run_dir)
     assert path == run_dir / "metrics.emf.jsonl"
     assert all(json.loads(x)["_aws"] for x in path.read_text().splitlines())
 
 
 def test_iam_policy_is_least_privilege() -> None:
-    policy = cw.publish_iam_policy("Spectrn", "spectrn", region="eu-west-1", account="123456789012")
+    policy = iam.publish_iam_policy("Spectrn", "spectrn", region="eu-west-1", account="123456789012")
     put, dash = policy["Statement"]
     assert put["Action"] == "cloudwatch:PutMetricData" and put["Resource"] == "*"
     assert put["Condition"]["StringEquals"] == {"cloudwatch:namespace": "Spectrn", "aws:RequestedRegion": "eu-west-1"}
     assert set(dash["Action"]) == {"cloudwatch:PutDashboard", "cloudwatch:GetDashboard"}
     assert dash["Resource"] == "arn:aws:cloudwatch::123456789012:dashboard/spectrn-*"
     assert all(s["Effect"] == "Allow" and "*" not in str(s["Action"]) for s in policy["Statement"])
-    default = cw.publish_iam_policy("Spectrn", "spectrn")
+    default = iam.publish_iam_policy("Spectrn", "spectrn")
     assert "aws:RequestedRegion" not in default["Statement"][0]["Condition"]["StringEquals"]
     with pytest.raises(ConfigError, match="dashboard_prefix"):
-        cw.publish_iam_policy("Spectrn", "bad prefix*")
+        iam.publish_iam_policy("Spectrn", "bad prefix*")
     with pytest.raises(ConfigError, match="reserved"):
-        cw.publish_iam_policy("AWS/Lambda", "spectrn")
+        iam.publish_iam_policy("AWS/Lambda", "spectrn")
 
 
 def test_docs_list_every_metric_and_the_policy() -> None:
     doc = (Path(__file__).resolve().parents[2] / "docs" / "cloudwatch.md").read_text(encoding="utf-8")
-    for name, spec in cw.METRICS.items():
+    for name, spec in datums.METRICS.items():
         assert f"| `{name}` | {spec.unit} |" in doc, name
     block = doc.split("## IAM", 1)[1].split("```json", 1)[1].split("```", 1)[0]
-    assert json.loads(block) == cw.publish_iam_policy("Spectrn", "spectrn")
-    for dims in (cw.DIMS_BY_CLASS, cw.DIMS_AGGREGATE):
+    assert json.loads(block) == iam.publish_iam_policy("Spectrn", "spectrn")
+    for dims in (datums.DIMS_BY_CLASS, datums.DIMS_AGGREGATE):
         assert ", ".join(f"`{d}`" for d in dims) in doc

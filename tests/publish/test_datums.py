@@ -17,7 +17,8 @@ from runfactory import make_run
 
 from spectrn.analyze.summary import request_metrics
 from spectrn.errors import ConfigError, PublishError
-from spectrn.publish import cloudwatch as cw
+from spectrn.publish import datums, limits
+from spectrn.run import folder as rundata
 from spectrn.run.records import RequestRecord, RunMeta
 
 
@@ -36,12 +37,12 @@ def _expand(datums: list[dict[str, Any]], name: str, **dims: str) -> list[float]
 
 
 def _rounded(values: list[float], sig: int = 4) -> list[float]:
-    uniq, counts = cw.round_sig(values, sig)
+    uniq, counts = datums.round_sig(values, sig)
     return [v for v, c in zip(uniq, counts, strict=True) for _ in range(int(c))]
 
 
 def test_round_sig_collapses_repeats_and_gives_exact_decimals() -> None:
-    values, counts = cw.round_sig([0.0153449, 0.0153451, 0.01534, 9.9996, 10.001, 0.0, -0.5, 1e-120], 4)
+    values, counts = datums.round_sig([0.0153449, 0.0153451, 0.01534, 9.9996, 10.001, 0.0, -0.5, 1e-120], 4)
     assert values == [-0.5, 0.0, 0.01534, 0.01535, 10.0]
     assert counts == [1.0, 2.0, 2.0, 1.0, 2.0]  # 1e-120 is below CloudWatch's range: published as 0
     assert all(repr(v) == repr(float(f"{v:.4g}")) for v in values)
@@ -49,8 +50,8 @@ def test_round_sig_collapses_repeats_and_gives_exact_decimals() -> None:
 
 def test_datums_carry_each_requests_raw_values(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path, per_class=5, errors=2)
-    run = cw.load_run(run_dir)
-    plan = cw.build_metric_datums(run, namespace="Spectrn")
+    run = rundata.load_run(run_dir)
+    plan = datums.build_metric_datums(run, namespace="Spectrn")
     base = {"RunId": "run-1", "Config": "qwen3-1.7b/k7", "Load": "c4"}
     ok = [r for r in run.records if r.ok]
     assert all(not r.warmup for r in run.records)
@@ -75,7 +76,7 @@ def test_datums_carry_each_requests_raw_values(tmp_path: Path) -> None:
     assert _expand(plan.datums, "MeanAcceptanceLength", **base, Variant="speculative") == [3.4]
     assert not _expand(plan.datums, "AcceptanceRate", **base, Variant="baseline")
     units = {d["MetricName"]: d["Unit"] for d in plan.datums}
-    assert units == {name: spec.unit for name, spec in cw.METRICS.items()}
+    assert units == {name: spec.unit for name, spec in datums.METRICS.items()}
     assert {d["StorageResolution"] for d in plan.datums} == {60}
     assert plan.samples == sum(sum(d["Counts"]) for d in plan.datums)
 
@@ -83,8 +84,8 @@ def test_datums_carry_each_requests_raw_values(tmp_path: Path) -> None:
 def test_percentiles_from_published_distribution_match_the_records(tmp_path: Path) -> None:
     """moto cannot compute percentiles, so check here that the distribution sent lets CloudWatch compute the same
     percentiles as the raw records: rounding is monotonic, so nearest-rank percentiles agree exactly."""
-    run = cw.load_run(make_run(tmp_path, per_class=40, summary=False))
-    plan = cw.build_metric_datums(run)
+    run = rundata.load_run(make_run(tmp_path, per_class=40, summary=False))
+    plan = datums.build_metric_datums(run)
     base = {"RunId": "run-1", "Config": "qwen3-1.7b/k7", "Load": "c4"}
     for variant in ("baseline", "speculative"):
         raw_itl = [x for r in run.records if r.ok and r.variant == variant for x in request_metrics(r).itls]
@@ -94,11 +95,11 @@ def test_percentiles_from_published_distribution_match_the_records(tmp_path: Pat
             for q in (50, 90, 99):
                 expect = float(np.percentile(raw, q, method="inverted_cdf"))
                 got = float(np.percentile(published, q, method="inverted_cdf"))
-                assert got == cw.round_sig([expect], 4)[0][0], (name, variant, q)  # rounding is monotonic
+                assert got == datums.round_sig([expect], 4)[0][0], (name, variant, q)  # rounding is monotonic
                 assert math.isclose(got, expect, rel_tol=5e-4)
 
 
-def _big_run(n_requests: int, classes: int = 8, seed: int = 1) -> cw.RunData:
+def _big_run(n_requests: int, classes: int = 8, seed: int = 1) -> rundata.RunData:
     """A synthetic run of ``n_requests`` requests, built in memory (no files)."""
     rng = random.Random(seed)
     start = time.time() - 6 * 3600
@@ -127,7 +128,7 @@ def _big_run(n_requests: int, classes: int = 8, seed: int = 1) -> cw.RunData:
     meta = RunMeta(
         run_id="big", spectrn_version="0", started_at=start, config={"draft": "d", "num_speculative_tokens": 7}
     )
-    return cw.RunData(Path("."), meta, records, None, {})
+    return rundata.RunData(Path("."), meta, records, None, {})
 
 
 def _botocore_sizes(batch: list[dict[str, Any]], namespace: str) -> tuple[int, int]:
@@ -145,8 +146,8 @@ def _botocore_sizes(batch: list[dict[str, Any]], namespace: str) -> tuple[int, i
 @pytest.mark.slow
 def test_batching_limits_hold_for_100k_requests() -> None:
     run = _big_run(100_000)
-    plan = cw.build_metric_datums(run, namespace="Spectrn")
-    batches = cw.batch_datums(plan.datums, namespace="Spectrn")
+    plan = datums.build_metric_datums(run, namespace="Spectrn")
+    batches = datums.batch_datums(plan.datums, namespace="Spectrn")
     n_ok = len(run.records)
     # nothing lost, nothing duplicated: TTFT samples = requests x 2 dimension sets
     ttft = sum(sum(d["Counts"]) for d in plan.datums if d["MetricName"] == "TTFT")
@@ -154,24 +155,24 @@ def test_batching_limits_hold_for_100k_requests() -> None:
     itl = sum(sum(d["Counts"]) for d in plan.datums if d["MetricName"] == "ITL")
     assert itl == 2 * sum(len(request_metrics(r).itls) for r in run.records)
     assert [d for b in batches for d in b] == plan.datums  # order kept, every datum in exactly one call
-    assert max(len(d["Values"]) for d in plan.datums) == cw.MAX_VALUES_PER_DATUM  # splitting happened
+    assert max(len(d["Values"]) for d in plan.datums) == limits.MAX_VALUES_PER_DATUM  # splitting happened
     for d in plan.datums:
-        cw.validate_datum(d)
+        limits.validate_datum(d)
         assert len(d["Values"]) <= 150 and len(d["Values"]) == len(d["Counts"]) == len(set(d["Values"]))
         assert len(d["Dimensions"]) <= 30
         assert all(math.isfinite(v) for v in d["Values"])
     assert all(len(b) <= 1000 for b in batches)
     assert any(len(b) < 1000 for b in batches[:-1])  # some calls were cut by size, not by count
-    largest = sorted(batches, key=lambda b: sum(cw.estimate_request_bytes(d) for d in b))[-5:]
+    largest = sorted(batches, key=lambda b: sum(limits.estimate_request_bytes(d) for d in b))[-5:]
     for b in largest:
         query_bytes, cbor_bytes = _botocore_sizes(b, "Spectrn")
-        assert query_bytes <= cw.MAX_REQUEST_BYTES and cbor_bytes <= cw.MAX_REQUEST_BYTES
-        assert query_bytes <= sum(cw.estimate_request_bytes(d) for d in b) + 200  # the estimate is an upper bound
+        assert query_bytes <= limits.MAX_REQUEST_BYTES and cbor_bytes <= limits.MAX_REQUEST_BYTES
+        assert query_bytes <= sum(limits.estimate_request_bytes(d) for d in b) + 200  # the estimate is an upper bound
 
 
 def test_batches_respect_the_1000_datum_limit() -> None:
     ts = datetime.now(tz=UTC)
-    datums = [
+    many = [
         {
             "MetricName": "TTFT",
             "Dimensions": [{"Name": "RunId", "Value": f"r{i}"}],
@@ -183,9 +184,9 @@ def test_batches_respect_the_1000_datum_limit() -> None:
         }
         for i in range(2500)
     ]
-    batches = cw.batch_datums(datums)
+    batches = datums.batch_datums(many)
     assert [len(b) for b in batches] == [1000, 1000, 500]
-    assert [len(b) for b in cw.batch_datums(datums, max_datums=300)][:2] == [300, 300]
+    assert [len(b) for b in datums.batch_datums(many, max_datums=300)][:2] == [300, 300]
 
 
 def test_validate_datum_rejects_what_cloudwatch_rejects() -> None:
@@ -198,7 +199,7 @@ def test_validate_datum_rejects_what_cloudwatch_rejects() -> None:
         "Unit": "Seconds",
         "StorageResolution": 60,
     }
-    cw.validate_datum(ok)
+    limits.validate_datum(ok)
     for bad, why in (
         ({"Values": [float(i) for i in range(151)], "Counts": [1.0] * 151}, "151 values"),
         ({"Values": [float("nan")]}, "outside CloudWatch's range"),
@@ -210,13 +211,13 @@ def test_validate_datum_rejects_what_cloudwatch_rejects() -> None:
         ({"StorageResolution": 5}, "StorageResolution"),
     ):
         with pytest.raises(PublishError, match=why):
-            cw.validate_datum({**ok, **bad})
+            limits.validate_datum({**ok, **bad})
 
 
-def _nan_run(tmp_path: Path) -> cw.RunData:
+def _nan_run(tmp_path: Path) -> rundata.RunData:
     """In memory: requests.jsonl cannot hold NaN (pydantic writes null), but a metrics function or a caller
     building records in memory (a sweep) can produce one."""
-    run = cw.load_run(make_run(tmp_path, per_class=3, errors=0, summary=False))
+    run = rundata.load_run(make_run(tmp_path, per_class=3, errors=0, summary=False))
     recs = run.records
     bad = recs[0].model_copy(update={"ttft": float("nan")})
     inf = recs[3].model_copy(update={"e2e": float("inf")})
@@ -227,7 +228,7 @@ def _nan_run(tmp_path: Path) -> cw.RunData:
 def test_nonfinite_values_fail_with_the_requests_named(tmp_path: Path) -> None:
     run = _nan_run(tmp_path)
     with pytest.raises(PublishError) as e:
-        cw.build_metric_datums(run)
+        datums.build_metric_datums(run)
     msg = str(e.value)
     assert "non-finite" in msg and "baseline request 0 (structured-0)" in msg and "nan" in msg
     assert "--skip-nonfinite" in msg
@@ -235,11 +236,11 @@ def test_nonfinite_values_fail_with_the_requests_named(tmp_path: Path) -> None:
 
 def test_skip_nonfinite_drops_and_lists_them(tmp_path: Path) -> None:
     run = _nan_run(tmp_path)
-    plan = cw.build_metric_datums(run, skip_nonfinite=True)
+    plan = datums.build_metric_datums(run, skip_nonfinite=True)
     assert plan.nonfinite_dropped and any("TTFT of baseline request 0" in x for x in plan.nonfinite_dropped)
     for d in plan.datums:
-        cw.validate_datum(d)
-    for b in cw.batch_datums(plan.datums):
+        limits.validate_datum(d)
+    for b in datums.batch_datums(plan.datums):
         assert b
 
 
@@ -251,46 +252,46 @@ def test_nonfinite_acceptance_is_caught(tmp_path: Path) -> None:
         acceptance={"speculative": {"rate": float("nan"), "mean_accepted_length": 2}},
     )
     with pytest.raises(PublishError, match="AcceptanceRate of speculative is nan"):
-        cw.build_metric_datums(cw.load_run(run_dir))
+        datums.build_metric_datums(rundata.load_run(run_dir))
 
 
 def test_timestamps_outside_cloudwatchs_window_fail_clearly(tmp_path: Path) -> None:
     now = time.time()
-    old = cw.load_run(make_run(tmp_path / "old", start=now - 15 * 86400, summary=False))
-    plan = cw.build_metric_datums(old)
+    old = rundata.load_run(make_run(tmp_path / "old", start=now - 15 * 86400, summary=False))
+    plan = datums.build_metric_datums(old)
     with pytest.raises(PublishError) as e:
-        cw.check_timestamps(plan.datums, now, run_id="run-1")
+        limits.check_timestamps(plan.datums, now, run_id="run-1")
     assert "days ago" in str(e.value) and "14 days" in str(e.value) and "--retime" in str(e.value)
 
-    future = cw.load_run(make_run(tmp_path / "future", start=now + 3 * 3600, summary=False))
+    future = rundata.load_run(make_run(tmp_path / "future", start=now + 3 * 3600, summary=False))
     with pytest.raises(PublishError, match="in the future.*2 hours ahead"):
-        cw.check_timestamps(cw.build_metric_datums(future).datums, now, run_id="run-1")
+        limits.check_timestamps(datums.build_metric_datums(future).datums, now, run_id="run-1")
 
-    fresh = cw.load_run(make_run(tmp_path / "fresh", start=now - 13 * 86400, summary=False))
-    cw.check_timestamps(cw.build_metric_datums(fresh).datums, now, run_id="run-1")  # inside the window: fine
+    fresh = rundata.load_run(make_run(tmp_path / "fresh", start=now - 13 * 86400, summary=False))
+    limits.check_timestamps(datums.build_metric_datums(fresh).datums, now, run_id="run-1")  # inside the window: fine
 
 
 def test_settings_are_validated(tmp_path: Path) -> None:
-    run = cw.load_run(make_run(tmp_path, per_class=1, summary=False))
+    run = rundata.load_run(make_run(tmp_path, per_class=1, summary=False))
     with pytest.raises(ConfigError, match="reserved"):
-        cw.build_metric_datums(run, namespace="AWS/EC2")
+        datums.build_metric_datums(run, namespace="AWS/EC2")
     with pytest.raises(ConfigError, match="storage_resolution=5"):
-        cw.build_metric_datums(run, storage_resolution=5)
-    high = cw.build_metric_datums(run, storage_resolution=1)
+        datums.build_metric_datums(run, storage_resolution=5)
+    high = datums.build_metric_datums(run, storage_resolution=1)
     assert {d["StorageResolution"] for d in high.datums} == {1}
 
 
 def test_dimension_sets_are_consistent_and_small(tmp_path: Path) -> None:
-    plan = cw.build_metric_datums(cw.load_run(make_run(tmp_path, per_class=2, summary=False)))
+    plan = datums.build_metric_datums(rundata.load_run(make_run(tmp_path, per_class=2, summary=False)))
     shapes = Counter(tuple(x["Name"] for x in d["Dimensions"]) for d in plan.datums)
-    assert set(shapes) == {cw.DIMS_AGGREGATE, cw.DIMS_BY_CLASS}
+    assert set(shapes) == {datums.DIMS_AGGREGATE, datums.DIMS_BY_CLASS}
 
 
 def test_batch_hash_is_content_addressed(tmp_path: Path) -> None:
-    run = cw.load_run(make_run(tmp_path, per_class=2, summary=False))
-    a = cw.batch_datums(cw.build_metric_datums(run).datums)
-    b = cw.batch_datums(cw.build_metric_datums(run).datums)
-    assert [cw.batch_hash(x, "Spectrn") for x in a] == [cw.batch_hash(x, "Spectrn") for x in b]
-    assert cw.batch_hash(a[0], "Spectrn") != cw.batch_hash(a[0], "Other")
-    shifted = cw.batch_datums(cw.build_metric_datums(run, time_shift_s=60).datums)
-    assert cw.batch_hash(shifted[0], "Spectrn") != cw.batch_hash(a[0], "Spectrn")
+    run = rundata.load_run(make_run(tmp_path, per_class=2, summary=False))
+    a = datums.batch_datums(datums.build_metric_datums(run).datums)
+    b = datums.batch_datums(datums.build_metric_datums(run).datums)
+    assert [datums.batch_hash(x, "Spectrn") for x in a] == [datums.batch_hash(x, "Spectrn") for x in b]
+    assert datums.batch_hash(a[0], "Spectrn") != datums.batch_hash(a[0], "Other")
+    shifted = datums.batch_datums(datums.build_metric_datums(run, time_shift_s=60).datums)
+    assert datums.batch_hash(shifted[0], "Spectrn") != datums.batch_hash(a[0], "Spectrn")

@@ -25,7 +25,8 @@ from runfactory import make_run
 
 from spectrn.analyze.summary import request_metrics
 from spectrn.errors import PublishError
-from spectrn.publish import cloudwatch as cw
+from spectrn.publish import dashboard, datums, publisher
+from spectrn.run import folder as rundata
 
 BASE = {"RunId": "run-1", "Config": "qwen3-1.7b/k7", "Load": "c4"}
 
@@ -36,7 +37,7 @@ def run_dir(tmp_path: Path) -> Path:
 
 
 def _window(run_dir: Path) -> tuple[datetime, datetime]:
-    start, end = cw.load_run(run_dir).time_range()
+    start, end = rundata.load_run(run_dir).time_range()
     return datetime.fromtimestamp(start - 600, UTC), datetime.fromtimestamp(end + 600, UTC)
 
 
@@ -76,9 +77,9 @@ def _key(name: str, **dims: str) -> str:
 
 
 def test_statistics_dimensions_units_and_dashboard_round_trip(run_dir: Path, moto_url: str, cw_client: Any) -> None:
-    res = cw.publish_run(run_dir, region=REGION, endpoint_url=moto_url, max_attempts=2)
+    res = publisher.publish_run(run_dir, region=REGION, endpoint_url=moto_url, max_attempts=2)
     assert res.sent_now == res.batches and res.dashboard == "spectrn-run-1"
-    run = cw.load_run(run_dir)
+    run = rundata.load_run(run_dir)
 
     # what the records imply, per variant and prompt class, and over all classes
     metrics, expected = [], {}
@@ -101,7 +102,7 @@ def test_statistics_dimensions_units_and_dashboard_round_trip(run_dir: Path, mot
         stat: _query_all(cw_client, run_dir, metrics, stat) for stat in ("SampleCount", "Average", "Minimum", "Maximum")
     }
     for key, raw in expected.items():
-        rounded = [v for v, c in zip(*cw.round_sig(raw, 4), strict=True) for _ in range(int(c))]
+        rounded = [v for v, c in zip(*datums.round_sig(raw, 4), strict=True) for _ in range(int(c))]
         assert got["SampleCount"][key] == len(raw), key
         assert got["Minimum"][key] == min(rounded) and got["Maximum"][key] == max(rounded), key
         assert got["Average"][key] == pytest.approx(sum(rounded) / len(rounded), rel=1e-9), key
@@ -115,9 +116,9 @@ def test_statistics_dimensions_units_and_dashboard_round_trip(run_dir: Path, mot
     # dimensions: exactly the two documented sets; units as documented
     listed = _list_metrics(cw_client)
     shapes = {tuple(sorted(d["Name"] for d in m["Dimensions"])) for m in listed}
-    assert shapes == {tuple(sorted(cw.DIMS_AGGREGATE)), tuple(sorted(cw.DIMS_BY_CLASS))}
+    assert shapes == {tuple(sorted(datums.DIMS_AGGREGATE)), tuple(sorted(datums.DIMS_BY_CLASS))}
     start, end = _window(run_dir)
-    for name, spec in cw.METRICS.items():
+    for name, spec in datums.METRICS.items():
         variant = "speculative"
         dims = [{"Name": k, "Value": v} for k, v in {**BASE, "Variant": variant, "PromptClass": "structured"}.items()]
         if not spec.per_request:
@@ -130,8 +131,8 @@ def test_statistics_dimensions_units_and_dashboard_round_trip(run_dir: Path, mot
 
     # the dashboard round-trips, passes the validator and shows only metrics that exist
     body_text = cw_client.get_dashboard(DashboardName="spectrn-run-1")["DashboardBody"]
-    body = cw.validate_dashboard(body_text)
-    expected_body = cw.build_dashboard([cw.dashboard_run(run)], namespace="Spectrn", region=REGION)
+    body = dashboard.validate_dashboard(body_text)
+    expected_body = dashboard.build_dashboard([dashboard.dashboard_run(run)], namespace="Spectrn", region=REGION)
     assert body == expected_body
     existing = {(m["MetricName"], tuple(sorted((d["Name"], d["Value"]) for d in m["Dimensions"]))) for m in listed}
     shown = 0
@@ -238,6 +239,6 @@ def test_failing_endpoint_part_way_then_rerun_publishes_everything_exactly_once(
     listed = _list_metrics(cw_client)
     metrics = [{"Namespace": "Spectrn", "MetricName": m["MetricName"], "Dimensions": m["Dimensions"]} for m in listed]
     counts = _query_all(cw_client, run_dir, metrics, "SampleCount")
-    plan = cw.build_metric_datums(cw.load_run(run_dir))
+    plan = datums.build_metric_datums(rundata.load_run(run_dir))
     assert sum(counts.values()) == plan.samples
     assert cw_client.get_dashboard(DashboardName="spectrn-run-1")["DashboardName"] == "spectrn-run-1"

@@ -12,7 +12,8 @@ from cwfakes import FakeSink
 from runfactory import make_run
 
 from spectrn.errors import PublishError
-from spectrn.publish import cloudwatch as cw
+from spectrn.publish import dashboard, datums, publisher
+from spectrn.run import folder as rundata
 
 
 @pytest.fixture
@@ -26,13 +27,13 @@ def _samples(sink: FakeSink) -> float:
 
 def test_publish_sends_everything_once_and_records_it(run_dir: Path) -> None:
     sink = FakeSink()
-    res = cw.publish_run(run_dir, sink, max_datums_per_call=10)
+    res = publisher.publish_run(run_dir, sink, max_datums_per_call=10)
     assert res.batches == len(sink.calls) == res.sent_now > 1
     assert res.already_sent == 0
     assert _samples(sink) == res.samples
     assert all(ns == "Spectrn" for ns, _ in sink.calls)
     assert list(sink.dashboards) == ["spectrn-run-1"]
-    cw.validate_dashboard(sink.dashboards["spectrn-run-1"])
+    dashboard.validate_dashboard(sink.dashboards["spectrn-run-1"])
     state = json.loads((run_dir / "publish.json").read_text())
     target = state["targets"]["Spectrn@us-east-1@fake"]
     assert len(target["sent"]) == res.batches and target["dashboard"]["name"] == "spectrn-run-1"
@@ -41,15 +42,15 @@ def test_publish_sends_everything_once_and_records_it(run_dir: Path) -> None:
     )  # publish writes nothing but publish.json
 
     again = FakeSink()
-    res2 = cw.publish_run(run_dir, again, max_datums_per_call=10)
+    res2 = publisher.publish_run(run_dir, again, max_datums_per_call=10)
     assert again.calls == [] and res2.sent_now == 0 and res2.already_sent == res.batches  # idempotent
 
 
 def test_failure_part_way_reports_sent_and_unsent_then_rerun_completes(run_dir: Path) -> None:
-    total = len(cw.batch_datums(cw.build_metric_datums(cw.load_run(run_dir)).datums, max_datums=10))
+    total = len(datums.batch_datums(datums.build_metric_datums(rundata.load_run(run_dir)).datums, max_datums=10))
     failing = FakeSink(fail_calls={4})
     with pytest.raises(PublishError) as e:
-        cw.publish_run(run_dir, failing, max_datums_per_call=10)
+        publisher.publish_run(run_dir, failing, max_datums_per_call=10)
     msg = str(e.value)
     assert "stopped at batch 4/" in msg and "simulated outage" in msg
     assert f"Sent: 3/{total} batches" in msg and f"not sent: {total - 3} batches" in msg
@@ -61,11 +62,11 @@ def test_failure_part_way_reports_sent_and_unsent_then_rerun_completes(run_dir: 
 def test_rerun_after_failure_sends_exactly_the_rest(run_dir: Path) -> None:
     first = FakeSink(fail_calls={3})
     with pytest.raises(PublishError):
-        cw.publish_run(run_dir, first, max_datums_per_call=10)
+        publisher.publish_run(run_dir, first, max_datums_per_call=10)
     state = json.loads((run_dir / "publish.json").read_text())["targets"]["Spectrn@us-east-1@fake"]
     assert len(state["sent"]) == 2 and state["last_error"]["batch"] == 2
     second = FakeSink()
-    res = cw.publish_run(run_dir, second, max_datums_per_call=10)
+    res = publisher.publish_run(run_dir, second, max_datums_per_call=10)
     assert res.already_sent == 2 and res.sent_now == res.batches - 2
     sent = [d for _, b in first.calls + second.calls for d in b]
     assert len(sent) == res.datums  # every datum exactly once across both attempts
@@ -75,31 +76,31 @@ def test_rerun_after_failure_sends_exactly_the_rest(run_dir: Path) -> None:
 
 
 def test_force_resends_everything(run_dir: Path) -> None:
-    cw.publish_run(run_dir, FakeSink(), max_datums_per_call=10)
+    publisher.publish_run(run_dir, FakeSink(), max_datums_per_call=10)
     sink = FakeSink()
-    res = cw.publish_run(run_dir, sink, force=True, max_datums_per_call=10)
+    res = publisher.publish_run(run_dir, sink, force=True, max_datums_per_call=10)
     assert res.sent_now == res.batches == len(sink.calls)
 
 
 def test_another_namespace_is_another_target(run_dir: Path) -> None:
-    cw.publish_run(run_dir, FakeSink())
+    publisher.publish_run(run_dir, FakeSink())
     sink = FakeSink()
-    res = cw.publish_run(run_dir, sink, namespace="Team/Spectrn")
+    res = publisher.publish_run(run_dir, sink, namespace="Team/Spectrn")
     assert res.sent_now == res.batches and sink.calls[0][0] == "Team/Spectrn"
 
 
 def test_old_run_needs_retime_and_retime_is_stable(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path, per_class=2, start=time.time() - 20 * 86400, summary=False)
     with pytest.raises(PublishError, match="14 days"):
-        cw.publish_run(run_dir, FakeSink())
+        publisher.publish_run(run_dir, FakeSink())
     assert not FakeSink().calls
     sink = FakeSink(fail_calls={2})
     with pytest.raises(PublishError):
-        cw.publish_run(run_dir, sink, retime=True, max_datums_per_call=5)
+        publisher.publish_run(run_dir, sink, retime=True, max_datums_per_call=5)
     stamps = [d["Timestamp"].timestamp() for _, b in sink.calls for d in b]
     assert stamps and all(time.time() - 3 * 3600 < s < time.time() for s in stamps)
     rest = FakeSink()
-    res = cw.publish_run(run_dir, rest, retime=True, max_datums_per_call=5)
+    res = publisher.publish_run(run_dir, rest, retime=True, max_datums_per_call=5)
     assert res.already_sent == 1 and res.sent_now == res.batches - 1  # same shift reused: same hashes
     body = json.loads(rest.dashboards["spectrn-run-1"])
     start = body["start"]
@@ -107,30 +108,30 @@ def test_old_run_needs_retime_and_retime_is_stable(tmp_path: Path) -> None:
 
 
 def test_changed_run_data_is_flagged(run_dir: Path) -> None:
-    cw.publish_run(run_dir, FakeSink(), dashboard=False)
+    publisher.publish_run(run_dir, FakeSink(), dashboard=False)
     (run_dir / "acceptance.json").write_text(json.dumps({"speculative": {"rate": 0.5, "mean_accepted_length": 2.0}}))
-    res = cw.publish_run(run_dir, FakeSink(), dashboard=False)
+    res = publisher.publish_run(run_dir, FakeSink(), dashboard=False)
     assert any("changed since the last publish" in w for w in res.warnings)
 
 
 def test_corrupt_state_is_an_error_not_a_silent_resend(run_dir: Path) -> None:
     (run_dir / "publish.json").write_text("{not json")
     with pytest.raises(PublishError, match="publish.json is not valid JSON"):
-        cw.publish_run(run_dir, FakeSink())
+        publisher.publish_run(run_dir, FakeSink())
 
 
 def test_empty_run_is_refused(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path, per_class=1, summary=False)
     (run_dir / "requests.jsonl").write_text("")
     with pytest.raises(PublishError, match="no measured requests"):
-        cw.publish_run(run_dir, FakeSink())
+        publisher.publish_run(run_dir, FakeSink())
 
 
 def test_console_gets_the_outcome(run_dir: Path) -> None:
     from rich.console import Console
 
     console = Console(record=True, width=200)
-    cw.publish_run(run_dir, FakeSink(), console=console)
+    publisher.publish_run(run_dir, FakeSink(), console=console)
     text = console.export_text()
     assert "published run run-1 to CloudWatch namespace Spectrn" in text and "dashboard: spectrn-run-1" in text
 
@@ -138,17 +139,17 @@ def test_console_gets_the_outcome(run_dir: Path) -> None:
 def test_rerun_keeps_the_recorded_timestamps(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path, per_class=2, start=time.time() - 20 * 86400, summary=False)
     with pytest.raises(PublishError):
-        cw.publish_run(run_dir, FakeSink(fail_calls={2}), retime=True, max_datums_per_call=5)
+        publisher.publish_run(run_dir, FakeSink(fail_calls={2}), retime=True, max_datums_per_call=5)
     rest = FakeSink()
-    res = cw.publish_run(run_dir, rest, max_datums_per_call=5)  # --retime forgotten on the re-run: same shift
+    res = publisher.publish_run(run_dir, rest, max_datums_per_call=5)  # --retime forgotten on the re-run: same shift
     assert res.already_sent == 1 and res.sent_now == res.batches - 1 and res.time_shift_s != 0
 
 
 def test_retime_after_a_normal_publish_is_refused(run_dir: Path) -> None:
-    cw.publish_run(run_dir, FakeSink())
+    publisher.publish_run(run_dir, FakeSink())
     with pytest.raises(PublishError, match="count them twice"):
-        cw.publish_run(run_dir, FakeSink(), retime=True)
-    res = cw.publish_run(run_dir, FakeSink(), retime=True, force=True)
+        publisher.publish_run(run_dir, FakeSink(), retime=True)
+    res = publisher.publish_run(run_dir, FakeSink(), retime=True, force=True)
     assert res.time_shift_s != 0 and res.sent_now == res.batches
 
 
@@ -159,19 +160,21 @@ def test_concurrent_publish_of_one_run_is_refused(run_dir: Path) -> None:
         def put_metric_data(self, namespace: str, metric_data: list[dict[str, Any]]) -> None:
             if not self.calls:
                 with pytest.raises(PublishError, match="another publish of .* is running"):
-                    cw.publish_run(run_dir, FakeSink())
+                    publisher.publish_run(run_dir, FakeSink())
             super().put_metric_data(namespace, metric_data)
 
-    res = cw.publish_run(run_dir, SlowSink(), max_datums_per_call=10)
+    res = publisher.publish_run(run_dir, SlowSink(), max_datums_per_call=10)
     assert res.sent_now == res.batches
-    assert cw.publish_run(run_dir, FakeSink(), max_datums_per_call=10).sent_now == 0  # the lock was released
+    assert publisher.publish_run(run_dir, FakeSink(), max_datums_per_call=10).sent_now == 0  # the lock was released
 
 
 def test_rerun_keeps_batch_boundaries_and_resolution(run_dir: Path) -> None:
     with pytest.raises(PublishError):
-        cw.publish_run(run_dir, FakeSink(fail_calls={3}), max_datums_per_call=10, storage_resolution=1)
+        publisher.publish_run(run_dir, FakeSink(fail_calls={3}), max_datums_per_call=10, storage_resolution=1)
     rest = FakeSink()
-    res = cw.publish_run(run_dir, rest)  # defaults now: 1000 per call, resolution 60 -> the recorded ones are kept
+    res = publisher.publish_run(
+        run_dir, rest
+    )  # defaults now: 1000 per call, resolution 60 -> the recorded ones are kept
     assert res.already_sent == 2 and res.sent_now == res.batches - 2
     assert {d["StorageResolution"] for _, b in rest.calls for d in b} == {1}
     assert any("kept max_datums_per_call=10" in w for w in res.warnings)

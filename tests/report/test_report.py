@@ -186,13 +186,13 @@ def test_sweep_heatmap(tmp_path: Path) -> None:
 def test_report_says_where_metrics_went(tmp_path: Path) -> None:
     from cwfakes import FakeSink
 
-    from spectrn.publish import cloudwatch as cw
+    from spectrn.publish import emf, publisher
 
     run_dir = make_run(tmp_path, per_class=2, start=time.time() - 3600)
-    cw.write_emf(run_dir)
+    emf.write_emf(run_dir)
     sink = FakeSink()
     sink.target = "us-east-1@http://127.0.0.1:4566"
-    cw.publish_run(run_dir, sink)
+    publisher.publish_run(run_dir, sink)
     text = report.build_report(run_dir).read_text()
     assert "metrics.emf.jsonl" in text
     assert "namespace Spectrn (us-east-1@127.0.0.1:4566): 1/1 calls sent, dashboard spectrn-run-1" in text

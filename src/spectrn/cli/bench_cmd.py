@@ -194,7 +194,7 @@ def _finish_and_publish(run_dir: Path, console: Any, *, report: bool, publish: b
     console.print(f"results: {run_dir}")
     require_successes(summary, run_dir)
     if publish:
-        from spectrn.publish.cloudwatch import publish_run
+        from spectrn.publish.publisher import publish_run
 
         publish_run(run_dir, console=console)
 

@@ -36,7 +36,7 @@ RunIdOpt = Annotated[
 
 
 def _settings(run_dir: Path) -> dict[str, object]:
-    from spectrn.publish.cloudwatch import load_run
+    from spectrn.run.folder import load_run
 
     run = load_run(run_dir)
     cw = run.config.get("cloudwatch")
@@ -46,11 +46,11 @@ def _settings(run_dir: Path) -> dict[str, object]:
 def _warn_if_unclean(run_dir: Path, console: Any) -> None:
     """Publishing an unclean run is allowed (the dashboard says so too), but never silently."""
     from spectrn.errors import AnalysisError
-    from spectrn.publish import cloudwatch as cw
     from spectrn.report.run_report import run_summary
+    from spectrn.run.folder import load_run
 
     try:
-        summary = run_summary(cw.load_run(run_dir))
+        summary = run_summary(load_run(run_dir))
     except AnalysisError:
         return  # the publish itself reports what is wrong with the run folder
     if summary.get("clean") is False:
@@ -114,32 +114,35 @@ def publish(
     ] = False,
 ) -> None:
     """Publish a run's per-request distributions to CloudWatch (re-runnable: sends only unsent batches)."""
-    from spectrn.publish import cloudwatch as cw
+    from spectrn.publish.datums import batch_datums, build_metric_datums
+    from spectrn.publish.emf import write_emf
+    from spectrn.publish.publisher import publish_run
+    from spectrn.run.folder import load_run
 
     console = err_console()
     _warn_if_unclean(run_dir, console)
     if emf:
-        path = cw.write_emf(run_dir, namespace=namespace, run_id=run_id)
+        path = write_emf(run_dir, namespace=namespace, run_id=run_id)
         typer.echo(f"wrote {path}")
         return
     if dry_run:
         settings = _settings(run_dir)
         ns = namespace or str(settings.get("namespace") or "Spectrn")
         res = int(storage_resolution or settings.get("storage_resolution") or 60)  # type: ignore[call-overload]
-        plan = cw.build_metric_datums(
-            cw.load_run(run_dir), namespace=ns, run_id=run_id, storage_resolution=res, skip_nonfinite=skip_nonfinite
+        plan = build_metric_datums(
+            load_run(run_dir), namespace=ns, run_id=run_id, storage_resolution=res, skip_nonfinite=skip_nonfinite
         )
         if not plan.datums:  # the same refusal as a real publish
             from spectrn.errors import PublishError
 
             raise PublishError(f"run {plan.run_id} has no measured requests to publish", hint="check requests.jsonl")
-        batches = cw.batch_datums(plan.datums, namespace=ns, max_datums=batch_size)
+        batches = batch_datums(plan.datums, namespace=ns, max_datums=batch_size)
         typer.echo(
             f"would send {len(batches)} PutMetricData calls to namespace {ns}: {len(plan.datums)} datums, "
             f"{plan.samples} samples, RunId {plan.run_id}"
         )
         return
-    cw.publish_run(
+    publish_run(
         run_dir,
         console=console,
         region=region,
@@ -175,26 +178,29 @@ def dashboard_cmd(
     ] = False,
 ) -> None:
     """Create or replace the run's CloudWatch comparison dashboard (also done by `spectrn publish`)."""
-    from spectrn.publish import cloudwatch as cw
+    from spectrn.publish import aws, dashboard, publisher
+    from spectrn.run.folder import load_run
 
-    runs = [cw.load_run(d) for d in run_dirs]
+    runs = [load_run(d) for d in run_dirs]
     settings = _settings(run_dirs[0])
     ns = namespace or str(settings.get("namespace") or "Spectrn")
     pre = prefix or str(settings.get("dashboard_prefix") or "spectrn")
     reg = region or (str(settings.get("region") or "") or None)
     if print_body:
         views = [
-            cw.dashboard_run(r, run_id=run_id, time_shift_s=cw.recorded_time_shift(d, ns))
+            dashboard.dashboard_run(r, run_id=run_id, time_shift_s=publisher.recorded_time_shift(d, ns))
             for r, d in zip(runs, run_dirs, strict=True)
         ]
-        body = cw.build_dashboard(views, namespace=ns, region=reg or "us-east-1")
+        body = dashboard.build_dashboard(views, namespace=ns, region=reg or "us-east-1")
         typer.echo(json.dumps(body, indent=2))
         return
     if endpoint_url is None:
-        cw.require_aws(run_dirs[0], reg)
-    sink = cw.Boto3Sink(region=reg, endpoint_url=endpoint_url)
-    shifts = [cw.recorded_time_shift(d, ns, sink.target) for d in run_dirs]
-    name, messages = cw.publish_dashboard(runs, sink, namespace=ns, prefix=pre, run_id=run_id, time_shift_s=shifts)
+        aws.require_aws(run_dirs[0], reg)
+    sink = aws.Boto3Sink(region=reg, endpoint_url=endpoint_url)
+    shifts = [publisher.recorded_time_shift(d, ns, sink.target) for d in run_dirs]
+    name, messages = publisher.publish_dashboard(
+        runs, sink, namespace=ns, prefix=pre, run_id=run_id, time_shift_s=shifts
+    )
     typer.echo(f"dashboard {name} in {sink.region}")
     for m in messages:
         typer.echo(f"dashboard note: {m}")

@@ -20,8 +20,8 @@ def report(
     """Write a self-contained HTML report with PNG plots and a Markdown summary for a run."""
     from rich.console import Console
 
-    from spectrn.publish.cloudwatch import load_run
     from spectrn.report.run_report import build_report, render_table, run_summary
+    from spectrn.run.folder import load_run
 
     index = build_report(run_dir, out)
     summary = run_summary(load_run(run_dir))

@@ -140,7 +140,7 @@ def execute(plan: RunPlan, cfg: SpectrnConfig, console: Console | None, *, quiet
 def finish(run_dir: Path, console: Console, *, report: bool = True) -> dict[str, Any]:
     """Analyse a run folder and write every local output; returns the summary."""
     from spectrn.analyze.summary import analyze_run
-    from spectrn.publish.cloudwatch import write_emf
+    from spectrn.publish.emf import write_emf
 
     summary = analyze_run(run_dir)
     emf = write_emf(run_dir)

@@ -762,7 +762,7 @@ def s3_iam_policy(cfg: SpectrnConfig) -> dict[str, Any]:
 def iam_policy(cfg: SpectrnConfig) -> dict[str, Any]:
     """Least-privilege IAM policy for the load pod: PutMetricData into ``cloudwatch.namespace`` only and
     spectrn's own dashboards. One definition, shared with ``spectrn publish`` (``spectrn.publish.cloudwatch``)."""
-    from spectrn.publish.cloudwatch import publish_iam_policy
+    from spectrn.publish.iam import publish_iam_policy
 
     return publish_iam_policy(
         cfg.cloudwatch.namespace, cfg.cloudwatch.dashboard_prefix, region=cfg.cloudwatch.region or "*"

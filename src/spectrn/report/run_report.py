@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spectrn.errors import AnalysisError, ConfigError
-from spectrn.publish.cloudwatch import MetricsFn, RunData, config_section, default_metrics_fn, load_run
+from spectrn.publish.datums import MetricsFn, default_metrics_fn
+from spectrn.run.folder import RunData, config_section, load_run
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -737,7 +738,8 @@ def report_html(run: RunData, summary: dict[str, Any], images: list[tuple[str, P
 
 def _publish_rows(run_dir: Path) -> list[list[str]]:
     """Where the run's metrics went: the EMF file and each CloudWatch target in publish.json."""
-    from spectrn.publish.cloudwatch import EMF_FILE, STATE_FILE
+    from spectrn.publish.emf import EMF_FILE
+    from spectrn.publish.publisher import STATE_FILE
 
     rows = []
     if (run_dir / EMF_FILE).exists():

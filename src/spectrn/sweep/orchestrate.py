@@ -647,7 +647,7 @@ class Sweep:
         run_dir = runner.run(cfg, cell, out_root, self.console, self.opts.quiet)
         summary = analyze_run(run_dir)
         try:
-            from spectrn.publish.cloudwatch import write_emf
+            from spectrn.publish.emf import write_emf
 
             write_emf(run_dir)
         except SpectrnError as e:  # the cell's numbers stand; EMF can be rewritten by `spectrn analyze`

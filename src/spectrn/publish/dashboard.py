@@ -1,0 +1,372 @@
+"""The side-by-side comparison dashboard: its body, built from run data, and a validator of its shape."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from spectrn.errors import PublishError
+from spectrn.publish.datums import ALL_CLASSES, _dim_value
+from spectrn.publish.limits import MAX_DIMENSIONS, MAX_METRICS_PER_WIDGET, MAX_WIDGETS
+from spectrn.run.folder import RunData, _sorted_levels, config_section
+
+VARIANT_COLORS = {"baseline": "#1f77b4", "speculative": "#ff7f0e"}
+
+
+_PALETTE = ["#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
+
+
+_STAT_RE = re.compile(r"^(SampleCount|Average|Sum|Minimum|Maximum|IQM|p\d{1,2}(\.\d+)?|p100|(tm|wm|tc|ts|pr)\d{1,2})$")
+
+
+_WIDGET_TYPES = {"metric", "text", "log", "alarm", "explorer"}
+
+
+_VIEWS = {"timeSeries", "singleValue", "bar", "pie", "table", "gauge"}
+
+
+_METRIC_OPTS = {"stat", "label", "color", "period", "yAxis", "id", "visible", "region", "accountId", "unit"}
+
+
+@dataclass
+class DashboardRun:
+    """One (run id, config) pair a dashboard shows; a sweep passes several with the same run id."""
+
+    run_id: str
+    config_label: str
+    levels: list[str]
+    prompt_classes: list[str]
+    variants: list[str]
+    start: float
+    end: float
+    has_acceptance: bool = False
+    markdown: str = ""
+
+
+def dashboard_name(prefix: str, run_id: str) -> str:
+    """``<prefix>-<run id>`` with anything but letters, digits, '-' and '_' replaced (CloudWatch's rule)."""
+    name = re.sub(r"[^A-Za-z0-9_-]", "-", f"{prefix}-{run_id}")
+    return name[:255]
+
+
+def dashboard_run(run: RunData, *, run_id: str | None = None, time_shift_s: float = 0.0) -> DashboardRun:
+    start, end = run.time_range()
+    return DashboardRun(
+        run_id=_dim_value(run_id or run.run_id),
+        config_label=_dim_value(run.config_label),
+        levels=run.levels or ["unknown"],
+        prompt_classes=run.prompt_classes,
+        variants=run.variants or ["baseline", "speculative"],
+        start=start + time_shift_s,
+        end=end + time_shift_s,
+        has_acceptance=run.has_acceptance,
+        markdown=run_markdown(run),
+    )
+
+
+def run_markdown(run: RunData) -> str:
+    """The dashboard's text widget: what ran and the speedups analyze measured."""
+    c = run.config
+    bench = config_section(c, "bench")
+    lines = [
+        f"# spectrn run {run.run_id}",
+        f"target **{c.get('target', '?')}**, draft **{c.get('draft', '?')}**, window "
+        f"**{c.get('num_speculative_tokens', '?')}**, mode {c.get('speculation_mode', '?')}, "
+        f"{c.get('instance_type', '?')} TP{c.get('tensor_parallel_size', '?')}, "
+        f"max-num-seqs {c.get('max_num_seqs', '?')}; prompts {bench.get('prompts', '?')}, "
+        f"{bench.get('requests', '?')} requests per endpoint, max_tokens {bench.get('max_tokens', '?')}, "
+        f"temperature {bench.get('temperature', '?')}",
+    ]
+    s = run.summary or {}
+    by_class = s.get("speedup_by_prompt_class") or {}
+    rows = [("all", s.get("speedup") or {})] + sorted(by_class.items())
+    if any(r[1] for r in rows):
+        lines += ["", "| prompt class | TPOT p50 speedup | ITL p50 | e2e p50 | throughput |", "|---|---|---|---|---|"]
+        for cls, sp in rows:
+            cells = [_fmt_speedup(sp.get(k)) for k in ("tpot_p50", "itl_p50", "e2e_p50", "throughput")]
+            lines.append(f"| {cls} | " + " | ".join(cells) + " |")
+    acc = run.acceptance_for("speculative", run.levels[0]) if run.levels else None
+    if acc and isinstance(acc.get("rate"), int | float):
+        lines.append(
+            f"\nacceptance rate {100 * acc['rate']:.1f} %, mean acceptance length "
+            f"{acc.get('mean_accepted_length', float('nan')):.2f}"
+        )
+    if s.get("clean") is False:
+        lines.append("\n**not clean:** " + "; ".join(str(w) for w in s.get("warnings", [])[:5]))
+    return "\n".join(lines)
+
+
+def _fmt_speedup(sp: Any) -> str:
+    if not isinstance(sp, dict) or not isinstance(sp.get("value"), int | float):
+        return "n/a"
+    ci = sp.get("ci95")
+    if isinstance(ci, list | tuple) and len(ci) == 2 and all(isinstance(x, int | float) for x in ci):
+        return f"{sp['value']:.2f}x [{ci[0]:.2f}, {ci[1]:.2f}]"
+    return f"{sp['value']:.2f}x"
+
+
+def build_dashboard(runs: Sequence[DashboardRun], *, namespace: str, region: str) -> dict[str, Any]:
+    """The comparison dashboard: a text widget, then per load level and prompt class ("all" first) one row
+    of baseline-vs-speculative widgets: TTFT, TPOT, ITL, e2e (p50/p90/p99), throughput, acceptance, errors.
+
+    Bars over the run's whole time range (``setPeriodToTimeRange``), so each bar is the run's percentile.
+    """
+    if not runs:
+        raise PublishError("no run to build a dashboard for")
+    start = min(r.start for r in runs) - 60
+    end = max(r.end for r in runs) + 120
+    multi = len({r.config_label for r in runs}) > 1
+    widgets: list[dict[str, Any]] = []
+    text = "\n\n---\n\n".join(r.markdown for r in runs if r.markdown) or f"# spectrn run {runs[0].run_id}"
+    widgets.append({"type": "text", "x": 0, "y": 0, "width": 24, "height": 7, "properties": {"markdown": text}})
+    y = 7
+    levels = _sorted_levels({lv for r in runs for lv in r.levels})
+    classes = sorted({c for r in runs for c in r.prompt_classes})
+    panels: list[tuple[str, str, list[tuple[str, str]]]] = [
+        ("TTFT (s)", "TTFT", [("p50", ""), ("p90", ""), ("p99", "")]),
+        ("TPOT (s)", "TPOT", [("p50", ""), ("p90", ""), ("p99", "")]),
+        ("per-token ITL (s)", "ITL", [("p50", ""), ("p90", ""), ("p99", "")]),
+        ("e2e latency (s)", "E2ELatency", [("p50", ""), ("p90", ""), ("p99", "")]),
+        ("output throughput (tok/s per request)", "OutputThroughput", [("p50", ""), ("Average", "")]),
+        ("acceptance", "", []),
+        ("errors / requests", "Errors", [("Sum", "errors"), ("SampleCount", "requests")]),
+        ("output tokens per request", "OutputTokens", [("p50", ""), ("Average", "")]),
+    ]
+    for level in levels:
+        for pclass in [ALL_CLASSES, *classes]:
+            for i, (title, metric, stats) in enumerate(panels):
+                metrics: list[list[Any]] = []
+                color_i = 0
+                for r in runs:
+                    if level not in r.levels or (pclass != ALL_CLASSES and pclass not in r.prompt_classes):
+                        continue
+                    for variant in r.variants:
+                        color = VARIANT_COLORS.get(variant, "#7f7f7f")
+                        if multi and variant != "baseline":
+                            color = _PALETTE[color_i % len(_PALETTE)]
+                            color_i += 1
+                        dims = ["RunId", r.run_id, "Config", r.config_label, "Load", level, "Variant", variant]
+                        if pclass != ALL_CLASSES:
+                            dims += ["PromptClass", pclass]
+                        who = f"{r.config_label} {variant}" if multi else variant
+                        if metric:
+                            series = [(metric, stat, f"{who} {lbl or stat}") for stat, lbl in stats]
+                        elif pclass == ALL_CLASSES and r.has_acceptance and variant != "baseline":
+                            series = [
+                                ("AcceptanceRate", "Average", f"{who} acceptance %"),
+                                ("MeanAcceptanceLength", "Average", f"{who} mean accepted length"),
+                            ]
+                        else:
+                            series = [("TokensPerChunk", "Average", f"{who} tokens per chunk")]
+                        for name, stat, label in series:
+                            metrics.append([namespace, name, *dims, {"stat": stat, "label": label, "color": color}])
+                if not metrics:
+                    continue
+                widgets.append(
+                    {
+                        "type": "metric",
+                        "x": (i % 4) * 6,
+                        "y": y + (i // 4) * 6,
+                        "width": 6,
+                        "height": 6,
+                        "properties": {
+                            "title": f"{pclass} · {level} · {title}",
+                            "view": "bar",
+                            "region": region,
+                            "metrics": metrics,
+                            "stat": "p50",
+                            "period": 60,
+                            "setPeriodToTimeRange": True,
+                            "liveData": False,
+                        },
+                    }
+                )
+            speedup = _speedup_widget(runs, level, pclass, namespace, region, multi)
+            if speedup is not None:
+                speedup.update(x=0, y=y + 12, width=24, height=3)
+                widgets.append(speedup)
+            y += 15
+    body = {"widgets": widgets, "start": _iso_ms(start), "end": _iso_ms(end), "periodOverride": "inherit"}
+    validate_dashboard(body)
+    return body
+
+
+# (metric, stat, label, speculative over baseline?) of the speedup row; latencies: baseline / speculative.
+_SPEEDUPS = [
+    ("TPOT", "p50", "TPOT p50 speedup", False),
+    ("ITL", "p50", "ITL p50 speedup", False),
+    ("E2ELatency", "p50", "e2e p50 speedup", False),
+    ("TTFT", "p50", "TTFT p50 speedup", False),
+    ("OutputThroughput", "p50", "throughput p50 gain", True),
+]
+
+
+def _speedup_widget(
+    runs: Sequence[DashboardRun], level: str, pclass: str, namespace: str, region: str, multi: bool
+) -> dict[str, Any] | None:
+    """Single values computed by CloudWatch metric math over the whole run: baseline p50 / speculative p50
+    (throughput: speculative / baseline); > 1 means speculation helps."""
+    metrics: list[list[Any]] = []
+    n = 0
+    for r in runs:
+        if level not in r.levels or (pclass != ALL_CLASSES and pclass not in r.prompt_classes):
+            continue
+        if not {"baseline", "speculative"} <= set(r.variants):
+            continue
+        for name, stat, label, spec_over_base in _SPEEDUPS:
+            ids = {}
+            for variant in ("baseline", "speculative"):
+                dims = ["RunId", r.run_id, "Config", r.config_label, "Load", level, "Variant", variant]
+                if pclass != ALL_CLASSES:
+                    dims += ["PromptClass", pclass]
+                ids[variant] = f"m{n}"
+                metrics.append([namespace, name, *dims, {"stat": stat, "id": f"m{n}", "visible": False}])
+                n += 1
+            num, den = (
+                (ids["speculative"], ids["baseline"]) if spec_over_base else (ids["baseline"], ids["speculative"])
+            )
+            who = f"{r.config_label} " if multi else ""
+            metrics.append([{"expression": f"{num}/{den}", "label": f"{who}{label}", "id": f"e{n}"}])
+            n += 1
+    if not metrics:
+        return None
+    return {
+        "type": "metric",
+        "properties": {
+            "title": f"{pclass} · {level} · speedups over the run (baseline / speculative; > 1 = faster)",
+            "view": "singleValue",
+            "region": region,
+            "metrics": metrics,
+            "period": 60,
+            "setPeriodToTimeRange": True,
+            "liveData": False,
+        },
+    }
+
+
+def _iso_ms(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
+def validate_dashboard(body: dict[str, Any] | str) -> dict[str, Any]:
+    """Check a dashboard body's JSON shape and CloudWatch's limits (500 widgets, 500 metrics per widget,
+    a 24-column grid without overlaps, valid stats and periods); raises ``PublishError`` listing problems."""
+    problems: list[str] = []
+    if isinstance(body, str):
+        try:
+            body = json.loads(body)
+        except ValueError as e:
+            raise PublishError(f"dashboard body is not JSON: {e}") from None
+    if not isinstance(body, dict):
+        raise PublishError("dashboard body must be a JSON object with a 'widgets' list")
+    extra = set(body) - {"widgets", "start", "end", "periodOverride", "variables"}
+    if extra:
+        problems.append(f"unknown top-level keys {sorted(extra)}")
+    if ("start" in body) != ("end" in body) and "end" in body:
+        problems.append("'end' needs 'start'")
+    if body.get("periodOverride", "auto") not in ("auto", "inherit"):
+        problems.append("periodOverride must be 'auto' or 'inherit'")
+    widgets = body.get("widgets")
+    if not isinstance(widgets, list) or not widgets:
+        raise PublishError("dashboard body needs a non-empty 'widgets' list")
+    if len(widgets) > MAX_WIDGETS:
+        problems.append(f"{len(widgets)} widgets (max {MAX_WIDGETS})")
+    boxes: list[tuple[int, int, int, int, int]] = []
+    for n, w in enumerate(widgets):
+        where = f"widget {n}"
+        if not isinstance(w, dict):
+            problems.append(f"{where} is not an object")
+            continue
+        if w.get("type") not in _WIDGET_TYPES:
+            problems.append(f"{where}: type {w.get('type')!r}")
+        geo = [w.get(k) for k in ("x", "y", "width", "height")]
+        if not all(isinstance(g, int) and not isinstance(g, bool) for g in geo):
+            problems.append(f"{where}: x, y, width, height must be integers")
+        else:
+            x, yy, width, height = (int(g or 0) for g in geo)
+            if not (0 <= x and 1 <= width <= 24 and x + width <= 24 and yy >= 0 and 1 <= height <= 1000):
+                problems.append(f"{where}: outside the 24-column grid (x={x}, width={width}, height={height})")
+            boxes.append((n, x, yy, width, height))
+        props = w.get("properties")
+        if not isinstance(props, dict):
+            problems.append(f"{where}: 'properties' must be an object")
+            continue
+        if w.get("type") == "text":
+            if not isinstance(props.get("markdown"), str) or not props["markdown"].strip():
+                problems.append(f"{where}: text widget needs non-empty markdown")
+        elif w.get("type") == "metric":
+            problems += _check_metric_props(where, props)
+    boxes.sort(key=lambda b: (b[2], b[1]))
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            if b[2] >= a[2] + a[4]:
+                break
+            if a[1] < b[1] + b[3] and b[1] < a[1] + a[3] and a[2] < b[2] + b[4] and b[2] < a[2] + a[4]:
+                problems.append(f"widgets {a[0]} and {b[0]} overlap")
+    if problems:
+        shown = "; ".join(problems[:10]) + (f"; and {len(problems) - 10} more" if len(problems) > 10 else "")
+        raise PublishError(f"invalid dashboard body: {shown}")
+    return body
+
+
+def _check_metric_props(where: str, props: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    metrics = props.get("metrics")
+    if not isinstance(metrics, list) or not metrics:
+        return [f"{where}: metric widget needs a non-empty 'metrics' list"]
+    if len(metrics) > MAX_METRICS_PER_WIDGET:
+        out.append(f"{where}: {len(metrics)} metrics (max {MAX_METRICS_PER_WIDGET})")
+    if not isinstance(props.get("region"), str) or not props["region"]:
+        out.append(f"{where}: 'region' is required")
+    if props.get("view", "timeSeries") not in _VIEWS:
+        out.append(f"{where}: view {props.get('view')!r}")
+    if "stat" in props and not _STAT_RE.match(str(props["stat"])):
+        out.append(f"{where}: stat {props['stat']!r}")
+    if "period" in props and not _valid_period(props["period"]):
+        out.append(f"{where}: period {props['period']!r} (1, 5, 10, 30 or a multiple of 60)")
+    ids = [e[-1]["id"] for e in metrics if isinstance(e, list) and e and isinstance(e[-1], dict) and "id" in e[-1]]
+    for dup in sorted({i for i in ids if ids.count(i) > 1}):
+        out.append(f"{where}: metric id {dup!r} used twice")
+    for i in ids:
+        if not isinstance(i, str) or not re.fullmatch(r"[a-z][A-Za-z0-9_]*", i):
+            out.append(f"{where}: metric id {i!r} must start with a lowercase letter")
+    for m, entry in enumerate(metrics):
+        if isinstance(entry, list) and len(entry) == 1 and isinstance(entry[0], dict) and "expression" in entry[0]:
+            # CloudWatch's math functions are upper case; every lower-case name must be an id of this widget
+            for name in re.findall(r"\b[a-z][A-Za-z0-9_]*\b", str(entry[0]["expression"])):
+                if name not in ids:
+                    out.append(f"{where} metric {m}: expression refers to unknown id {name!r}")
+        if not isinstance(entry, list) or not entry:
+            out.append(f"{where} metric {m}: must be a non-empty array")
+            continue
+        opts = entry[-1] if isinstance(entry[-1], dict) else None
+        parts = entry[:-1] if opts is not None else entry
+        if not parts:
+            if not (opts and isinstance(opts.get("expression"), str) and opts["expression"].strip()):
+                out.append(f"{where} metric {m}: needs namespace and name, or an expression")
+            elif set(opts) - _METRIC_OPTS - {"expression"}:
+                out.append(f"{where} metric {m}: unknown options {sorted(set(opts) - _METRIC_OPTS - {'expression'})}")
+            elif not isinstance(opts.get("id"), str):
+                out.append(f"{where} metric {m}: an expression needs an id")
+            continue
+        if not all(isinstance(p, str) and p for p in parts) or len(parts) % 2 or len(parts) < 2:
+            out.append(f"{where} metric {m}: expected [namespace, name, dim, value, ..., {{options}}]")
+        elif (len(parts) - 2) // 2 > MAX_DIMENSIONS:
+            out.append(f"{where} metric {m}: more than {MAX_DIMENSIONS} dimensions")
+        if opts is not None:
+            unknown = set(opts) - _METRIC_OPTS
+            if unknown:
+                out.append(f"{where} metric {m}: unknown options {sorted(unknown)}")
+            if "stat" in opts and not _STAT_RE.match(str(opts["stat"])):
+                out.append(f"{where} metric {m}: stat {opts['stat']!r}")
+            if "period" in opts and not _valid_period(opts["period"]):
+                out.append(f"{where} metric {m}: period {opts['period']!r}")
+    return out
+
+
+def _valid_period(p: Any) -> bool:
+    return isinstance(p, int) and not isinstance(p, bool) and (p in (1, 5, 10, 30) or (p > 0 and p % 60 == 0))

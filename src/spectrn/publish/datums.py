@@ -1,0 +1,312 @@
+"""Run records -> PutMetricData datums (raw values with counts, never summaries) and their batches."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+from urllib.parse import quote
+
+from spectrn.errors import AnalysisError, ConfigError, PublishError
+from spectrn.publish.limits import (
+    MAX_DATUMS_PER_CALL,
+    MAX_VALUES_PER_DATUM,
+    MIN_ABS_VALUE,
+    REQUEST_BYTES_BUDGET,
+    estimate_request_bytes,
+    validate_datum,
+    validate_namespace,
+)
+from spectrn.run.folder import RunData, _dim_value
+from spectrn.run.records import RequestRecord
+
+# Dimension names, outermost first; PromptClass is dropped for the aggregate dimension set.
+DIMS_AGGREGATE = ("RunId", "Config", "Load", "Variant")
+
+
+DIMS_BY_CLASS = (*DIMS_AGGREGATE, "PromptClass")
+
+
+ALL_CLASSES = "all"
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str
+    unit: str
+    per_request: bool
+    description: str
+
+
+METRICS: dict[str, MetricSpec] = {
+    m.name: m
+    for m in (
+        MetricSpec("TTFT", "Seconds", True, "time from send to the first token, one value per request"),
+        MetricSpec("TPOT", "Seconds", True, "(e2e - TTFT) / (output tokens - 1), one value per request"),
+        MetricSpec("ITL", "Seconds", True, "every per-token gap of every request (multi-token chunks split)"),
+        MetricSpec("E2ELatency", "Seconds", True, "time from send to the last byte, one value per request"),
+        MetricSpec("OutputThroughput", "Count/Second", True, "output tokens per second of one request"),
+        MetricSpec("OutputTokens", "Count", True, "output tokens of one request"),
+        MetricSpec("TokensPerChunk", "None", True, "mean tokens per decode chunk (after the first) of a request"),
+        MetricSpec("Errors", "Count", True, "1 per failed request, 0 per completed one (Sum = errors)"),
+        MetricSpec("AcceptanceRate", "Percent", False, "accepted / drafted tokens over the run (server counters)"),
+        MetricSpec("MeanAcceptanceLength", "None", False, "1 + accepted / drafts over the run (server counters)"),
+    )
+}
+
+
+class RequestMetricsLike(Protocol):
+    """What ``spectrn.analyze.summary.request_metrics`` returns (only the fields published here)."""
+
+    ttft: float | None
+    tpot: float | None
+    e2e: float | None
+    itls: list[float]
+    output_tokens: int
+    throughput_tok_s: float | None
+
+
+MetricsFn = Callable[[RequestRecord], RequestMetricsLike | None]
+
+
+def default_metrics_fn() -> MetricsFn:
+    try:
+        from spectrn.analyze.summary import request_metrics
+    except ImportError as e:  # pragma: no cover - only without the analyze stage installed
+        raise AnalysisError(
+            f"per-request metrics are unavailable: {e}", hint="install spectrn completely (spectrn.analyze.summary)"
+        ) from None
+    return request_metrics  # type: ignore[return-value]
+
+
+@dataclass
+class DatumPlan:
+    """The metric datums of one run, in a deterministic order, and what was left out."""
+
+    namespace: str
+    run_id: str
+    datums: list[dict[str, Any]]
+    samples: int
+    nonfinite_dropped: list[str] = field(default_factory=list)
+    time_shift_s: float = 0.0
+    start: float = 0.0
+    end: float = 0.0
+
+
+def round_sig(values: Sequence[float], sig_digits: int) -> tuple[list[float], list[float]]:
+    """Round to ``sig_digits`` significant digits and collapse repeats: (sorted distinct values, counts).
+
+    Exact decimal results (``0.01534``, not ``0.015339999``) keep the request small.
+    """
+    import numpy as np
+
+    if not values:
+        return [], []
+    arr = np.asarray(values, dtype=float)
+    zero = np.abs(arr) < MIN_ABS_VALUE
+    nz = arr[~zero]
+    keys: list[tuple[int, int]] = []
+    counts: list[int] = []
+    if nz.size:
+        exp = np.floor(np.log10(np.abs(nz))).astype(np.int64)
+        shift = exp - (sig_digits - 1)
+        mant = np.rint(nz / np.power(10.0, shift)).astype(np.int64)
+        # 9.9996 rounds to mantissa 10000 at exponent 0: renormalise so it equals 10.00 at exponent 1.
+        over = np.abs(mant) >= 10**sig_digits
+        mant = np.where(over, mant // 10, mant)
+        shift = np.where(over, shift + 1, shift)
+        pairs = np.stack([shift, mant], axis=1)
+        uniq, cnt = np.unique(pairs, axis=0, return_counts=True)
+        keys = [(int(s), int(m)) for s, m in uniq]
+        counts = [int(c) for c in cnt]
+    decoded: dict[float, int] = {}
+    for (s, m), c in zip(keys, counts, strict=True):
+        v = float(f"{m}e{s}")
+        decoded[v] = decoded.get(v, 0) + c
+    n_zero = int(zero.sum())
+    if n_zero:
+        decoded[0.0] = decoded.get(0.0, 0) + n_zero
+    ordered = sorted(decoded)
+    return ordered, [float(decoded[v]) for v in ordered]
+
+
+def _finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)
+
+
+def build_metric_datums(
+    run: RunData,
+    *,
+    namespace: str = "Spectrn",
+    run_id: str | None = None,
+    storage_resolution: int = 60,
+    bucket_s: int = 60,
+    sig_digits: int = 4,
+    time_shift_s: float = 0.0,
+    skip_nonfinite: bool = False,
+    metrics_fn: MetricsFn | None = None,
+) -> DatumPlan:
+    """Turn the run's records into PutMetricData datums (pure; deterministic order).
+
+    Values are grouped per (metric, dimensions, ``bucket_s`` window of send times); each group's timestamp
+    is the window start (plus ``time_shift_s``). NaN or infinite values raise ``PublishError`` naming the
+    requests, unless ``skip_nonfinite`` (then they are dropped and listed in ``nonfinite_dropped``).
+    """
+    validate_namespace(namespace)
+    if storage_resolution not in (1, 60):
+        raise ConfigError(
+            f"cloudwatch.storage_resolution={storage_resolution} is not allowed",
+            hint="use 1 (high resolution) or 60 (standard)",
+        )
+    if bucket_s < 1:
+        raise ConfigError(f"bucket_s={bucket_s} must be at least 1 second", hint="use 60 (one minute)")
+    if not 1 <= sig_digits <= 6:
+        raise ConfigError(f"sig_digits={sig_digits} must be within 1..6", hint="use 4")
+    metrics_fn = metrics_fn or default_metrics_fn()
+    rid = _dim_value(run_id or run.run_id)
+    cfg = _dim_value(run.config_label)
+
+    # (variant, level, class, bucket) -> metric -> values
+    groups: dict[tuple[str, str, str, int], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    bad: list[str] = []
+    for rec in run.records:
+        bucket = int(math.floor(rec.sent_at / bucket_s) * bucket_s)
+        key = (_dim_value(rec.variant), _dim_value(rec.level), _dim_value(rec.prompt_class), bucket)
+        g = groups[key]
+        if not rec.ok:
+            g["Errors"].append(1.0)
+            continue
+        g["Errors"].append(0.0)
+        rm = metrics_fn(rec)
+        if rm is None:
+            continue
+        where = f"{rec.variant} request {rec.index} ({rec.prompt_id})"
+        for name, value in (
+            ("TTFT", rm.ttft),
+            ("TPOT", rm.tpot),
+            ("E2ELatency", rm.e2e),
+            ("OutputThroughput", rm.throughput_tok_s),
+            ("OutputTokens", float(rm.output_tokens) if rm.output_tokens is not None else None),
+        ):
+            if value is None:
+                continue
+            if not math.isfinite(value):
+                bad.append(f"{name} of {where} is {value}")
+                continue
+            g[name].append(float(value))
+        tpc = getattr(rm, "tokens_per_decode_chunk", None)
+        if tpc is not None and math.isfinite(tpc):
+            g["TokensPerChunk"].append(float(tpc))
+        itls = rm.itls or []
+        if itls:
+            if math.isfinite(sum(itls)):  # NaN and +-Inf all make the sum non-finite
+                g["ITL"].extend(itls)
+            else:
+                finite = [x for x in itls if math.isfinite(x)]
+                bad.append(f"ITL of {where} has {len(itls) - len(finite)} non-finite gaps")
+                g["ITL"].extend(finite)
+
+    accept_ts = int(math.floor(run.time_range()[1] / bucket_s) * bucket_s)
+    if bad and not skip_nonfinite:
+        shown = "; ".join(bad[:5]) + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
+        raise PublishError(
+            f"run {run.run_id}: {len(bad)} non-finite value(s) (NaN/Inf), which CloudWatch rejects: {shown}",
+            hint="fix the records (re-run `spectrn analyze` or the bench), or pass --skip-nonfinite to drop "
+            "those values; dropped values are listed in publish.json",
+        )
+
+    # Aggregate dimension set: the union over prompt classes.
+    series: dict[tuple[str, tuple[tuple[str, str], ...], int], list[float]] = defaultdict(list)
+    for (variant, level, pclass, bucket), metrics in groups.items():
+        base = (("RunId", rid), ("Config", cfg), ("Load", level), ("Variant", variant))
+        for name, values in metrics.items():
+            series[(name, (*base, ("PromptClass", pclass)), bucket)].extend(values)
+            series[(name, base, bucket)].extend(values)
+    for level in run.levels:
+        for variant in run.variants:
+            acc = run.acceptance_for(variant, level)
+            if not acc:
+                continue
+            base = (("RunId", rid), ("Config", cfg), ("Load", level), ("Variant", _dim_value(variant)))
+            rate, length = acc.get("rate"), acc.get("mean_accepted_length")
+            if isinstance(rate, int | float):
+                if math.isfinite(rate):
+                    series[("AcceptanceRate", base, accept_ts)].append(100.0 * float(rate))
+                else:
+                    bad.append(f"AcceptanceRate of {variant} is {rate}")
+            if isinstance(length, int | float):
+                if math.isfinite(length):
+                    series[("MeanAcceptanceLength", base, accept_ts)].append(float(length))
+                else:
+                    bad.append(f"MeanAcceptanceLength of {variant} is {length}")
+    if bad and not skip_nonfinite:
+        raise PublishError(
+            f"run {run.run_id}: non-finite acceptance value(s): {'; '.join(bad[:5])}",
+            hint="fix acceptance.json, or pass --skip-nonfinite to drop those values",
+        )
+
+    datums: list[dict[str, Any]] = []
+    samples = 0
+    for name, dims, bucket in sorted(series):
+        spec = METRICS[name]
+        values, counts = round_sig(series[(name, dims, bucket)], sig_digits)
+        samples += int(sum(counts))
+        ts = datetime.fromtimestamp(bucket + time_shift_s, tz=UTC)
+        for i in range(0, len(values), MAX_VALUES_PER_DATUM):
+            datums.append(
+                {
+                    "MetricName": name,
+                    "Dimensions": [{"Name": k, "Value": v} for k, v in dims],
+                    "Timestamp": ts,
+                    "Values": values[i : i + MAX_VALUES_PER_DATUM],
+                    "Counts": counts[i : i + MAX_VALUES_PER_DATUM],
+                    "Unit": spec.unit,
+                    "StorageResolution": storage_resolution,
+                }
+            )
+    start, end = run.time_range()
+    return DatumPlan(namespace, rid, datums, samples, bad, time_shift_s, start + time_shift_s, end + time_shift_s)
+
+
+def batch_datums(
+    datums: Sequence[dict[str, Any]],
+    *,
+    max_datums: int = MAX_DATUMS_PER_CALL,
+    max_bytes: int = REQUEST_BYTES_BUDGET,
+    namespace: str = "Spectrn",
+) -> list[list[dict[str, Any]]]:
+    """Greedy, order-preserving split into calls of at most ``max_datums`` datums and ``max_bytes`` bytes."""
+    header = len("Action=PutMetricData&Version=2010-08-01&Namespace=") + len(quote(namespace, safe=""))
+    batches: list[list[dict[str, Any]]] = []
+    cur: list[dict[str, Any]] = []
+    size = header
+    for d in datums:
+        validate_datum(d)
+        n = estimate_request_bytes(d)
+        if header + n > max_bytes:
+            raise PublishError(f"one {d['MetricName']} datum alone is {n} bytes, over the request budget")
+        if cur and (len(cur) >= max_datums or size + n > max_bytes):
+            batches.append(cur)
+            cur, size = [], header
+        cur.append(d)
+        size += n
+    if cur:
+        batches.append(cur)
+    return batches
+
+
+def _canonical(d: dict[str, Any]) -> dict[str, Any]:
+    out = dict(d)
+    out["Timestamp"] = int(d["Timestamp"].timestamp())
+    return out
+
+
+def batch_hash(batch: Sequence[dict[str, Any]], namespace: str) -> str:
+    """Content hash of one PutMetricData call (namespace + datums), the unit of idempotent re-publish."""
+    payload = json.dumps([namespace, [_canonical(d) for d in batch]], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(payload.encode()).hexdigest()[:32]

@@ -1,0 +1,122 @@
+"""Embedded Metric Format lines: the same metrics as log events, for the CloudWatch agent (no AWS call)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from spectrn.publish.datums import (
+    DIMS_AGGREGATE,
+    DIMS_BY_CLASS,
+    METRICS,
+    MetricsFn,
+    _dim_value,
+    _finite,
+    default_metrics_fn,
+)
+from spectrn.publish.limits import EMF_MAX_VALUES, validate_namespace
+from spectrn.run.folder import RunData, config_section, load_run
+
+EMF_FILE = "metrics.emf.jsonl"
+
+
+def emf_lines(
+    run: RunData,
+    *,
+    namespace: str = "Spectrn",
+    run_id: str | None = None,
+    storage_resolution: int = 60,
+    metrics_fn: MetricsFn | None = None,
+) -> tuple[list[str], int]:
+    """The same metrics, dimensions and units as ``build_metric_datums`` as EMF JSON lines (one per request,
+    plus continuation lines for ITL gaps beyond EMF's 100 values per array). Returns (lines, non-finite
+    values left out)."""
+    validate_namespace(namespace)
+    metrics_fn = metrics_fn or default_metrics_fn()
+    rid = _dim_value(run_id or run.run_id)
+    cfg = _dim_value(run.config_label)
+    dimsets = [list(DIMS_BY_CLASS), list(DIMS_AGGREGATE)]
+    skipped = 0
+    lines: list[str] = []
+
+    def line(ts_ms: int, members: dict[str, Any], values: dict[str, Any], dims: list[list[str]]) -> str:
+        directive = {
+            "Namespace": namespace,
+            "Dimensions": dims,
+            "Metrics": [{"Name": n, "Unit": METRICS[n].unit, "StorageResolution": storage_resolution} for n in values],
+        }
+        doc = {"_aws": {"Timestamp": ts_ms, "CloudWatchMetrics": [directive]}, **members, **values}
+        return json.dumps(doc, separators=(",", ":"), allow_nan=False)
+
+    for rec in run.records:
+        members = {
+            "RunId": rid,
+            "Config": cfg,
+            "Load": _dim_value(rec.level),
+            "Variant": _dim_value(rec.variant),
+            "PromptClass": _dim_value(rec.prompt_class),
+        }
+        ts_ms = int(rec.sent_at * 1000)
+        values: dict[str, Any] = {"Errors": 0.0 if rec.ok else 1.0}
+        itls: list[float] = []
+        rm = metrics_fn(rec) if rec.ok else None
+        if rm is not None:
+            for name, value in (
+                ("TTFT", rm.ttft),
+                ("TPOT", rm.tpot),
+                ("E2ELatency", rm.e2e),
+                ("OutputThroughput", rm.throughput_tok_s),
+                ("OutputTokens", rm.output_tokens),
+            ):
+                if value is None:
+                    continue
+                if _finite(float(value)):
+                    values[name] = float(value)
+                else:
+                    skipped += 1
+            tpc = getattr(rm, "tokens_per_decode_chunk", None)
+            if tpc is not None and math.isfinite(tpc):
+                values["TokensPerChunk"] = float(tpc)
+            itls = [x for x in (rm.itls or []) if math.isfinite(x)]
+            skipped += len(rm.itls or []) - len(itls)
+        if itls:
+            values["ITL"] = itls[:EMF_MAX_VALUES]
+        lines.append(line(ts_ms, members, values, dimsets))
+        for i in range(EMF_MAX_VALUES, len(itls), EMF_MAX_VALUES):
+            lines.append(line(ts_ms, members, {"ITL": itls[i : i + EMF_MAX_VALUES]}, dimsets))
+    end_ms = int(run.time_range()[1] * 1000)
+    for level in run.levels:
+        for variant in run.variants:
+            acc = run.acceptance_for(variant, level) or {}
+            values = {}
+            if isinstance(acc.get("rate"), int | float) and math.isfinite(acc["rate"]):
+                values["AcceptanceRate"] = 100.0 * float(acc["rate"])
+            length = acc.get("mean_accepted_length")
+            if isinstance(length, int | float) and math.isfinite(length):
+                values["MeanAcceptanceLength"] = float(length)
+            if values:
+                members = {"RunId": rid, "Config": cfg, "Load": level, "Variant": _dim_value(variant)}
+                lines.append(line(end_ms, members, values, [list(DIMS_AGGREGATE)]))
+    return lines, skipped
+
+
+def write_emf(
+    run_dir: Path,
+    *,
+    namespace: str | None = None,
+    run_id: str | None = None,
+    metrics_fn: MetricsFn | None = None,
+) -> Path:
+    """Write ``<run_dir>/metrics.emf.jsonl`` (the CloudWatch agent can ship it as-is); returns its path."""
+    from spectrn.paths import atomic_write_text
+
+    run = load_run(run_dir)
+    cw = config_section(run.config, "cloudwatch")
+    ns = namespace or str(cw.get("namespace") or "Spectrn")
+    res = int(cw.get("storage_resolution") or 60)
+    lines, _ = emf_lines(run, namespace=ns, run_id=run_id, storage_resolution=res, metrics_fn=metrics_fn)
+    path = Path(run_dir) / EMF_FILE
+    atomic_write_text(path, "".join(f"{ln}\n" for ln in lines))
+    return path

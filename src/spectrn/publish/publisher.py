@@ -1,0 +1,312 @@
+"""publish_run: datums in batches through a sink, with a resumable ledger (publish.json), then the dashboard."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spectrn.errors import PublishError
+from spectrn.publish.aws import Boto3Sink, MetricsSink, require_aws
+from spectrn.publish.dashboard import build_dashboard, dashboard_name, dashboard_run
+from spectrn.publish.datums import MetricsFn, batch_datums, batch_hash, build_metric_datums
+from spectrn.publish.limits import MAX_DATUMS_PER_CALL, _iso, check_timestamps
+from spectrn.run.folder import RunData, config_section, load_run
+
+STATE_FILE = "publish.json"
+
+
+STATE_VERSION = 1
+
+
+@dataclass
+class PublishResult:
+    run_id: str
+    namespace: str
+    target: str
+    batches: int
+    sent_now: int
+    already_sent: int
+    datums: int
+    samples: int
+    dashboard: str | None
+    dashboard_messages: list[str]
+    state_path: Path
+    nonfinite_dropped: list[str]
+    time_shift_s: float
+    warnings: list[str]
+
+    def describe(self) -> list[str]:
+        """Human-readable outcome, one line each."""
+        lines = [
+            f"published run {self.run_id} to CloudWatch namespace {self.namespace} ({self.target}): "
+            f"{self.sent_now} PutMetricData calls now, {self.already_sent} already sent earlier, "
+            f"{self.batches} in all ({self.datums} datums, {self.samples} samples)",
+            f"progress: {self.state_path}",
+        ]
+        if self.time_shift_s:
+            lines.append(f"timestamps shifted by {self.time_shift_s / 86400:+.2f} days (--retime)")
+        if self.nonfinite_dropped:
+            lines.append(f"dropped {len(self.nonfinite_dropped)} non-finite values (listed in {self.state_path.name})")
+        if self.dashboard:
+            lines.append(f"dashboard: {self.dashboard}")
+        lines += [f"dashboard note: {m}" for m in self.dashboard_messages]
+        lines += [f"warning: {w}" for w in self.warnings]
+        return lines
+
+
+def _load_state(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {"version": STATE_VERSION, "targets": {}}
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise PublishError(
+            f"{path} is not valid JSON: {e}",
+            hint="restore it, or delete it and publish with --force knowing that already sent data is counted twice",
+        ) from None
+    if not isinstance(state, dict) or not isinstance(state.get("targets"), dict):
+        raise PublishError(f"{path} has an unknown layout", hint="delete it and publish with --force")
+    return state
+
+
+def _save_state(path: Path, state: dict[str, Any]) -> None:
+    from spectrn.paths import atomic_write_text
+
+    atomic_write_text(path, json.dumps(state, indent=2, sort_keys=True) + "\n")
+
+
+def _run_lock(run_dir: Path) -> AbstractContextManager[None]:
+    """One publish per run folder at a time (two at once would both send the unsent calls)."""
+    from spectrn.paths import folder_lock
+
+    return folder_lock(
+        run_dir,
+        lambda: PublishError(
+            f"another publish of {run_dir} is running",
+            hint="wait for it to finish; then re-run to send anything it did not",
+        ),
+    )
+
+
+def publish_run(
+    run_dir: Path,
+    sink: MetricsSink | None = None,
+    *,
+    console: Any = None,
+    region: str | None = None,
+    endpoint_url: str | None = None,
+    max_attempts: int = 8,
+    namespace: str | None = None,
+    storage_resolution: int | None = None,
+    dashboard: bool = True,
+    dashboard_prefix: str | None = None,
+    run_id: str | None = None,
+    force: bool = False,
+    retime: bool = False,
+    skip_nonfinite: bool = False,
+    now: float | None = None,
+    metrics_fn: MetricsFn | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    max_datums_per_call: int = MAX_DATUMS_PER_CALL,
+) -> PublishResult:
+    """Publish a run's per-request distributions (and its dashboard) through ``sink``, resumably.
+
+    Progress is saved to ``publish.json`` after every accepted call; a re-run sends only batches whose
+    content hash is not recorded as sent to this namespace and target. ``force`` resends everything
+    (CloudWatch then counts those samples twice). On failure raises ``PublishError`` saying what was and
+    was not sent.
+
+    Without ``sink``, CloudWatch through boto3 (``region`` or the run's ``cloudwatch.region`` or the AWS
+    chain; ``endpoint_url`` or ``AWS_ENDPOINT_URL_CLOUDWATCH``). With ``console`` (a rich Console), progress
+    and the outcome are printed there.
+    """
+    run_dir = Path(run_dir)
+    run = load_run(run_dir)
+    cw = config_section(run.config, "cloudwatch")
+    if sink is None:
+        if endpoint_url is None:
+            require_aws(run_dir, region or cw.get("region") or None)
+        sink = Boto3Sink(
+            region=region or cw.get("region") or None, endpoint_url=endpoint_url, max_attempts=max_attempts
+        )
+    if console is not None and progress is None:
+
+        def progress(done: int, total: int) -> None:
+            if done == total or done % 50 == 0:
+                console.print(f"[dim]PutMetricData {done}/{total}[/]", highlight=False)
+
+    ns = namespace or str(cw.get("namespace") or "Spectrn")
+    res = int(storage_resolution or cw.get("storage_resolution") or 60)
+    prefix = dashboard_prefix or str(cw.get("dashboard_prefix") or "spectrn")
+    now = time.time() if now is None else now
+    with _run_lock(run_dir):
+        state_path = run_dir / STATE_FILE
+        state = _load_state(state_path)
+        key = f"{ns}@{sink.target}"
+        target = state["targets"].setdefault(key, {"namespace": ns, "target": sink.target, "sent": {}})
+        warnings: list[str] = []
+
+        # Once calls went out, keep their timestamps: a re-run reproduces the same batches (and hashes) whether
+        # or not --retime is repeated; re-timing data already sent at its own times would count it twice.
+        recorded = float(target.get("time_shift_s") or 0.0)
+        if target.get("sent") and not force:
+            if retime and not recorded:
+                raise PublishError(
+                    f"run {run.run_id} was already published to {ns} ({sink.target}) with its original timestamps; "
+                    "--retime would send the same samples again at new times (CloudWatch would count them twice)",
+                    hint="re-run without --retime to finish that publish, or pass --force to publish a second copy",
+                )
+            shift = recorded
+        elif retime:
+            shift = recorded or math.floor((now - 120 - run.time_range()[1]) / 60) * 60
+        else:
+            shift = 0.0
+        per_call = min(max_datums_per_call, MAX_DATUMS_PER_CALL)
+        if target.get("sent") and not force:
+            # Calls are identified by content: other batch boundaries or resolution would resend sent samples.
+            for name, value in (("max_datums_per_call", per_call), ("storage_resolution", res)):
+                earlier = target.get(name)
+                if earlier is not None and earlier != value:
+                    warnings.append(
+                        f"kept {name}={earlier} of the earlier publish (not {value}): "
+                        "changing it now would send samples twice"
+                    )
+            per_call = int(target.get("max_datums_per_call") or per_call)
+            res = int(target.get("storage_resolution") or res)
+        plan = build_metric_datums(
+            run,
+            namespace=ns,
+            run_id=run_id,
+            storage_resolution=res,
+            time_shift_s=shift,
+            skip_nonfinite=skip_nonfinite,
+            metrics_fn=metrics_fn,
+        )
+        if not plan.datums:
+            raise PublishError(f"run {run.run_id} has no measured requests to publish", hint="check requests.jsonl")
+        check_timestamps(plan.datums, now, run_id=run.run_id)
+        batches = batch_datums(plan.datums, namespace=ns, max_datums=per_call)
+        hashes = [batch_hash(b, ns) for b in batches]
+        digest = hashlib.sha256("".join(hashes).encode()).hexdigest()[:32]
+        if force:
+            target["sent"] = {}
+        elif target.get("plan_digest") and target["plan_digest"] != digest and target["sent"]:
+            warnings.append(
+                "the run's data changed since the last publish to this target; batches whose content changed are sent "
+                "again and CloudWatch keeps the earlier values too"
+            )
+        target.update(
+            run_id=plan.run_id,
+            plan_digest=digest,
+            batches=len(batches),
+            datums=len(plan.datums),
+            samples=plan.samples,
+            time_shift_s=shift,
+            max_datums_per_call=per_call,
+            storage_resolution=res,
+            nonfinite_dropped=plan.nonfinite_dropped,
+            updated_at=_iso(now),
+        )
+        sent: dict[str, Any] = target["sent"]
+        already = sum(1 for h in hashes if h in sent)
+        sent_now = 0
+        _save_state(state_path, state)
+        for i, (batch, h) in enumerate(zip(batches, hashes, strict=True)):
+            if h in sent:
+                continue
+            try:
+                sink.put_metric_data(ns, batch)
+            except PublishError as e:
+                missing = [j for j, hh in enumerate(hashes) if hh not in sent]
+                miss_datums = sum(len(batches[j]) for j in missing)
+                done = len(batches) - len(missing)
+                target["last_error"] = {"batch": i, "message": e.message, "at": _iso(time.time())}
+                _save_state(state_path, state)
+                sent_part = (
+                    f"Sent: {done}/{len(batches)} batches ({sent_now} in this attempt, {already} earlier, "
+                    f"{len(plan.datums) - miss_datums} datums)"
+                )
+                err = PublishError(
+                    f"publish of run {run.run_id} to {ns} ({sink.target}) stopped at batch {i + 1}/{len(batches)}: "
+                    f"{e.message}. {sent_part}; not sent: {len(missing)} batches ({miss_datums} datums). "
+                    f"Progress is saved in {state_path}",
+                    hint=f"fix the cause and re-run `spectrn publish {run_dir}`: only the unsent batches are sent",
+                )
+                err.sent_batches = done  # type: ignore[attr-defined]
+                err.unsent_batches = len(missing)  # type: ignore[attr-defined]
+                raise err from e
+            sent[h] = {"index": i, "datums": len(batch), "sent_at": _iso(time.time())}
+            sent_now += 1
+            target.pop("last_error", None)
+            _save_state(state_path, state)
+            if progress:
+                progress(i + 1, len(batches))
+
+        dash_name = None
+        messages: list[str] = []
+        if dashboard:
+            dash_name, messages = publish_dashboard(
+                run, sink, namespace=ns, prefix=prefix, run_id=run_id, time_shift_s=shift
+            )
+            target["dashboard"] = {"name": dash_name, "published_at": _iso(time.time())}
+            _save_state(state_path, state)
+        result = PublishResult(
+            run_id=plan.run_id,
+            namespace=ns,
+            target=sink.target,
+            batches=len(batches),
+            sent_now=sent_now,
+            already_sent=already,
+            datums=len(plan.datums),
+            samples=plan.samples,
+            dashboard=dash_name,
+            dashboard_messages=messages,
+            state_path=state_path,
+            nonfinite_dropped=plan.nonfinite_dropped,
+            time_shift_s=shift,
+            warnings=warnings,
+        )
+        if console is not None:
+            for line in result.describe():
+                console.print(line, highlight=False, soft_wrap=True)
+        return result
+
+
+def recorded_time_shift(run_dir: Path, namespace: str, target: str | None = None) -> float:
+    """The ``--retime`` shift an earlier publish of this run used (0 when none), so the dashboard's time range
+    matches the data."""
+    path = Path(run_dir) / STATE_FILE
+    if not path.exists():
+        return 0.0
+    targets = _load_state(path)["targets"]
+    for t in targets.values():
+        if t.get("namespace") == namespace and (target is None or t.get("target") == target):
+            return float(t.get("time_shift_s") or 0.0)
+    return 0.0
+
+
+def publish_dashboard(
+    run: RunData | Sequence[RunData],
+    sink: MetricsSink,
+    *,
+    namespace: str,
+    prefix: str = "spectrn",
+    run_id: str | None = None,
+    time_shift_s: float | Sequence[float] = 0.0,
+    region: str | None = None,
+) -> tuple[str, list[str]]:
+    """Build, validate and put one dashboard for one run, or for several (a sweep's cells, each published with
+    the sweep's id as ``run_id``: one line per Config); returns (name, CloudWatch's validation messages)."""
+    runs = [run] if isinstance(run, RunData) else list(run)
+    shifts = [time_shift_s] * len(runs) if isinstance(time_shift_s, int | float) else list(time_shift_s)
+    views = [dashboard_run(r, run_id=run_id, time_shift_s=sh) for r, sh in zip(runs, shifts, strict=True)]
+    body = build_dashboard(views, namespace=namespace, region=region or str(getattr(sink, "region", "us-east-1")))
+    name = dashboard_name(prefix, views[0].run_id)
+    return name, sink.put_dashboard(name, json.dumps(body, separators=(",", ":")))
