@@ -15,7 +15,7 @@ from spectrn.errors import Interrupted
 from spectrn.paths import atomic_write_text
 from spectrn.run.records import RequestRecord, RunMeta, write_records
 from spectrn.spec.config import SpectrnConfig, build_config
-from spectrn.sweep.orchestrate import Cell
+from spectrn.sweep.grid import Cell
 
 BASE_STEP_S = 0.045
 

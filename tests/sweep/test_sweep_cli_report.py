@@ -9,8 +9,9 @@ import yaml
 from rich.console import Console
 
 from spectrn.cli.main import main
+from spectrn.report.sweep import print_analysis, write_report
 from spectrn.spec.config import SpectrnConfig
-from spectrn.sweep.orchestrate import Sweep, SweepOptions, print_analysis, write_report
+from spectrn.sweep.orchestrate import Sweep, SweepOptions
 
 from .conftest import FakeRunner
 

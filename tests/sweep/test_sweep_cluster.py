@@ -9,7 +9,9 @@ from rich.console import Console
 
 from doubles.kube_fake import FakeKube
 from spectrn.spec.config import build_config
-from spectrn.sweep.orchestrate import Cell, ClusterRunner, Sweep, SweepOptions
+from spectrn.sweep.grid import Cell
+from spectrn.sweep.orchestrate import Sweep, SweepOptions
+from spectrn.sweep.runners import ClusterRunner
 
 from .conftest import write_run
 

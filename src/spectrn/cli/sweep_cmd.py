@@ -27,7 +27,7 @@ def _kube(context: str | None, kubeconfig: Path | None) -> Any:
 
 
 def _grid_flags(cfg: Any, drafts: str | None, windows: str | None) -> tuple[list[str], list[int]]:
-    from spectrn.sweep.orchestrate import parse_list
+    from spectrn.sweep.grid import parse_list
 
     d = parse_list(drafts, "--drafts", str) or [cfg.draft]
     w = parse_list(windows, "--windows", int) or [cfg.num_speculative_tokens]
@@ -88,8 +88,10 @@ def sweep(
     """Find the best draft and window for your prompts: run every cell against the shared baseline (resumable),
     recommend per prompt class and for your mix, find the load crossover, check output equivalence."""
     from spectrn.cli.bench_cmd import _levels_flag
-    from spectrn.sweep.orchestrate import Sweep, SweepOptions, check_sweep_id, local_runner, new_sweep_id
+    from spectrn.sweep.grid import check_sweep_id, new_sweep_id
+    from spectrn.sweep.orchestrate import Sweep, SweepOptions
     from spectrn.sweep.recommend import parse_mix
+    from spectrn.sweep.runners import local_runner
 
     console = err_console()
     flags: dict[str, Any] = {
@@ -138,12 +140,12 @@ def sweep(
         artifacts = {f"{x}-k{y}": f"not needed ({runtime})" for x in d for y in w}
     else:
         from spectrn.deploy.compile import artifact_status
-        from spectrn.sweep.orchestrate import ClusterRunner
+        from spectrn.sweep.runners import ClusterRunner
 
         artifacts = artifact_status(kube, cfg, d, w)
         console.print("compiled artifacts: " + ", ".join(f"{k} {v}" for k, v in artifacts.items()), highlight=False)
         result = sw.run(lambda: ClusterRunner(kube, cfg, sid, console))
-    from spectrn.sweep.orchestrate import print_analysis, write_report
+    from spectrn.report.sweep import print_analysis, write_report
 
     console.print(f"ran {len(result.ran)} cell(s), skipped {len(result.skipped)} finished cell(s)")
     print_analysis(result.analysis, console, artifacts)

@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from spectrn.errors import PublishError
-from spectrn.publish.datums import ALL_CLASSES, _dim_value
+from spectrn.publish.datums import ALL_CLASSES
 from spectrn.publish.limits import MAX_DIMENSIONS, MAX_METRICS_PER_WIDGET, MAX_WIDGETS
-from spectrn.run.folder import RunData, _sorted_levels, config_section
+from spectrn.run.folder import RunData, _sorted_levels, config_section, dim_value
 
 VARIANT_COLORS = {"baseline": "#1f77b4", "speculative": "#ff7f0e"}
 
@@ -56,8 +56,8 @@ def dashboard_name(prefix: str, run_id: str) -> str:
 def dashboard_run(run: RunData, *, run_id: str | None = None, time_shift_s: float = 0.0) -> DashboardRun:
     start, end = run.time_range()
     return DashboardRun(
-        run_id=_dim_value(run_id or run.run_id),
-        config_label=_dim_value(run.config_label),
+        run_id=dim_value(run_id or run.run_id),
+        config_label=dim_value(run.config_label),
         levels=run.levels or ["unknown"],
         prompt_classes=run.prompt_classes,
         variants=run.variants or ["baseline", "speculative"],

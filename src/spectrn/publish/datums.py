@@ -22,7 +22,7 @@ from spectrn.publish.limits import (
     validate_datum,
     validate_namespace,
 )
-from spectrn.run.folder import RunData, _dim_value
+from spectrn.run.folder import RunData, dim_value
 from spectrn.run.records import RequestRecord
 
 # Dimension names, outermost first; PromptClass is dropped for the aggregate dimension set.
@@ -168,15 +168,15 @@ def build_metric_datums(
     if not 1 <= sig_digits <= 6:
         raise ConfigError(f"sig_digits={sig_digits} must be within 1..6", hint="use 4")
     metrics_fn = metrics_fn or default_metrics_fn()
-    rid = _dim_value(run_id or run.run_id)
-    cfg = _dim_value(run.config_label)
+    rid = dim_value(run_id or run.run_id)
+    cfg = dim_value(run.config_label)
 
     # (variant, level, class, bucket) -> metric -> values
     groups: dict[tuple[str, str, str, int], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     bad: list[str] = []
     for rec in run.records:
         bucket = int(math.floor(rec.sent_at / bucket_s) * bucket_s)
-        key = (_dim_value(rec.variant), _dim_value(rec.level), _dim_value(rec.prompt_class), bucket)
+        key = (dim_value(rec.variant), dim_value(rec.level), dim_value(rec.prompt_class), bucket)
         g = groups[key]
         if not rec.ok:
             g["Errors"].append(1.0)
@@ -232,7 +232,7 @@ def build_metric_datums(
             acc = run.acceptance_for(variant, level)
             if not acc:
                 continue
-            base = (("RunId", rid), ("Config", cfg), ("Load", level), ("Variant", _dim_value(variant)))
+            base = (("RunId", rid), ("Config", cfg), ("Load", level), ("Variant", dim_value(variant)))
             rate, length = acc.get("rate"), acc.get("mean_accepted_length")
             if isinstance(rate, int | float):
                 if math.isfinite(rate):

@@ -12,12 +12,11 @@ from spectrn.publish.datums import (
     DIMS_BY_CLASS,
     METRICS,
     MetricsFn,
-    _dim_value,
     _finite,
     default_metrics_fn,
 )
 from spectrn.publish.limits import EMF_MAX_VALUES, validate_namespace
-from spectrn.run.folder import RunData, config_section, load_run
+from spectrn.run.folder import RunData, config_section, dim_value, load_run
 
 EMF_FILE = "metrics.emf.jsonl"
 
@@ -35,8 +34,8 @@ def emf_lines(
     values left out)."""
     validate_namespace(namespace)
     metrics_fn = metrics_fn or default_metrics_fn()
-    rid = _dim_value(run_id or run.run_id)
-    cfg = _dim_value(run.config_label)
+    rid = dim_value(run_id or run.run_id)
+    cfg = dim_value(run.config_label)
     dimsets = [list(DIMS_BY_CLASS), list(DIMS_AGGREGATE)]
     skipped = 0
     lines: list[str] = []
@@ -54,9 +53,9 @@ def emf_lines(
         members = {
             "RunId": rid,
             "Config": cfg,
-            "Load": _dim_value(rec.level),
-            "Variant": _dim_value(rec.variant),
-            "PromptClass": _dim_value(rec.prompt_class),
+            "Load": dim_value(rec.level),
+            "Variant": dim_value(rec.variant),
+            "PromptClass": dim_value(rec.prompt_class),
         }
         ts_ms = int(rec.sent_at * 1000)
         values: dict[str, Any] = {"Errors": 0.0 if rec.ok else 1.0}
@@ -97,7 +96,7 @@ def emf_lines(
             if isinstance(length, int | float) and math.isfinite(length):
                 values["MeanAcceptanceLength"] = float(length)
             if values:
-                members = {"RunId": rid, "Config": cfg, "Load": level, "Variant": _dim_value(variant)}
+                members = {"RunId": rid, "Config": cfg, "Load": level, "Variant": dim_value(variant)}
                 lines.append(line(end_ms, members, values, [list(DIMS_AGGREGATE)]))
     return lines, skipped
 

@@ -38,11 +38,11 @@ class RunData:
 
     @property
     def prompt_classes(self) -> list[str]:
-        return sorted({_dim_value(r.prompt_class) for r in self.records})
+        return sorted({dim_value(r.prompt_class) for r in self.records})
 
     @property
     def levels(self) -> list[str]:
-        return _sorted_levels({_dim_value(r.level) for r in self.records})
+        return _sorted_levels({dim_value(r.level) for r in self.records})
 
     @property
     def variants(self) -> list[str]:
@@ -140,6 +140,6 @@ def _acceptance(raw: Any) -> dict[str, Any]:
     return dict(raw) if isinstance(raw, dict) else {}
 
 
-def _dim_value(v: str | None) -> str:
+def dim_value(v: str | None) -> str:
     v = (v or "").strip()
     return v[:1024] if v else "unknown"

@@ -1,0 +1,396 @@
+"""sweep output: terminal tables, Markdown, the crossover plot, the HTML report"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from spectrn.paths import atomic_write_text
+from spectrn.sweep.recommend import ALL, MIX
+
+
+def _fx(v: Any, ci: Any = None) -> str:
+    if not isinstance(v, int | float):
+        return "n/a"
+    text = f"{v:.2f}x"
+    if isinstance(ci, list | tuple) and len(ci) == 2 and None not in ci:
+        text += f" [{ci[0]:.2f}, {ci[1]:.2f}]"
+    return text
+
+
+def _ms(v: Any) -> str:
+    return f"{v * 1e3:.2f}" if isinstance(v, int | float) else "n/a"
+
+
+def shown_scopes(analysis: dict[str, Any]) -> list[str]:
+    """Prompt classes and the mix; ``all`` only when there is a single class (pooling classes of different
+    acceptance gives a median that describes no real workload)."""
+    classes = list(analysis.get("classes", []))
+    has_mix = any(r["prompt_class"] == MIX for r in analysis["rows"])
+    if len(classes) > 1:
+        return [*classes, *([MIX] if has_mix else [])]
+    return classes or [ALL]
+
+
+def matrix_table(analysis: dict[str, Any], level: str) -> tuple[list[str], list[list[str]]]:
+    """Header and rows: one row per (draft, window), one column per prompt class (TPOT p50 speedup + CI)."""
+    from spectrn.sweep.recommend import draft_size
+
+    scopes = shown_scopes(analysis)
+    cells: dict[tuple[str, int], dict[str, str]] = {}
+    for r in analysis["rows"]:
+        if r["level"] == level:
+            cells.setdefault((r["draft"], r["window"]), {})[r["prompt_class"]] = _fx(r["speedup"], r["ci95"])
+    header = ["draft", "window", *scopes]
+    rows = [
+        [d, str(w), *(cells[(d, w)].get(s, "-") for s in scopes)]
+        for d, w in sorted(cells, key=lambda dw: (draft_size(dw[0]), dw[1]))
+    ]
+    return header, rows
+
+
+def prediction_rows(pred: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for r in pred.get("comparison", []):
+        err = r.get("error")
+        rows.append(
+            [r["draft"], r["prompt_class"], str(r["window"]), _ms(r["predicted_s"]), _ms(r["measured_s"]),
+             f"{err:+.1%}" if isinstance(err, int | float) else "n/a",
+             "fitted point" if r.get("fitted") else f"predicted from k{r['from_window']}"]
+        )  # fmt: skip
+    return rows
+
+
+def refined_lines(pred: dict[str, Any]) -> list[str]:
+    out = []
+    for draft, d in sorted((pred.get("drafts") or {}).items()):
+        r = d.get("refined")
+        if r:
+            out.append(
+                f"{draft}: with windows {', '.join(map(str, r['windows_in_fit']))} and the baseline in the cost model, "
+                f"the predicted optimum is window {r['best_window']} (from the large-window run alone: "
+                f"{d.get('best_window')})"
+            )
+    return out
+
+
+PRED_HEADER = ["draft", "class", "window", "predicted TPOT ms", "measured TPOT p50 ms", "error", "basis"]
+
+
+def print_analysis(analysis: dict[str, Any], console: Console, artifacts: dict[str, str] | None = None) -> None:
+    from rich.table import Table
+
+    for level in analysis.get("levels", []):
+        header, rows = matrix_table(analysis, level)
+        t = Table(title=f"TPOT p50 speedup (baseline / speculative) at {level}, 95% CI", title_justify="left")
+        for h in header:
+            t.add_column(h, justify="left" if h in ("draft",) else "right")
+        for row in rows:
+            t.add_row(*row)
+        console.print(t)
+    console.print("[bold]recommendations[/]")
+    for r in analysis.get("recommendations", []):
+        style = "green" if r["meaningful"] else "yellow"
+        console.print(f"  [{style}]{r['text']}[/]", highlight=False)
+        if r.get("weights"):
+            w = ", ".join(f"{c}={x:.2f}" for c, x in r["weights"].items())
+            console.print(f"    (mix weights {w})", highlight=False)
+    if analysis.get("crossovers"):
+        console.print("[bold]load crossover[/]")
+        for c in analysis["crossovers"]:
+            console.print(f"  {c['text']}", highlight=False)
+    expl = analysis.get("explanations", {})
+    for f in expl.get("cost_fits", []):
+        if "draft_s" in f:
+            ratio = f.get("draft_to_target")
+            console.print(
+                f"  cost model {f['draft']} @ {f['level']}: step(k) = {_ms(f['intercept_s'])} ms + k x "
+                f"{_ms(f['draft_s'])} ms" + (f" (one window token = {ratio:.3f} target steps)" if ratio else ""),
+                highlight=False,
+            )
+    flagged = [e for e in expl.get("cells", []) if e["disagreements"]]
+    if flagged:
+        console.print("[bold]where the textbook expectation and the measurement disagree[/]")
+        for e in flagged[:12]:
+            console.print(f"  {e['text']}", highlight=False)
+        if len(flagged) > 12:
+            console.print(f"  ... {len(flagged) - 12} more in analysis.json")
+    pred = analysis.get("prediction")
+    if pred and pred.get("comparison"):
+        t = Table(title="prediction vs measurement (TPOT)", title_justify="left")
+        for h in PRED_HEADER:
+            t.add_column(h)
+        for row in prediction_rows(pred):
+            t.add_row(*row)
+        console.print(t)
+        if pred.get("choice"):
+            ch = pred["choice"]
+            console.print(f"  predicted optimum: {ch['draft']} window {ch['window']}", highlight=False)
+        for line in refined_lines(pred):
+            console.print(f"  {line}", highlight=False)
+    eq = analysis.get("equivalence", {})
+    if eq.get("compared"):
+        if eq["matched"] == eq["compared"]:
+            console.print(
+                f"[green]output equivalence: {eq['matched']}/{eq['compared']} greedy outputs identical "
+                f"(100%) across all cells[/]"
+            )
+        else:
+            console.print(
+                f"[bold red]OUTPUT DIVERGENCE: {eq['compared'] - eq['matched']} of {eq['compared']} greedy outputs "
+                f"differ between baseline and speculative ({eq['match_rate']:.1%} match)[/]"
+            )
+            for d in eq["divergences"][:10]:
+                console.print(
+                    f"[red]  {d['draft']} k{d['window']} @ {d['level']}: prompt {d.get('prompt_id')} (index "
+                    f"{d.get('index')}) first differs at token {d.get('first_divergence')}[/]",
+                    highlight=False,
+                )
+    if artifacts:
+        console.print("[bold]compiled artifacts[/]")
+        for k, v in artifacts.items():
+            console.print(f"  {k}: {v}", highlight=False)
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> str:
+    out = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def sweep_markdown(analysis: dict[str, Any], artifacts: dict[str, str] | None = None) -> str:
+    s = analysis.get("settings") or {}
+    lines = [
+        f"# spectrn sweep {analysis.get('sweep_id')}",
+        "",
+        f"Target {s.get('target')}; drafts {', '.join(s.get('drafts', []))}; windows "
+        f"{', '.join(map(str, s.get('windows', [])))}; load {', '.join(s.get('levels', []))}; prompts "
+        f"{s.get('prompts')}; {s.get('requests')} requests x {s.get('max_tokens')} tokens per endpoint and cell.",
+        "",
+    ]
+    eq = analysis.get("equivalence", {})
+    if eq.get("compared"):
+        if eq["matched"] == eq["compared"]:
+            lines += [f"**Output equivalence: {eq['matched']}/{eq['compared']} greedy outputs identical (100%).**", ""]
+        else:
+            lines += [
+                f"**OUTPUT DIVERGENCE: {eq['compared'] - eq['matched']} of {eq['compared']} greedy outputs differ "
+                f"({eq['match_rate']:.1%} match).**",
+                "",
+                _md_table(
+                    ["draft", "window", "level", "prompt", "first divergent token"],
+                    [
+                        [
+                            d["draft"],
+                            str(d["window"]),
+                            d["level"],
+                            str(d.get("prompt_id")),
+                            str(d.get("first_divergence")),
+                        ]
+                        for d in eq["divergences"][:50]
+                    ],
+                ),  # fmt: skip
+                "",
+            ]
+    for level in analysis.get("levels", []):
+        header, rows = matrix_table(analysis, level)
+        lines += [f"## TPOT p50 speedup at {level} (95% CI)", "", _md_table(header, rows), ""]
+    lines += ["## Recommendations", ""]
+    lines += [f"- {r['text']}" for r in analysis.get("recommendations", [])]
+    w = analysis.get("mix_weights")
+    if w:
+        lines += ["", "Mix weights: " + ", ".join(f"{c}={x:.2f}" for c, x in w.items())]
+    lines += [
+        "",
+        "Ties: configurations whose CI overlaps the best's; the cheapest (smallest window, then smallest draft) "
+        f"is recommended. A gain is meaningful when its CI is above 1 and it is at least "
+        f"{1 + analysis.get('min_gain', 0.05):.2f}x.",
+        "",
+    ]
+    if analysis.get("crossovers"):
+        lines += ["## Load crossover", ""] + [f"- {c['text']}" for c in analysis["crossovers"]] + [""]
+    expl = analysis.get("explanations", {})
+    lines += ["## Why: acceptance and step costs", ""]
+    for f in expl.get("cost_fits", []):
+        if "draft_s" in f:
+            ratio = f.get("draft_to_target")
+            lines.append(
+                f"- cost model {f['draft']} @ {f['level']}: step(k) = {_ms(f['intercept_s'])} ms + k x "
+                f"{_ms(f['draft_s'])} ms"
+                + (f"; one window token (draft pass + verify growth) = {ratio:.3f} target steps" if ratio else "")
+            )
+    rows = [
+        [e["draft"], str(e["window"]), e["level"], e["prompt_class"],
+         f"{e['observed_length']:.2f}" if e["observed_length"] is not None else "n/a",
+         f"{e['first_position']:.2f}" if e["first_position"] is not None else "n/a",
+         f"{e['expected_length_first_position']:.2f}" if e["expected_length_first_position"] is not None else "n/a",
+         f"{e['acceptance_rate']:.2f}" if e["acceptance_rate"] is not None else "n/a",
+         "; ".join(e["disagreements"]) or "agrees"]
+        for e in expl.get("cells", [])
+    ]  # fmt: skip
+    lines += [
+        "",
+        _md_table(
+            [
+                "draft",
+                "k",
+                "level",
+                "class",
+                "observed L",
+                "a (pos. 0)",
+                "(1-a^(k+1))/(1-a)",
+                "accepted/drafted",
+                "disagreement",
+            ],
+            rows,
+        ),  # fmt: skip
+        "",
+    ]
+    pred = analysis.get("prediction")
+    if pred and pred.get("comparison"):
+        lines += ["## Prediction vs measurement", "", _md_table(PRED_HEADER, prediction_rows(pred)), ""]
+        if pred.get("choice"):
+            ch = pred["choice"]
+            lines += [f"Predicted optimum: {ch['draft']} window {ch['window']}.", ""]
+        lines += [*refined_lines(pred), ""]
+    if artifacts:
+        lines += ["## Compiled artifacts", ""] + [f"- {k}: {v}" for k, v in artifacts.items()] + [""]
+    return "\n".join(lines)
+
+
+def plot_crossover(analysis: dict[str, Any], path: Path) -> Path | None:
+    """Speedup vs load level, one panel per prompt class (and the mix), one line per (draft, window) with its
+    95% CI band; None with a single load level."""
+    from matplotlib.figure import Figure
+
+    levels = analysis.get("levels", [])
+    series = analysis.get("crossovers", [])
+    scopes = list(dict.fromkeys(c["scope"] for c in series))
+    if len(levels) < 2 or not scopes:
+        return None
+    fig = Figure(figsize=(5.0 * len(scopes), 4.5), dpi=100, layout="constrained")
+    axes = fig.subplots(1, len(scopes), squeeze=False)[0]
+    xs = {lv: i for i, lv in enumerate(levels)}
+    for ax, scope in zip(axes, scopes, strict=True):
+        for c in (c for c in series if c["scope"] == scope):
+            pts = [(xs[p["level"]], p["speedup"], p["ci95"]) for p in c["levels"] if p["speedup"] is not None]
+            if not pts:
+                continue
+            x = [p[0] for p in pts]
+            y = [p[1] for p in pts]
+            line = ax.plot(x, y, marker="o", label=f"{c['draft']} k{c['window']}")[0]
+            lo = [p[2][0] if p[2] else p[1] for p in pts]
+            hi = [p[2][1] if p[2] else p[1] for p in pts]
+            ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.12)
+            if c["crossover"] and c.get("pays_at_lowest"):
+                ax.axvline(xs[c["crossover"]], color=line.get_color(), ls=":", lw=1)
+        ax.axhline(1.0, color="black", lw=1, ls="--")
+        ax.set_xticks(range(len(levels)), levels)
+        ax.set_xlabel("load level")
+        ax.set_title(scope)
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel("TPOT p50 speedup (>1: speculation faster)")
+    fig.suptitle("speculation vs load (band: 95% CI; dotted: where a configuration stops paying)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", dpi=100, metadata={"Software": "spectrn"})
+    return path
+
+
+def write_report(sweep_dir: Path, analysis: dict[str, Any], artifacts: dict[str, str] | None = None) -> Path:
+    """``report/index.html`` (self-contained: PNGs inlined as base64) and ``sweep.md``."""
+    import base64
+    import html
+
+    report_dir = sweep_dir / "report"
+    report_dir.mkdir(parents=True, exist_ok=True)
+    md = sweep_markdown(analysis, artifacts)
+    atomic_write_text(sweep_dir / "sweep.md", md)
+    images: list[tuple[str, Path]] = []
+    try:
+        from spectrn.report.run_report import sweep_heatmap
+    except ImportError:  # the report module is optional for sweeps; the tables carry the same numbers
+        sweep_heatmap = None  # type: ignore[assignment]
+    scopes = shown_scopes(analysis)
+    for level in analysis.get("levels", []):
+        cells = [
+            {"draft": r["draft"], "window": r["window"], "prompt_class": r["prompt_class"], "speedup": r["speedup"],
+             "ci95": r["ci95"]}
+            for r in analysis["rows"]
+            if r["level"] == level and r["speedup"] is not None and r["prompt_class"] in scopes
+        ]  # fmt: skip
+        if cells and sweep_heatmap is not None:
+            p = sweep_heatmap(
+                cells, report_dir / f"heatmap-{level}.png", title=f"TPOT p50 speedup by draft and window at {level}"
+            )
+            images.append((f"Speedup heatmap at {level}", p))
+    cross = plot_crossover(analysis, report_dir / "crossover.png")
+    if cross is not None:
+        images.append(("Speedup vs load", cross))
+    figs = "".join(
+        f'<figure><img alt="{html.escape(t)}" src="data:image/png;base64,'
+        f'{base64.b64encode(p.read_bytes()).decode()}"><figcaption>{html.escape(t)}</figcaption></figure>'
+        for t, p in images
+    )
+    eq = analysis.get("equivalence", {})
+    banner = ""
+    if eq.get("compared") and eq["matched"] != eq["compared"]:
+        banner = (
+            f'<div class="bad">OUTPUT DIVERGENCE: {eq["compared"] - eq["matched"]} of {eq["compared"]} greedy '
+            "outputs differ between baseline and speculative. See the table below.</div>"
+        )
+    elif eq.get("compared"):
+        banner = f'<div class="ok">Output equivalence: {eq["matched"]}/{eq["compared"]} greedy outputs identical.</div>'
+    body = _markdown_to_html(md)
+    page = (
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        f"<title>spectrn sweep {html.escape(str(analysis.get('sweep_id')))}</title><style>{_CSS}</style></head><body>"
+        f"{banner}{figs}{body}</body></html>"
+    )
+    out = report_dir / "index.html"
+    atomic_write_text(out, page)
+    return out
+
+
+_CSS = (
+    "body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;max-width:1150px;color:#222;"
+    "padding:0 1em}table{border-collapse:collapse;margin:.6em 0;font-size:.9em}th,td{border:1px solid #ccc;"
+    "padding:.25em .6em;text-align:left}th{background:#f3f3f3}.ok{color:#17803d;font-weight:bold;padding:.5em 0}"
+    ".bad{background:#fde8e8;border-left:6px solid #b00020;color:#b00020;font-weight:bold;padding:.8em 1em;"
+    "font-size:1.2em}figure img{max-width:100%;border:1px solid #eee}figcaption{color:#555;font-size:.9em}"
+)
+
+
+def _markdown_to_html(md: str) -> str:
+    """The small Markdown subset ``sweep_markdown`` writes: headings, bullets, tables, bold paragraphs."""
+    import html
+
+    out: list[str] = []
+    lines = md.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("|"):
+            block = []
+            while i < len(lines) and lines[i].startswith("|"):
+                block.append(lines[i])
+                i += 1
+            cells = [[c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", b)[1:-1]] for b in block]
+            head, body = cells[0], cells[2:]
+            out.append("<table><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in head) + "</tr>")
+            out += ["<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in body]
+            out.append("</table>")
+            continue
+        if line.startswith("#"):
+            level = len(line) - len(line.lstrip("#"))
+            out.append(f"<h{level}>{html.escape(line[level:].strip())}</h{level}>")
+        elif line.startswith("- "):
+            out.append(f"<ul><li>{html.escape(line[2:])}</li></ul>")
+        elif line.strip():
+            text = html.escape(line)
+            text = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
+            out.append(f"<p>{text}</p>")
+        i += 1
+    return "\n".join(out)
