@@ -15,7 +15,7 @@ from runfactory import make_records, make_run
 
 from spectrn.cli.main import main
 from spectrn.errors import ConfigError
-from spectrn.report import run_report as report
+from spectrn.report import compare, html, plots, tables
 
 PNGS = ["latency_cdf.png", "latency_by_class.png", "speedup.png", "acceptance.png", "throughput.png"]
 
@@ -30,7 +30,7 @@ def png_size(path: Path) -> tuple[int, int]:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run_dir = make_run(tmp_path_factory.mktemp("runs"), per_class=10, errors=2, start=time.time() - 3600)
-    return report.build_report(run_dir)
+    return html.build_report(run_dir)
 
 
 class _Refs(HTMLParser):
@@ -94,21 +94,21 @@ def test_report_needs_no_network(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
     run_dir = make_run(tmp_path, per_class=3, summary=False)
-    index = report.build_report(run_dir)
+    index = html.build_report(run_dir)
     assert index.exists()
     assert not (run_dir / "summary.json").exists()  # computed in memory, analyze's file is left alone
 
 
 def test_without_acceptance_counters(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path, per_class=3, acceptance={"baseline": None, "speculative": None})
-    index = report.build_report(run_dir)
+    index = html.build_report(run_dir)
     md = (index.parent / "summary.md").read_text()
     assert "acceptance: not reported by the server (tokens per decode chunk" in md
 
 
 def test_several_load_levels_get_a_load_plot(tmp_path: Path) -> None:
     recs = make_records(per_class=3, level="c1") + make_records(per_class=3, level="c8", seed=3, start=1_790_100_000)
-    index = report.build_report(make_run(tmp_path, records=recs))
+    index = html.build_report(make_run(tmp_path, records=recs))
     assert png_size(index.parent / "load.png")[0] >= 800
     text = index.read_text()
     assert "Comparison at load c1" in text and "Comparison at load c8" in text
@@ -117,7 +117,7 @@ def test_several_load_levels_get_a_load_plot(tmp_path: Path) -> None:
 def test_render_table(built: Path) -> None:
     summary = json.loads((built.parent.parent / "summary.json").read_text())
     console = Console(record=True, width=160)
-    console.print(report.render_table(summary))
+    console.print(tables.render_table(summary))
     text = console.export_text()
     for needle in ("structured", "open", "all", "TPOT ms", "ITL ms", "tok/s/req", "speedup [95% CI]"):
         assert needle in text
@@ -131,7 +131,7 @@ def test_compare_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     a = make_run(tmp_path, "run-a", per_class=4)
     cfg = SpectrnConfig(num_speculative_tokens=5).model_dump(mode="json")
     b = make_run(tmp_path, "run-b", per_class=4, seed=9, config=cfg)
-    cmp = report.compare_runs(a, b)
+    cmp = compare.compare_runs(a, b)
     assert cmp["config_differences"] == {"num_speculative_tokens": [7, 5]}
     assert cmp["a"]["config"] == "qwen3-1.7b/k7" and cmp["b"]["config"] == "qwen3-1.7b/k5"
     row = next(r for r in cmp["speedups"] if r["prompt_class"] == "structured" and r["metric"] == "TPOT p50")
@@ -174,13 +174,13 @@ def test_sweep_heatmap(tmp_path: Path) -> None:
         for w, s in ((5, base * f * 0.9), (7, base * f), (15, base * f * 0.7))
     ]
     cells.append({"draft": "qwen3-4b", "window": 7, "prompt_class": "open", "speedup": None})
-    path = report.sweep_heatmap(cells, tmp_path / "sweep" / "heatmap.png")
+    path = plots.sweep_heatmap(cells, tmp_path / "sweep" / "heatmap.png")
     w, h = png_size(path)
     assert w > h > 200
     with pytest.raises(ConfigError, match="lacks"):
-        report.sweep_heatmap([{"draft": "x", "speedup": 1.0}], tmp_path / "bad.png")
+        plots.sweep_heatmap([{"draft": "x", "speedup": 1.0}], tmp_path / "bad.png")
     with pytest.raises(ConfigError, match="at least one cell"):
-        report.sweep_heatmap([], tmp_path / "bad.png")
+        plots.sweep_heatmap([], tmp_path / "bad.png")
 
 
 def test_report_says_where_metrics_went(tmp_path: Path) -> None:
@@ -193,7 +193,7 @@ def test_report_says_where_metrics_went(tmp_path: Path) -> None:
     sink = FakeSink()
     sink.target = "us-east-1@http://127.0.0.1:4566"
     publisher.publish_run(run_dir, sink)
-    text = report.build_report(run_dir).read_text()
+    text = html.build_report(run_dir).read_text()
     assert "metrics.emf.jsonl" in text
     assert "namespace Spectrn (us-east-1@127.0.0.1:4566): 1/1 calls sent, dashboard spectrn-run-1" in text
     assert not re.search(r"https?://", text)

@@ -46,7 +46,7 @@ def _settings(run_dir: Path) -> dict[str, object]:
 def _warn_if_unclean(run_dir: Path, console: Any) -> None:
     """Publishing an unclean run is allowed (the dashboard says so too), but never silently."""
     from spectrn.errors import AnalysisError
-    from spectrn.report.run_report import run_summary
+    from spectrn.report.html import run_summary
     from spectrn.run.folder import load_run
 
     try:

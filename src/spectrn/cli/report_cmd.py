@@ -20,7 +20,8 @@ def report(
     """Write a self-contained HTML report with PNG plots and a Markdown summary for a run."""
     from rich.console import Console
 
-    from spectrn.report.run_report import build_report, render_table, run_summary
+    from spectrn.report.html import build_report, run_summary
+    from spectrn.report.tables import render_table
     from spectrn.run.folder import load_run
 
     index = build_report(run_dir, out)
@@ -48,7 +49,7 @@ def compare(
 
     from spectrn.errors import ConfigError
     from spectrn.paths import atomic_write_text
-    from spectrn.report.run_report import compare_markdown, compare_runs, compare_table
+    from spectrn.report.compare import compare_markdown, compare_runs, compare_table
 
     if markdown is not None and ".." in markdown.parts:
         raise ConfigError(f"--markdown {markdown} contains '..'", hint="give a plain path without '..' components")

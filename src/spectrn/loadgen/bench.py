@@ -146,7 +146,7 @@ def finish(run_dir: Path, console: Console, *, report: bool = True) -> dict[str,
     emf = write_emf(run_dir)
     console.print(f"[dim]CloudWatch Embedded Metric Format lines: {emf}[/]")
     if report:
-        from spectrn.report.run_report import build_report
+        from spectrn.report.html import build_report
 
         html = build_report(run_dir)
         console.print(f"report: {html}")
@@ -164,7 +164,7 @@ def require_successes(summary: dict[str, Any], run_dir: Path) -> None:
 
 
 def print_summary(summary: dict[str, Any], console: Console) -> None:
-    from spectrn.report.run_report import render_table
+    from spectrn.report.tables import render_table
 
     console.print(render_table(summary))
     for w in summary.get("warnings", []):

@@ -310,7 +310,7 @@ def write_report(sweep_dir: Path, analysis: dict[str, Any], artifacts: dict[str,
     atomic_write_text(sweep_dir / "sweep.md", md)
     images: list[tuple[str, Path]] = []
     try:
-        from spectrn.report.run_report import sweep_heatmap
+        from spectrn.report.plots import sweep_heatmap
     except ImportError:  # the report module is optional for sweeps; the tables carry the same numbers
         sweep_heatmap = None  # type: ignore[assignment]
     scopes = shown_scopes(analysis)
