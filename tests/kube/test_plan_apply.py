@@ -8,7 +8,10 @@ import pytest
 from kubehelp import make_cfg, run_deploy
 
 from doubles.kube_fake import FakeKube
-from spectrn.deploy.service import KIND_ORDER, SPEC_HASH, apply_plan, make_plan, order_objects, render_for_deploy
+from spectrn.deploy.apply import apply_plan
+from spectrn.deploy.objects import KIND_ORDER, SPEC_HASH, order_objects
+from spectrn.deploy.plan import make_plan
+from spectrn.deploy.service import render_for_deploy
 from spectrn.errors import DeployError, Interrupted
 
 

@@ -6,7 +6,9 @@ import pytest
 from kubehelp import add_slices, make_cfg, run_deploy
 
 from doubles.kube_fake import FakeKube
-from spectrn.deploy.service import make_plan, preflight, render_for_deploy
+from spectrn.deploy.plan import make_plan
+from spectrn.deploy.preflight import preflight
+from spectrn.deploy.service import render_for_deploy
 from spectrn.errors import DeployError
 
 

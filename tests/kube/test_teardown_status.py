@@ -5,7 +5,11 @@ from __future__ import annotations
 from kubehelp import make_cfg, run_deploy
 
 from doubles.kube_fake import FakeKube
-from spectrn.deploy.service import advertise_fake_neuron, apply_plan, make_plan, render_for_deploy, status, teardown
+from spectrn.deploy.apply import apply_plan
+from spectrn.deploy.kind import advertise_fake_neuron
+from spectrn.deploy.plan import make_plan
+from spectrn.deploy.service import render_for_deploy, status
+from spectrn.deploy.teardown import teardown
 
 
 def foreign(fake: FakeKube) -> None:
@@ -96,7 +100,7 @@ def test_status_shows_both_services(fake, sim_cfg):
 
 
 def test_age_is_human_readable():
-    from spectrn.deploy.service import age_of
+    from spectrn.deploy.wait import age_of
 
     t0 = "2026-01-01T00:00:00Z"
     base = 1767225600.0  # 2026-01-01T00:00:00Z

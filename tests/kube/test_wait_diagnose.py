@@ -6,7 +6,8 @@ import pytest
 from kubehelp import run_deploy
 
 from doubles.kube_fake import FakeKube
-from spectrn.deploy.service import diagnose_pod, wait_ready
+from spectrn.deploy.diagnose import diagnose_pod
+from spectrn.deploy.wait import wait_ready
 from spectrn.errors import DeployError
 
 
@@ -198,7 +199,7 @@ def test_diagnose_failed_mount_is_reported_but_not_final():
 
 
 def test_pod_security_rejection_before_any_pod_exists(fake, sim_cfg):
-    from spectrn.deploy.service import observe_service
+    from spectrn.deploy.wait import observe_service
 
     run_deploy(fake, sim_cfg)
     dep = fake.find("Deployment", "qwen-vllm", "spectrn")

@@ -1,7 +1,7 @@
 """``spectrn deploy``, ``status``, ``teardown``, ``collect`` and ``kind fake-neuron``: the cluster commands.
 
 Thin wrappers: build the config, connect (``spectrn.kube.client.connect``), call one function of
-``spectrn.deploy.service`` / ``spectrn.collect.incluster``, and show its progress on the console.
+``spectrn.deploy`` / ``spectrn.collect.incluster``, and show its progress on the console.
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from spectrn.cli.main import app
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from spectrn.deploy.service import Finding, Plan, ServiceState
+    from spectrn.deploy.plan import Plan
+    from spectrn.deploy.preflight import Finding
+    from spectrn.deploy.wait import ServiceState
     from spectrn.kube.client import KubeApi
 
 ContextOpt = Annotated[str | None, typer.Option("--context", help="Kube context (default: the current one).")]
@@ -136,33 +138,31 @@ def deploy_cmd(
     kubeconfig: KubeconfigOpt = None,
 ) -> None:
     """Render, pre-flight, apply (idempotent) and wait for both services, with a diagnosis on failure."""
-    from spectrn.deploy import service as deploy
+    from spectrn.deploy.objects import order_objects, stamp
+    from spectrn.deploy.plan import Plan, PlanItem
+    from spectrn.deploy.preflight import Finding
+    from spectrn.deploy.service import deploy, render_for_deploy
     from spectrn.kube.client import KubeApiError
     from spectrn.render.manifests import to_yaml
 
     console = err_console()
     cfg = config_from_cli(config, sets, console=console, draft=draft, num_speculative_tokens=window)
-    objects = deploy.render_for_deploy(cfg, only)
+    objects = render_for_deploy(cfg, only)
     if dry_run:
         try:
             kube = _connect(context, kubeconfig)
-            report = deploy.deploy(kube, cfg, objects, dry_run=True)
+            report = deploy(kube, cfg, objects, dry_run=True)
             plan, findings = report.plan, report.findings
         except KubeApiError as e:
-            plan = deploy.Plan(
-                [
-                    deploy.PlanItem(deploy.stamp(o), "create", "cluster not reachable")
-                    for o in deploy.order_objects(objects)
-                ]
-            )
-            findings = [deploy.Finding("cluster", "error", e.message, e.hint or "")]
+            plan = Plan([PlanItem(stamp(o), "create", "cluster not reachable") for o in order_objects(objects)])
+            findings = [Finding("cluster", "error", e.message, e.hint or "")]
         print_plan(console, plan, findings)
         changes = [i.obj for i in plan.changes]
         typer.echo(to_yaml(changes) if changes else "# nothing to apply: the cluster matches the configuration")
         return
     kube = _connect(context, kubeconfig)
     with LiveView(console) as view:
-        report = deploy.deploy(
+        report = deploy(
             kube,
             cfg,
             objects,
@@ -190,11 +190,11 @@ def status_cmd(
     """Show both services: phase, ready replicas, window, image and what is wrong if anything."""
     from rich.console import Console
 
-    from spectrn.deploy import service as deploy
+    from spectrn.deploy.service import status
 
     cfg = config_from_cli(config, sets, console=err_console())
     kube = _connect(context, kubeconfig)
-    states = deploy.status(kube, cfg)
+    states = status(kube, cfg)
     Console().print(_states_table(states))
 
 
@@ -209,13 +209,13 @@ def teardown_cmd(
     kubeconfig: KubeconfigOpt = None,
 ) -> None:
     """Delete every object spectrn created (label app.kubernetes.io/managed-by=spectrn), nothing else."""
-    from spectrn.deploy import service as deploy
     from spectrn.errors import Interrupted
+    from spectrn.deploy.teardown import teardown
 
     console = err_console()
     cfg = config_from_cli(config, sets, console=console)
     kube = _connect(context, kubeconfig)
-    preview = deploy.teardown(kube, cfg, dry_run=True, keep_namespace=keep_namespace)
+    preview = teardown(kube, cfg, dry_run=True, keep_namespace=keep_namespace)
     for name in preview.deleted:
         typer.echo(f"{'would delete' if dry_run else 'delete'}: {name}")
     for name in preview.kept:
@@ -226,7 +226,7 @@ def teardown_cmd(
         return
     if not yes and not typer.confirm(f"delete these {len(preview.deleted)} object(s) in context {kube.context!r}?"):
         raise Interrupted("teardown cancelled; nothing was deleted")
-    done = deploy.teardown(kube, cfg, keep_namespace=keep_namespace)
+    done = teardown(kube, cfg, keep_namespace=keep_namespace)
     typer.echo(f"deleted {len(done.deleted)} object(s)")
 
 
@@ -265,7 +265,7 @@ def fake_neuron_cmd(
     kubeconfig: KubeconfigOpt = None,
 ) -> None:
     """Advertise fake Neuron capacity on a kind cluster's nodes (node status patch; test clusters only)."""
-    from spectrn.deploy.service import advertise_fake_neuron
+    from spectrn.deploy.kind import advertise_fake_neuron
     from spectrn.errors import ConfigError
 
     kube = _connect(context, kubeconfig)

@@ -96,11 +96,13 @@ def _print(console: Console | None, text: str) -> None:
 
 def start_load_job(kube: KubeApi, cfg: SpectrnConfig, run_id: str, engine: str) -> LoadJob:
     """Render and apply the load Job (and its ConfigMap); refuse when the services are not deployed."""
-    from spectrn.deploy import service as deploy
+    from spectrn.deploy.apply import apply_plan
+    from spectrn.deploy.plan import make_plan
+    from spectrn.deploy.service import status
     from spectrn.render.manifests import render_load_job
 
     objects = render_load_job(cfg, run_id, engine)
-    states = deploy.status(kube, cfg)
+    states = status(kube, cfg)
     absent = [s.name for s in states if s.phase == "Absent"]
     if absent:
         raise BenchError(
@@ -113,8 +115,7 @@ def start_load_job(kube: KubeApi, cfg: SpectrnConfig, run_id: str, engine: str) 
             f"a load Job for run {run_id} already exists",
             hint=f"collect it with `spectrn collect {run_id}`, or choose another run id",
         )
-    plan = deploy.make_plan(kube, objects)
-    deploy.apply_plan(kube, plan)
+    apply_plan(kube, make_plan(kube, objects))
     return LoadJob(run_id, job["metadata"]["name"], cfg.namespace, engine, _expected_pods(job), objects)
 
 
@@ -173,7 +174,7 @@ def wait_for_results(
     stream_logs: bool = True,
 ) -> list[Obj]:
     """Stream the pods' logs until every pod holds finished results; return the pods."""
-    from spectrn.deploy.service import diagnose_pod
+    from spectrn.deploy.diagnose import diagnose_pod
 
     start = clock()
     printed: dict[str, int] = {}

@@ -1,0 +1,136 @@
+"""Teardown: delete only what spectrn created, nothing else."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from spectrn.deploy.objects import NAMESPACE_LABEL, _managed
+from spectrn.kube.client import (
+    MANAGED_SELECTOR,
+    KubeApi,
+    KubeApiError,
+    Obj,
+    describe,
+    labels_of,
+)
+
+if TYPE_CHECKING:
+    from spectrn.spec.config import SpectrnConfig
+
+
+# What teardown looks for, namespaced kinds first; versions that the cluster does not serve are skipped.
+TEARDOWN_KINDS = (
+    ("batch/v1", "Job"),
+    ("apps/v1", "Deployment"),
+    ("v1", "Service"),
+    ("v1", "Pod"),
+    ("resource.k8s.io/v1", "ResourceClaimTemplate"),
+    ("resource.k8s.io/v1beta1", "ResourceClaimTemplate"),
+    ("v1", "ConfigMap"),
+    ("v1", "PersistentVolumeClaim"),
+    ("v1", "ServiceAccount"),
+)
+
+
+CLUSTER_KINDS = (("v1", "PersistentVolume"),)
+
+
+# Objects every namespace has; they do not count as "someone else's" when deciding to delete a namespace.
+_NAMESPACE_DEFAULTS = {("ConfigMap", "kube-root-ca.crt"), ("ServiceAccount", "default")}
+
+
+@dataclass
+class TeardownResult:
+    deleted: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+
+
+def teardown(
+    kube: KubeApi, cfg: SpectrnConfig, *, dry_run: bool = False, keep_namespace: bool = False
+) -> TeardownResult:
+    """Delete what spectrn created in ``cfg.namespace`` (by label), never anything else."""
+    ns = cfg.namespace
+    result = TeardownResult()
+    versions = kube.api_versions()
+    targets: list[Obj] = []
+    seen: set[tuple[str, str]] = set()
+    for api_version, kind in TEARDOWN_KINDS:
+        if api_version not in versions:
+            continue
+        for obj in kube.list(api_version, kind, ns, MANAGED_SELECTOR):
+            key = (kind, obj["metadata"]["name"])
+            if _managed(obj) and key not in seen:  # belt and braces: re-check the label the server filtered on
+                seen.add(key)
+                obj.setdefault("apiVersion", api_version)
+                obj.setdefault("kind", kind)
+                targets.append(obj)
+    for api_version, kind in CLUSTER_KINDS:
+        for obj in kube.list(api_version, kind, None, f"{MANAGED_SELECTOR},{NAMESPACE_LABEL}={ns}"):
+            if _managed(obj) and labels_of(obj).get(NAMESPACE_LABEL) == ns:
+                obj.setdefault("apiVersion", api_version)
+                obj.setdefault("kind", kind)
+                targets.append(obj)
+    # Pods owned by a Deployment/Job go with their owner; only loose pods are deleted by name.
+    targets = [t for t in targets if not (t["kind"] == "Pod" and t["metadata"].get("ownerReferences"))]
+    for obj in targets:
+        if not dry_run:
+            meta = obj["metadata"]
+            kube.delete(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"), propagation="Foreground")
+        result.deleted.append(describe(obj))
+
+    try:
+        ns_obj = kube.get("v1", "Namespace", ns)
+    except KubeApiError as e:
+        if e.status != 403:
+            raise
+        result.kept.append(f"Namespace {ns} (cannot read namespaces: forbidden)")
+        return result
+    if ns_obj is None:
+        return result
+    if not _managed(ns_obj):
+        result.kept.append(f"Namespace {ns} (not created by spectrn)")
+    elif keep_namespace:
+        result.kept.append(f"Namespace {ns} (--keep-namespace)")
+    else:
+        deleted_names = {(t["kind"], t["metadata"]["name"]) for t in targets}
+        others = _foreign_objects(kube, ns, deleted_names)
+        if others:
+            result.kept.append(
+                f"Namespace {ns} (also holds {', '.join(others[:5])}{' ...' if len(others) > 5 else ''})"
+            )
+        else:
+            if not dry_run:
+                kube.delete("v1", "Namespace", ns, propagation="Foreground")
+            result.deleted.append(f"Namespace {ns}")
+    return result
+
+
+def _foreign_objects(kube: KubeApi, ns: str, deleted: set[tuple[str, str]]) -> list[str]:
+    out = []
+    for api_version, kind in (
+        ("apps/v1", "Deployment"),
+        ("apps/v1", "StatefulSet"),
+        ("batch/v1", "Job"),
+        ("v1", "Pod"),
+        ("v1", "Service"),
+        ("v1", "ConfigMap"),
+        ("v1", "Secret"),
+        ("v1", "PersistentVolumeClaim"),
+        ("v1", "ServiceAccount"),
+    ):
+        try:
+            items = kube.list(api_version, kind, ns)
+        except KubeApiError:
+            out.append(f"{kind}s (cannot list)")
+            continue
+        for obj in items:
+            name = obj["metadata"]["name"]
+            if (kind, name) in deleted or (kind, name) in _NAMESPACE_DEFAULTS or _managed(obj):
+                continue
+            if kind == "Pod" and obj["metadata"].get("ownerReferences"):
+                continue
+            if kind == "Secret" and obj.get("type") == "kubernetes.io/service-account-token":
+                continue
+            out.append(f"{kind} {name}")
+    return out
