@@ -9,9 +9,11 @@ from typing import Annotated, Any
 
 import typer
 
-from spectrn.cli.common import ConfigOpt, DraftOpt, SetOpt, WindowOpt, config_from_cli, err_console
-from spectrn.cli.main import app
+from spectrn.cli.common import ConfigOpt, DraftOpt, SetOpt, WindowOpt, config_from_cli, err_console, levels_flag
 from spectrn.errors import ConfigError
+
+# this module's commands; spectrn.cli.main adds them to the app
+commands = typer.Typer()
 
 EndpointOpt = Annotated[
     list[str] | None,
@@ -52,17 +54,6 @@ def parse_endpoints(items: list[str] | None) -> dict[str, str]:
     return out
 
 
-def _levels_flag(concurrency: str | None) -> list[int] | None:
-    if concurrency is None:
-        return None
-    try:
-        return [int(x) for x in concurrency.split(",") if x.strip()]
-    except ValueError:
-        raise ConfigError(
-            f"--concurrency {concurrency!r} is not a comma-separated list of integers", hint="e.g. --concurrency 1,4,16"
-        ) from None
-
-
 def _bench_flags(
     prompts: str | None,
     concurrency: str | None,
@@ -75,7 +66,7 @@ def _bench_flags(
 ) -> dict[str, Any]:
     return {
         "bench__prompts": prompts,
-        "bench__concurrency": _levels_flag(concurrency),
+        "bench__concurrency": levels_flag(concurrency),
         "bench__request_rate": rate,
         "bench__requests": requests,
         "bench__max_tokens": max_tokens,
@@ -85,7 +76,7 @@ def _bench_flags(
     }
 
 
-@app.command("bench")
+@commands.command("bench")
 def bench(
     config: ConfigOpt = None,
     sets: SetOpt = None,
@@ -199,7 +190,7 @@ def _finish_and_publish(run_dir: Path, console: Any, *, report: bool, publish: b
         publish_run(run_dir, console=console)
 
 
-@app.command("loadgen")
+@commands.command("loadgen")
 def loadgen(
     endpoint: EndpointOpt = None,
     config: ConfigOpt = None,
@@ -256,7 +247,7 @@ def loadgen(
             time.sleep(2)
 
 
-@app.command("analyze")
+@commands.command("analyze")
 def analyze(
     run_dir: Annotated[Path, typer.Argument(help="A run folder, results/<run-id>.")],
     report: Annotated[bool, typer.Option("--report/--no-report", help="Also write the report.")] = True,
@@ -269,7 +260,7 @@ def analyze(
     print_summary(summary, console)
 
 
-@app.command("ingest-llmperf")
+@commands.command("ingest-llmperf")
 def ingest_llmperf(
     results_dir: Annotated[Path, typer.Argument(help="Folder with one llmperf result folder per variant.")],
     out: Annotated[
@@ -288,7 +279,7 @@ def ingest_llmperf(
     typer.echo(f"wrote {target}")
 
 
-@app.command("demo")
+@commands.command("demo")
 def demo(
     runtime: Annotated[str, typer.Option("--runtime", help="sim (default) or vllm-cpu (real vLLM on CPU).")] = "sim",
     time_scale: Annotated[float, typer.Option("--time-scale", help="Simulator time scale (0.25 = 4x faster).")] = 0.25,

@@ -24,6 +24,22 @@ SetOpt = Annotated[
     typer.Option("--set", help="Override any config key: --set bench.concurrency=[8] (value parsed as YAML)."),
 ]
 
+ContextOpt = Annotated[str | None, typer.Option("--context", help="Kube context (default: the current one).")]
+KubeconfigOpt = Annotated[
+    Path | None, typer.Option("--kubeconfig", help="Kubeconfig file (default: $KUBECONFIG or ~/.kube/config).")
+]
+
+
+def levels_flag(concurrency: str | None) -> list[int] | None:
+    if concurrency is None:
+        return None
+    try:
+        return [int(x) for x in concurrency.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(
+            f"--concurrency {concurrency!r} is not a comma-separated list of integers", hint="e.g. --concurrency 1,4,16"
+        ) from None
+
 
 def err_console() -> Console:
     console = Console(stderr=True)

@@ -11,8 +11,10 @@ from typing import Annotated
 
 import typer
 
-from spectrn.cli.main import app
 from spectrn.errors import ConfigError
+
+# this module's commands; spectrn.cli.main adds them to the app
+commands = typer.Typer()
 
 START = "<!-- config-reference:start -->"
 END = "<!-- config-reference:end -->"
@@ -29,7 +31,7 @@ def splice(text: str, table: str, *, where: str = "README.md") -> str:
     return f"{text[: start + len(START)]}\n{table}\n{text[end:]}"
 
 
-@app.command("config-reference")
+@commands.command("config-reference")
 def config_reference(
     write: Annotated[
         Path | None, typer.Option("--write", help="Refresh the table between the markers in this file (README.md).")

@@ -12,8 +12,19 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from spectrn.cli.common import ConfigOpt, DraftOpt, SetOpt, WindowOpt, config_from_cli, err_console
-from spectrn.cli.main import app
+from spectrn.cli.common import (
+    ConfigOpt,
+    ContextOpt,
+    DraftOpt,
+    KubeconfigOpt,
+    SetOpt,
+    WindowOpt,
+    config_from_cli,
+    err_console,
+)
+
+# this module's commands; spectrn.cli.main adds them to the app
+commands = typer.Typer()
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -23,13 +34,9 @@ if TYPE_CHECKING:
     from spectrn.deploy.wait import ServiceState
     from spectrn.kube.client import KubeApi
 
-ContextOpt = Annotated[str | None, typer.Option("--context", help="Kube context (default: the current one).")]
-KubeconfigOpt = Annotated[
-    Path | None, typer.Option("--kubeconfig", help="Kubeconfig file (default: $KUBECONFIG or ~/.kube/config).")
-]
 
 kind_app = typer.Typer(help="Helpers for kind test clusters.", no_args_is_help=True)
-app.add_typer(kind_app, name="kind")
+commands.add_typer(kind_app, name="kind")
 
 
 def _connect(context: str | None, kubeconfig: Path | None) -> KubeApi:
@@ -118,7 +125,7 @@ def print_plan(console: Console, plan: Plan, findings: list[Finding]) -> None:
         console.print(f"  {marks[f.severity]} {text}", highlight=False)
 
 
-@app.command("deploy")
+@commands.command("deploy")
 def deploy_cmd(
     config: ConfigOpt = None,
     draft: DraftOpt = None,
@@ -180,7 +187,7 @@ def deploy_cmd(
     console.print("[green]both services are ready[/]" if only is None else f"[green]{only} service is ready[/]")
 
 
-@app.command("status")
+@commands.command("status")
 def status_cmd(
     config: ConfigOpt = None,
     sets: SetOpt = None,
@@ -198,7 +205,7 @@ def status_cmd(
     Console().print(_states_table(states))
 
 
-@app.command("teardown")
+@commands.command("teardown")
 def teardown_cmd(
     config: ConfigOpt = None,
     sets: SetOpt = None,
@@ -209,8 +216,8 @@ def teardown_cmd(
     kubeconfig: KubeconfigOpt = None,
 ) -> None:
     """Delete every object spectrn created (label app.kubernetes.io/managed-by=spectrn), nothing else."""
-    from spectrn.errors import Interrupted
     from spectrn.deploy.teardown import teardown
+    from spectrn.errors import Interrupted
 
     console = err_console()
     cfg = config_from_cli(config, sets, console=console)
@@ -230,7 +237,7 @@ def teardown_cmd(
     typer.echo(f"deleted {len(done.deleted)} object(s)")
 
 
-@app.command("collect")
+@commands.command("collect")
 def collect_cmd(
     run_id: Annotated[str, typer.Argument(help="Run id of a load Job whose results were not collected.")],
     config: ConfigOpt = None,

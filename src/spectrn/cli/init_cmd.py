@@ -7,11 +7,13 @@ from typing import Annotated
 
 import typer
 
-from spectrn.cli.main import app
 from spectrn.errors import ConfigError
 
+# this module's commands; spectrn.cli.main adds them to the app
+commands = typer.Typer()
 
-@app.command("init")
+
+@commands.command("init")
 def init(
     path: Annotated[Path, typer.Argument(help="File to write.")] = Path("spectrn.yaml"),
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,

@@ -1,5 +1,8 @@
 """The ``spectrn`` command: a Typer app whose commands live one per module in this package.
 
+Wiring runs one way: this module imports the command modules and adds each one's ``commands`` group to
+``app``; no command module imports this one.
+
 Heavy libraries (kubernetes, boto3, matplotlib, aiohttp) are imported inside the command functions,
 never here, so ``spectrn --help`` stays fast. ``main`` maps ``SpectrnError`` to ``Type: message`` on
 stderr and the error's exit code; see ``spectrn.errors`` for the table.
@@ -38,8 +41,34 @@ def _root(
 
 
 def _register() -> None:
-    # Each module adds its commands to `app` (or a sub-app) at import; modules import only light deps.
-    from spectrn.cli import commands  # noqa: F401
+    """Add every command module's commands to ``app`` (once; modules import only light dependencies)."""
+    if app.registered_commands:
+        return
+    from spectrn.cli import (
+        bench_cmd,
+        config_ref_cmd,
+        deploy_cmd,
+        init_cmd,
+        publish_cmd,
+        render_cmd,
+        report_cmd,
+        sim_cmd,
+        sweep_cmd,
+    )
+
+    for module in (
+        init_cmd,
+        render_cmd,
+        deploy_cmd,
+        bench_cmd,
+        report_cmd,
+        publish_cmd,
+        sweep_cmd,
+        sim_cmd,
+        config_ref_cmd,
+    ):
+        app.registered_commands.extend(module.commands.registered_commands)
+        app.registered_groups.extend(module.commands.registered_groups)
 
 
 def main(argv: list[str] | None = None) -> None:

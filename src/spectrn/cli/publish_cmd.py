@@ -9,7 +9,9 @@ from typing import Annotated, Any
 import typer
 
 from spectrn.cli.common import err_console
-from spectrn.cli.main import app
+
+# this module's commands; spectrn.cli.main adds them to the app
+commands = typer.Typer()
 
 RunDirArg = Annotated[Path, typer.Argument(help="Run folder, e.g. results/<run-id>.")]
 NamespaceOpt = Annotated[
@@ -58,7 +60,7 @@ def _warn_if_unclean(run_dir: Path, console: Any) -> None:
             console.print(f"[bold red]WARNING:[/] {w}", highlight=False)
 
 
-@app.command("publish")
+@commands.command("publish")
 def publish(
     run_dir: RunDirArg,
     namespace: NamespaceOpt = None,
@@ -160,7 +162,7 @@ def publish(
     )
 
 
-@app.command("dashboard")
+@commands.command("dashboard")
 def dashboard_cmd(
     run_dirs: Annotated[
         list[Path],

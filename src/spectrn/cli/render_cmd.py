@@ -10,8 +10,10 @@ from typing import Annotated
 import typer
 
 from spectrn.cli.common import ConfigOpt, DraftOpt, SetOpt, WindowOpt, config_from_cli, err_console
-from spectrn.cli.main import app
 from spectrn.errors import ConfigError
+
+# this module's commands; spectrn.cli.main adds them to the app
+commands = typer.Typer()
 
 
 def default_run_id(draft: str, window: int) -> str:
@@ -19,7 +21,7 @@ def default_run_id(draft: str, window: int) -> str:
     return f"{stamp}-{draft.replace('.', 'p')}-k{window}"
 
 
-@app.command("render")
+@commands.command("render")
 def render(
     config: ConfigOpt = None,
     draft: DraftOpt = None,

@@ -8,10 +8,11 @@ from typing import Annotated
 
 import typer
 
-from spectrn.cli.main import app
+# this module's commands; spectrn.cli.main adds them to the app
+commands = typer.Typer()
 
 
-@app.command("report")
+@commands.command("report")
 def report(
     run_dir: Annotated[Path, typer.Argument(help="Run folder, e.g. results/<run-id>.")],
     out: Annotated[Path | None, typer.Option("--out", help="Output folder (default: <run folder>/report).")] = None,
@@ -35,7 +36,7 @@ def report(
     typer.echo(f"pull-request summary: {index.parent / 'summary.md'}")
 
 
-@app.command("compare")
+@commands.command("compare")
 def compare(
     run_a: Annotated[Path, typer.Argument(help="First run folder (A, the reference).")],
     run_b: Annotated[Path, typer.Argument(help="Second run folder (B).")],

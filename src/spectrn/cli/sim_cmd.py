@@ -8,14 +8,16 @@ from typing import Annotated, Any
 
 import typer
 
-from spectrn.cli.main import app
+# this module's commands; spectrn.cli.main adds them to the app
+commands = typer.Typer()
+
 
 sim_app = typer.Typer(
     name="sim",
     help="Simulated Neuron vLLM server: vLLM's OpenAI protocol with speculative-decoding timing.",
     no_args_is_help=True,
 )
-app.add_typer(sim_app, name="sim")
+commands.add_typer(sim_app, name="sim")
 
 PresetOpt = Annotated[str, typer.Option("--preset", help="Calibration preset (see `spectrn sim presets`).")]
 SpecOpt = Annotated[bool, typer.Option("--speculative/--baseline", help="Serve with speculative decoding.")]

@@ -7,10 +7,11 @@ from typing import Annotated, Any
 
 import typer
 
-from spectrn.cli.common import ConfigOpt, SetOpt, config_from_cli, err_console
-from spectrn.cli.deploy_cmd import ContextOpt, KubeconfigOpt
-from spectrn.cli.main import app
+from spectrn.cli.common import ConfigOpt, ContextOpt, KubeconfigOpt, SetOpt, config_from_cli, err_console, levels_flag
 from spectrn.errors import ConfigError
+
+# this module's commands; spectrn.cli.main adds them to the app
+commands = typer.Typer()
 
 DraftsOpt = Annotated[
     str | None, typer.Option("--drafts", help="Comma-separated draft model keys (default: the config's draft).")
@@ -34,7 +35,7 @@ def _grid_flags(cfg: Any, drafts: str | None, windows: str | None) -> tuple[list
     return d, w
 
 
-@app.command("sweep")
+@commands.command("sweep")
 def sweep(
     drafts: DraftsOpt = None,
     windows: WindowsOpt = None,
@@ -87,7 +88,6 @@ def sweep(
 ) -> None:
     """Find the best draft and window for your prompts: run every cell against the shared baseline (resumable),
     recommend per prompt class and for your mix, find the load crossover, check output equivalence."""
-    from spectrn.cli.bench_cmd import _levels_flag
     from spectrn.sweep.grid import check_sweep_id, new_sweep_id
     from spectrn.sweep.orchestrate import Sweep, SweepOptions
     from spectrn.sweep.recommend import parse_mix
@@ -96,7 +96,7 @@ def sweep(
     console = err_console()
     flags: dict[str, Any] = {
         "bench__prompts": prompts,
-        "bench__concurrency": _levels_flag(concurrency),
+        "bench__concurrency": levels_flag(concurrency),
         "bench__requests": requests,
         "bench__max_tokens": max_tokens,
         "sim__time_scale": time_scale,
@@ -162,7 +162,7 @@ def _latest_sweep(out_dir: Path) -> str:
     return manifests[-1].parent.name
 
 
-@app.command("compile")
+@commands.command("compile")
 def compile_(
     drafts: DraftsOpt = None,
     windows: WindowsOpt = None,
