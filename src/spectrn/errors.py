@@ -35,7 +35,7 @@ class SpectrnError(Exception):
         text = redact(self.message)
         if self.hint:
             text = f"{text} (fix: {redact(self.hint)})"
-        return text
+        return printable(text)
 
 
 class ConfigError(SpectrnError):
@@ -129,6 +129,15 @@ def one_line(exc: BaseException) -> str:
             msg = str(first.get("msg", "")).removeprefix("Value error, ")
             return f"{loc + ': ' if loc else ''}{msg}{more}"
     return " ".join(str(exc).split())
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` safe for a terminal: control characters (escape sequences, bells, carriage returns) shown as
+    ``\\xNN`` instead of acting on the terminal; newlines and tabs kept. Print it with markup off."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def redact(text: str) -> str:

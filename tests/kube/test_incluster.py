@@ -13,6 +13,7 @@ from kubehelp import make_cfg, run_deploy
 from doubles.kube_fake import FakeKube
 from spectrn.collect.incluster import _safe_extract, collect, run_incluster_bench
 from spectrn.errors import BenchError
+from spectrn.finish import finish
 from spectrn.run.records import read_records
 
 RUN = "r20260101-1200"
@@ -35,9 +36,12 @@ def deployed(cfg) -> FakeKube:
 
 
 def bench(fake, cfg, tmp_path, console=None, **kw):
-    return run_incluster_bench(
+    """The in-cluster bench as the CLI runs it: start, wait, collect, then the one finish every run gets."""
+    run_dir = run_incluster_bench(
         cfg, RUN, "spectrn", console, fake, out_root=tmp_path, clock=fake.clock, sleep=fake.sleep, **kw
     )
+    finish(run_dir, report=False)
+    return run_dir
 
 
 def test_single_pod_bench_collects_analyses_and_cleans_up(tmp_path):
@@ -49,7 +53,7 @@ def test_single_pod_bench_collects_analyses_and_cleans_up(tmp_path):
     assert run_dir == tmp_path / RUN
     assert len(read_records(run_dir / "requests.jsonl")) == 24
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["speedup"]["tpot_p50"]["value"] > 1  # the analysis really ran on the collected records
+    assert summary["levels"][0]["speedup"]["tpot_p50"]["value"] > 1  # the analysis ran on the collected records
     # progress was streamed from the pod
     assert any("progress:" in line for line in console.lines)
     # the pod was released, then the Job and its ConfigMap deleted
@@ -77,7 +81,7 @@ def test_sharded_bench_merges_every_shard(tmp_path):
     assert acc["drafts"] == 250 and acc["accepted_tokens"] == 1000
     assert acc["rate"] == pytest.approx(1000 / 1750)
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["variants"]["speculative"]["acceptance"]["rate"] == pytest.approx(1000 / 1750)
+    assert summary["levels"][0]["variants"]["speculative"]["acceptance"]["rate"] == pytest.approx(1000 / 1750)
 
 
 def test_results_survive_a_cli_crash_and_collect_fetches_them(tmp_path):
@@ -93,6 +97,7 @@ def test_results_survive_a_cli_crash_and_collect_fetches_them(tmp_path):
     fake._failures.clear()
     run_dir = collect(fake, "spectrn", RUN, out_root=tmp_path, clock=fake.clock, sleep=fake.sleep)
     assert len(read_records(run_dir / "requests.jsonl")) == 24
+    finish(run_dir, report=False)
     assert (run_dir / "summary.json").exists()
     assert fake.find("Job", f"spectrn-loadgen-{RUN}", "spectrn") is None
 
@@ -163,10 +168,10 @@ def test_llmperf_engine_ingests_every_test_case(tmp_path):
     run_dir = run_incluster_bench(
         cfg, RUN, "llmperf", Lines(), fake, out_root=tmp_path, clock=fake.clock, sleep=fake.sleep
     )
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["engine"] == "llmperf" and set(summary["by_test_case"]) == {"counting-numbers-from-1", "hello-world"}
-    case = summary["by_test_case"]["hello-world"]
-    assert set(case["variants"]) == {"baseline", "speculative"}
+    s = finish(run_dir).summary  # an llmperf run finishes (and would publish) like any other
+    assert s.provenance.engine == "llmperf"
+    assert set(s.levels[0].by_prompt_class) == {"counting-numbers-from-1", "hello-world"}
+    assert set(s.levels[0].by_prompt_class["hello-world"].variants) == {"baseline", "speculative"}
     assert fake.find("Job", f"spectrn-llmperf-{RUN}", "spectrn") is None
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -10,6 +9,7 @@ from aiohttp import web
 from lg_support import replay_app, serve_app
 
 from spectrn.cli.main import main
+from spectrn.run.summary import Summary
 
 
 def test_every_request_failing_is_a_failed_run_with_the_servers_reason(
@@ -50,6 +50,6 @@ def test_every_request_failing_is_a_failed_run_with_the_servers_reason(
     err = capsys.readouterr().err
     assert "no successful request on baseline, speculative" in err
     assert "max_tokens=5000 cannot be greater than max_model_len=2048" in err
-    s = json.loads((tmp_path / "bad" / "summary.json").read_text())
-    assert s["clean"] is False
-    assert s["variants"]["baseline"]["requests"]["error_classes"] == {"http_400": 3}
+    s = Summary.model_validate_json((tmp_path / "bad" / "summary.json").read_text())
+    assert s.clean is False
+    assert s.levels[0].variants["baseline"].requests.error_classes == {"http_400": 3}

@@ -12,7 +12,7 @@ from aiohttp import web
 from lg_support import FIXTURES, replay_app, serve_app
 
 from doubles.reference_server import Schedule, serve_in_thread
-from spectrn.analyze.summary import request_metrics
+from spectrn.analyze.metrics import request_metrics
 from spectrn.loadgen.client import RequestParams, _apportion, build_body, endpoint_url, run_request
 
 REAL = FIXTURES / "vllm-real"

@@ -143,8 +143,7 @@ def make_run(
     acc = ACCEPTANCE if acceptance is None else acceptance
     (run_dir / "acceptance.json").write_text(json.dumps(acc), encoding="utf-8")
     if summary:
-        from spectrn.analyze.summary import finite, summarize
+        from spectrn.analyze.run import analyze_folder
 
-        s = summarize(recs, run_id=run_id, acceptance=acc, config=cfg, seed=0)
-        (run_dir / "summary.json").write_text(json.dumps(finite(s), indent=2), encoding="utf-8")
+        analyze_folder(run_dir)
     return run_dir

@@ -13,7 +13,7 @@ from runfactory import make_run
 
 from spectrn.cli.main import main
 from spectrn.publish import dashboard, datums, publisher
-from spectrn.run import folder as rundata
+from spectrn.run.folder import RunFolder
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -55,7 +55,7 @@ def test_without_region_publish_says_how_to_set_one(
 
 def test_dry_run_sends_nothing(run_dir: Path, no_aws_env: None, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(["publish", str(run_dir), "--dry-run", "--batch-size", "7"], capsys)
-    plan = datums.build_metric_datums(rundata.load_run(run_dir))
+    plan = datums.build_metric_datums(RunFolder.open(run_dir))
     calls = len(datums.batch_datums(plan.datums, max_datums=7))
     assert code == 0
     assert f"would send {calls} PutMetricData calls to namespace Spectrn: {len(plan.datums)} datums" in out

@@ -11,22 +11,22 @@ from typing import Any
 import pytest
 from runfactory import make_run
 
-from spectrn.analyze.summary import request_metrics
+from spectrn.analyze.metrics import request_metrics
 from spectrn.errors import ConfigError, PublishError
 from spectrn.publish import dashboard, datums, emf, iam, limits
-from spectrn.run import folder as rundata
+from spectrn.run.folder import RunFolder
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> rundata.RunData:
-    return rundata.load_run(make_run(tmp_path_factory.mktemp("runs"), per_class=4, start=time.time() - 3600))
+def run(tmp_path_factory: pytest.TempPathFactory) -> RunFolder:
+    return RunFolder.open(make_run(tmp_path_factory.mktemp("runs"), per_class=4, start=time.time() - 3600))
 
 
-def _body(run: rundata.RunData) -> dict[str, Any]:
+def _body(run: RunFolder) -> dict[str, Any]:
     return dashboard.build_dashboard([dashboard.dashboard_run(run)], namespace="Spectrn", region="us-east-2")
 
 
-def test_dashboard_has_side_by_side_widgets_per_prompt_class(run: rundata.RunData) -> None:
+def test_dashboard_has_side_by_side_widgets_per_prompt_class(run: RunFolder) -> None:
     body = _body(run)
     widgets = body["widgets"]
     text = widgets[0]
@@ -61,7 +61,7 @@ def test_dashboard_has_side_by_side_widgets_per_prompt_class(run: rundata.RunDat
     dashboard.validate_dashboard(json.dumps(body))
 
 
-def test_dashboard_for_a_sweep_shows_every_config(run: rundata.RunData) -> None:
+def test_dashboard_for_a_sweep_shows_every_config(run: RunFolder) -> None:
     views = []
     for label in ("qwen3-0.6b/k5", "qwen3-1.7b/k7", "qwen3-4b/k9"):
         v = dashboard.dashboard_run(run, run_id="sweep-1")
@@ -109,7 +109,7 @@ def _speed(body: dict[str, Any]) -> list[list[Any]]:
         (lambda b: _speed(b)[2][0].pop("id"), "an expression needs an id"),
     ],
 )
-def test_validator_catches_bad_bodies(run: rundata.RunData, mutate: Any, problem: str) -> None:
+def test_validator_catches_bad_bodies(run: RunFolder, mutate: Any, problem: str) -> None:
     body = _body(run)
     mutate(body)
     with pytest.raises(PublishError, match="invalid dashboard body") as e:
@@ -124,7 +124,7 @@ def test_validator_rejects_non_json_and_empty() -> None:
         dashboard.validate_dashboard({"widgets": []})
 
 
-def test_emf_lines_carry_the_same_metrics(run: rundata.RunData) -> None:
+def test_emf_lines_carry_the_same_metrics(run: RunFolder) -> None:
     lines, skipped = emf.emf_lines(run, namespace="Spectrn")
     assert skipped == 0
     docs = [json.loads(ln) for ln in lines]
@@ -142,17 +142,17 @@ def test_emf_lines_carry_the_same_metrics(run: rundata.RunData) -> None:
             value = doc[m["Name"]]
             assert not isinstance(value, list) or len(value) <= limits.EMF_MAX_VALUES
         itl_total += len(doc.get("ITL", []))
-    expected_itl = sum(len(request_metrics(r).itls) for r in run.records if r.ok)
+    expected_itl = sum(len(request_metrics(r).itls) for r in run.records() if r.ok)
     assert itl_total == expected_itl
     per_request = [d for d in docs if "Errors" in d]
-    assert len(per_request) == len(run.records)
-    assert sum(d["Errors"] for d in per_request) == sum(1 for r in run.records if not r.ok)
+    assert len(per_request) == len(list(run.records()))
+    assert sum(d["Errors"] for d in per_request) == sum(1 for r in run.records() if not r.ok)
     acc = [d for d in docs if "AcceptanceRate" in d]
     assert len(acc) == 1 and acc[0]["AcceptanceRate"] == 62.0 and acc[0]["Variant"] == "speculative"
 
 
 def test_emf_splits_long_itl_arrays(tmp_path: Path) -> None:
-    run = rundata.load_run(make_run(tmp_path, per_class=1, tokens=260, summary=False))
+    run = RunFolder.open(make_run(tmp_path, per_class=1, tokens=260, summary=False))
     docs = [json.loads(x) for x in emf.emf_lines(run)[0]]
     one = [d for d in docs if d.get("Variant") == "baseline" and d.get("PromptClass") == "structured" and "ITL" in d]
     assert [len(d["ITL"]) for d in one] == [100, 100, 59]

@@ -15,11 +15,12 @@ import numpy as np
 import pytest
 from runfactory import make_run
 
-from spectrn.analyze.summary import request_metrics
+from spectrn.analyze.metrics import request_metrics
+from spectrn.analyze.run import ensure_summary
 from spectrn.errors import ConfigError, PublishError
 from spectrn.publish import datums, limits
-from spectrn.run import folder as rundata
-from spectrn.run.records import RequestRecord, RunMeta
+from spectrn.run.folder import RunFolder
+from spectrn.run.records import RequestRecord
 
 
 def _dims(d: dict[str, Any]) -> dict[str, str]:
@@ -50,11 +51,12 @@ def test_round_sig_collapses_repeats_and_gives_exact_decimals() -> None:
 
 def test_datums_carry_each_requests_raw_values(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path, per_class=5, errors=2)
-    run = rundata.load_run(run_dir)
+    run = RunFolder.open(run_dir)
     plan = datums.build_metric_datums(run, namespace="Spectrn")
     base = {"RunId": "run-1", "Config": "qwen3-1.7b/k7", "Load": "c4"}
-    ok = [r for r in run.records if r.ok]
-    assert all(not r.warmup for r in run.records)
+    records = list(run.records())
+    ok = [r for r in records if r.ok]
+    assert all(not r.warmup for r in records)
     for variant in ("baseline", "speculative"):
         for cls in ("structured", "open"):
             recs = [r for r in ok if r.variant == variant and r.prompt_class == cls]
@@ -69,7 +71,7 @@ def test_datums_carry_each_requests_raw_values(tmp_path: Path) -> None:
         agg = _expand(plan.datums, "E2ELatency", **base, Variant=variant)
         assert agg == _rounded([r.e2e for r in ok if r.variant == variant])
         errors = _expand(plan.datums, "Errors", **base, Variant=variant)
-        all_v = [r for r in run.records if r.variant == variant]
+        all_v = [r for r in records if r.variant == variant]
         assert len(errors) == len(all_v) and sum(errors) == sum(1 for r in all_v if not r.ok)
     rate = _expand(plan.datums, "AcceptanceRate", **base, Variant="speculative")
     assert rate == [62.0]
@@ -84,12 +86,13 @@ def test_datums_carry_each_requests_raw_values(tmp_path: Path) -> None:
 def test_percentiles_from_published_distribution_match_the_records(tmp_path: Path) -> None:
     """moto cannot compute percentiles, so check here that the distribution sent lets CloudWatch compute the same
     percentiles as the raw records: rounding is monotonic, so nearest-rank percentiles agree exactly."""
-    run = rundata.load_run(make_run(tmp_path, per_class=40, summary=False))
+    run = RunFolder.open(make_run(tmp_path, per_class=40, summary=False))
     plan = datums.build_metric_datums(run)
     base = {"RunId": "run-1", "Config": "qwen3-1.7b/k7", "Load": "c4"}
+    records = list(run.records())
     for variant in ("baseline", "speculative"):
-        raw_itl = [x for r in run.records if r.ok and r.variant == variant for x in request_metrics(r).itls]
-        raw_tpot = [request_metrics(r).tpot for r in run.records if r.ok and r.variant == variant]
+        raw_itl = [x for r in records if r.ok and r.variant == variant for x in request_metrics(r).itls]
+        raw_tpot = [request_metrics(r).tpot for r in records if r.ok and r.variant == variant]
         for name, raw in (("ITL", raw_itl), ("TPOT", raw_tpot)):
             published = _expand(plan.datums, name, **base, Variant=variant)
             for q in (50, 90, 99):
@@ -99,8 +102,8 @@ def test_percentiles_from_published_distribution_match_the_records(tmp_path: Pat
                 assert math.isclose(got, expect, rel_tol=5e-4)
 
 
-def _big_run(n_requests: int, classes: int = 8, seed: int = 1) -> rundata.RunData:
-    """A synthetic run of ``n_requests`` requests, built in memory (no files)."""
+def _big_run(root: Path, n_requests: int, classes: int = 8, seed: int = 1) -> RunFolder:
+    """A synthetic run folder of ``n_requests`` requests."""
     rng = random.Random(seed)
     start = time.time() - 6 * 3600
     records = []
@@ -125,10 +128,7 @@ def _big_run(n_requests: int, classes: int = 8, seed: int = 1) -> rundata.RunDat
                 chunk_tokens=toks,
             )
         )
-    meta = RunMeta(
-        run_id="big", spectrn_version="0", started_at=start, config={"draft": "d", "num_speculative_tokens": 7}
-    )
-    return rundata.RunData(Path("."), meta, records, None, {})
+    return RunFolder.open(make_run(root, "big", records, acceptance={}))
 
 
 def _botocore_sizes(batch: list[dict[str, Any]], namespace: str) -> tuple[int, int]:
@@ -144,16 +144,17 @@ def _botocore_sizes(batch: list[dict[str, Any]], namespace: str) -> tuple[int, i
 
 
 @pytest.mark.slow
-def test_batching_limits_hold_for_100k_requests() -> None:
-    run = _big_run(100_000)
+def test_batching_limits_hold_for_100k_requests(tmp_path: Path) -> None:
+    run = _big_run(tmp_path, 100_000)
     plan = datums.build_metric_datums(run, namespace="Spectrn")
     batches = datums.batch_datums(plan.datums, namespace="Spectrn")
-    n_ok = len(run.records)
+    records = list(run.records())
+    n_ok = len(records)
     # nothing lost, nothing duplicated: TTFT samples = requests x 2 dimension sets
     ttft = sum(sum(d["Counts"]) for d in plan.datums if d["MetricName"] == "TTFT")
     assert ttft == 2 * n_ok
     itl = sum(sum(d["Counts"]) for d in plan.datums if d["MetricName"] == "ITL")
-    assert itl == 2 * sum(len(request_metrics(r).itls) for r in run.records)
+    assert itl == 2 * sum(len(request_metrics(r).itls) for r in records)
     assert [d for b in batches for d in b] == plan.datums  # order kept, every datum in exactly one call
     assert max(len(d["Values"]) for d in plan.datums) == limits.MAX_VALUES_PER_DATUM  # splitting happened
     for d in plan.datums:
@@ -214,21 +215,26 @@ def test_validate_datum_rejects_what_cloudwatch_rejects() -> None:
             limits.validate_datum({**ok, **bad})
 
 
-def _nan_run(tmp_path: Path) -> rundata.RunData:
-    """In memory: requests.jsonl cannot hold NaN (pydantic writes null), but a metrics function or a caller
-    building records in memory (a sweep) can produce one."""
-    run = rundata.load_run(make_run(tmp_path, per_class=3, errors=0, summary=False))
-    recs = run.records
-    bad = recs[0].model_copy(update={"ttft": float("nan")})
-    inf = recs[3].model_copy(update={"e2e": float("inf")})
-    run.records = [bad, *recs[1:3], inf, *recs[4:]]
-    return run
+def _nan_metrics(rec: RequestRecord) -> Any:
+    """requests.jsonl cannot hold NaN (pydantic writes null), but a metrics function can produce one."""
+    from dataclasses import replace
+
+    m = request_metrics(rec)
+    if m is not None and rec.index == 0 and rec.variant == "baseline":
+        return replace(m, ttft=float("nan"))
+    if m is not None and rec.index == 1 and rec.variant == "speculative":
+        return replace(m, e2e=float("inf"))
+    return m
+
+
+def _nan_run(tmp_path: Path) -> RunFolder:
+    return RunFolder.open(make_run(tmp_path, per_class=3, errors=0, summary=False))
 
 
 def test_nonfinite_values_fail_with_the_requests_named(tmp_path: Path) -> None:
     run = _nan_run(tmp_path)
     with pytest.raises(PublishError) as e:
-        datums.build_metric_datums(run)
+        datums.build_metric_datums(run, metrics_fn=_nan_metrics)
     msg = str(e.value)
     assert "non-finite" in msg and "baseline request 0 (structured-0)" in msg and "nan" in msg
     assert "--skip-nonfinite" in msg
@@ -236,7 +242,7 @@ def test_nonfinite_values_fail_with_the_requests_named(tmp_path: Path) -> None:
 
 def test_skip_nonfinite_drops_and_lists_them(tmp_path: Path) -> None:
     run = _nan_run(tmp_path)
-    plan = datums.build_metric_datums(run, skip_nonfinite=True)
+    plan = datums.build_metric_datums(run, skip_nonfinite=True, metrics_fn=_nan_metrics)
     assert plan.nonfinite_dropped and any("TTFT of baseline request 0" in x for x in plan.nonfinite_dropped)
     for d in plan.datums:
         limits.validate_datum(d)
@@ -244,35 +250,41 @@ def test_skip_nonfinite_drops_and_lists_them(tmp_path: Path) -> None:
         assert b
 
 
-def test_nonfinite_acceptance_is_caught(tmp_path: Path) -> None:
+def test_nonfinite_acceptance_never_reaches_cloudwatch(tmp_path: Path) -> None:
     run_dir = make_run(
         tmp_path,
         per_class=2,
         summary=False,
         acceptance={"speculative": {"rate": float("nan"), "mean_accepted_length": 2}},
     )
-    with pytest.raises(PublishError, match="AcceptanceRate of speculative is nan"):
-        datums.build_metric_datums(rundata.load_run(run_dir))
+    plan = datums.build_metric_datums(RunFolder.open(run_dir))  # a NaN counter is "not reported" at analysis
+    base = {"RunId": "run-1", "Config": "qwen3-1.7b/k7", "Load": "c4", "Variant": "speculative"}
+    assert _expand(plan.datums, "AcceptanceRate", **base) == []
+    assert _expand(plan.datums, "MeanAcceptanceLength", **base) == [2.0]
+    summary = ensure_summary(RunFolder.open(run_dir))
+    acc = summary.levels[0].variants["speculative"].acceptance
+    assert acc is not None and acc.rate is None
+    assert "NaN" not in summary.model_dump_json()  # strict JSON: no NaN anywhere
 
 
 def test_timestamps_outside_cloudwatchs_window_fail_clearly(tmp_path: Path) -> None:
     now = time.time()
-    old = rundata.load_run(make_run(tmp_path / "old", start=now - 15 * 86400, summary=False))
+    old = RunFolder.open(make_run(tmp_path / "old", start=now - 15 * 86400, summary=False))
     plan = datums.build_metric_datums(old)
     with pytest.raises(PublishError) as e:
         limits.check_timestamps(plan.datums, now, run_id="run-1")
     assert "days ago" in str(e.value) and "14 days" in str(e.value) and "--retime" in str(e.value)
 
-    future = rundata.load_run(make_run(tmp_path / "future", start=now + 3 * 3600, summary=False))
+    future = RunFolder.open(make_run(tmp_path / "future", start=now + 3 * 3600, summary=False))
     with pytest.raises(PublishError, match="in the future.*2 hours ahead"):
         limits.check_timestamps(datums.build_metric_datums(future).datums, now, run_id="run-1")
 
-    fresh = rundata.load_run(make_run(tmp_path / "fresh", start=now - 13 * 86400, summary=False))
+    fresh = RunFolder.open(make_run(tmp_path / "fresh", start=now - 13 * 86400, summary=False))
     limits.check_timestamps(datums.build_metric_datums(fresh).datums, now, run_id="run-1")  # inside the window: fine
 
 
 def test_settings_are_validated(tmp_path: Path) -> None:
-    run = rundata.load_run(make_run(tmp_path, per_class=1, summary=False))
+    run = RunFolder.open(make_run(tmp_path, per_class=1, summary=False))
     with pytest.raises(ConfigError, match="reserved"):
         datums.build_metric_datums(run, namespace="AWS/EC2")
     with pytest.raises(ConfigError, match="storage_resolution=5"):
@@ -282,13 +294,13 @@ def test_settings_are_validated(tmp_path: Path) -> None:
 
 
 def test_dimension_sets_are_consistent_and_small(tmp_path: Path) -> None:
-    plan = datums.build_metric_datums(rundata.load_run(make_run(tmp_path, per_class=2, summary=False)))
+    plan = datums.build_metric_datums(RunFolder.open(make_run(tmp_path, per_class=2, summary=False)))
     shapes = Counter(tuple(x["Name"] for x in d["Dimensions"]) for d in plan.datums)
     assert set(shapes) == {datums.DIMS_AGGREGATE, datums.DIMS_BY_CLASS}
 
 
 def test_batch_hash_is_content_addressed(tmp_path: Path) -> None:
-    run = rundata.load_run(make_run(tmp_path, per_class=2, summary=False))
+    run = RunFolder.open(make_run(tmp_path, per_class=2, summary=False))
     a = datums.batch_datums(datums.build_metric_datums(run).datums)
     b = datums.batch_datums(datums.build_metric_datums(run).datums)
     assert [datums.batch_hash(x, "Spectrn") for x in a] == [datums.batch_hash(x, "Spectrn") for x in b]

@@ -23,10 +23,11 @@ import pytest
 from cwfakes import REGION
 from runfactory import make_run
 
-from spectrn.analyze.summary import request_metrics
+from spectrn.analyze.metrics import request_metrics
+from spectrn.analyze.run import ensure_summary
 from spectrn.errors import PublishError
 from spectrn.publish import dashboard, datums, publisher
-from spectrn.run import folder as rundata
+from spectrn.run.folder import RunFolder
 
 BASE = {"RunId": "run-1", "Config": "qwen3-1.7b/k7", "Load": "c4"}
 
@@ -37,7 +38,8 @@ def run_dir(tmp_path: Path) -> Path:
 
 
 def _window(run_dir: Path) -> tuple[datetime, datetime]:
-    start, end = rundata.load_run(run_dir).time_range()
+    folder = RunFolder.open(run_dir)
+    start, end = ensure_summary(folder).time_range or (0.0, 0.0)
     return datetime.fromtimestamp(start - 600, UTC), datetime.fromtimestamp(end + 600, UTC)
 
 
@@ -79,14 +81,14 @@ def _key(name: str, **dims: str) -> str:
 def test_statistics_dimensions_units_and_dashboard_round_trip(run_dir: Path, moto_url: str, cw_client: Any) -> None:
     res = publisher.publish_run(run_dir, region=REGION, endpoint_url=moto_url, max_attempts=2)
     assert res.sent_now == res.batches and res.dashboard == "spectrn-run-1"
-    run = rundata.load_run(run_dir)
+    run = RunFolder.open(run_dir)
 
     # what the records imply, per variant and prompt class, and over all classes
     metrics, expected = [], {}
     for variant in ("baseline", "speculative"):
         for cls in (None, "structured", "open"):
             dims = {**BASE, "Variant": variant} | ({"PromptClass": cls} if cls else {})
-            recs = [r for r in run.records if r.variant == variant and (cls is None or r.prompt_class == cls)]
+            recs = [r for r in run.records() if r.variant == variant and (cls is None or r.prompt_class == cls)]
             ms = [request_metrics(r) for r in recs if r.ok]
             for name, values in (
                 ("TTFT", [m.ttft for m in ms]),
@@ -239,6 +241,6 @@ def test_failing_endpoint_part_way_then_rerun_publishes_everything_exactly_once(
     listed = _list_metrics(cw_client)
     metrics = [{"Namespace": "Spectrn", "MetricName": m["MetricName"], "Dimensions": m["Dimensions"]} for m in listed]
     counts = _query_all(cw_client, run_dir, metrics, "SampleCount")
-    plan = datums.build_metric_datums(rundata.load_run(run_dir))
+    plan = datums.build_metric_datums(RunFolder.open(run_dir))
     assert sum(counts.values()) == plan.samples
     assert cw_client.get_dashboard(DashboardName="spectrn-run-1")["DashboardName"] == "spectrn-run-1"

@@ -11,9 +11,9 @@ import pytest
 from cwfakes import FakeSink
 from runfactory import make_run
 
-from spectrn.errors import PublishError
+from spectrn.errors import AnalysisError, PublishError
 from spectrn.publish import dashboard, datums, publisher
-from spectrn.run import folder as rundata
+from spectrn.run.folder import RunFolder
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ def test_publish_sends_everything_once_and_records_it(run_dir: Path) -> None:
 
 
 def test_failure_part_way_reports_sent_and_unsent_then_rerun_completes(run_dir: Path) -> None:
-    total = len(datums.batch_datums(datums.build_metric_datums(rundata.load_run(run_dir)).datums, max_datums=10))
+    total = len(datums.batch_datums(datums.build_metric_datums(RunFolder.open(run_dir)).datums, max_datums=10))
     failing = FakeSink(fail_calls={4})
     with pytest.raises(PublishError) as e:
         publisher.publish_run(run_dir, failing, max_datums_per_call=10)
@@ -108,8 +108,11 @@ def test_old_run_needs_retime_and_retime_is_stable(tmp_path: Path) -> None:
 
 
 def test_changed_run_data_is_flagged(run_dir: Path) -> None:
+    from spectrn.analyze.run import analyze_folder
+
     publisher.publish_run(run_dir, FakeSink(), dashboard=False)
     (run_dir / "acceptance.json").write_text(json.dumps({"speculative": {"rate": 0.5, "mean_accepted_length": 2.0}}))
+    analyze_folder(run_dir)
     res = publisher.publish_run(run_dir, FakeSink(), dashboard=False)
     assert any("changed since the last publish" in w for w in res.warnings)
 
@@ -123,17 +126,16 @@ def test_corrupt_state_is_an_error_not_a_silent_resend(run_dir: Path) -> None:
 def test_empty_run_is_refused(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path, per_class=1, summary=False)
     (run_dir / "requests.jsonl").write_text("")
-    with pytest.raises(PublishError, match="no measured requests"):
+    with pytest.raises(AnalysisError, match="no measured requests"):
         publisher.publish_run(run_dir, FakeSink())
 
 
-def test_console_gets_the_outcome(run_dir: Path) -> None:
-    from rich.console import Console
-
-    console = Console(record=True, width=200)
-    publisher.publish_run(run_dir, FakeSink(), console=console)
-    text = console.export_text()
+def test_the_outcome_is_returned_for_people(run_dir: Path) -> None:
+    progress: list[tuple[int, int]] = []
+    res = publisher.publish_run(run_dir, FakeSink(), progress=lambda done, total: progress.append((done, total)))
+    text = "\n".join(res.describe())
     assert "published run run-1 to CloudWatch namespace Spectrn" in text and "dashboard: spectrn-run-1" in text
+    assert progress and progress[-1] == (res.batches, res.batches)
 
 
 def test_rerun_keeps_the_recorded_timestamps(tmp_path: Path) -> None:

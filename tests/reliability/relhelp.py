@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from spectrn.cli.main import main
+from spectrn.run.summary import Summary
 
 MODEL = "Qwen/Qwen3-32B"
 
@@ -45,25 +46,25 @@ def records(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines if line.strip()]
 
 
-def summary(run_dir: Path) -> dict[str, Any]:
-    return json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+def summary(run_dir: Path) -> Summary:
+    return Summary.model_validate_json((run_dir / "summary.json").read_text(encoding="utf-8"))
 
 
 def measured_error_classes(recs: list[dict[str, Any]], variant: str) -> dict[str, int]:
     return dict(Counter(r["error"] for r in recs if r["variant"] == variant and not r.get("warmup") and r.get("error")))
 
 
-def assert_summary_matches_records(run_dir: Path) -> dict[str, Any]:
+def assert_summary_matches_records(run_dir: Path) -> Summary:
     """summary.json's request counts and error classes equal what requests.jsonl holds, per variant."""
     recs = records(run_dir)
     s = summary(run_dir)
-    for variant, v in s["variants"].items():
+    for variant, v in s.levels[0].variants.items():
         mine = [r for r in recs if r["variant"] == variant and not r.get("warmup")]
         ok = [r for r in mine if not r.get("error")]
-        rq = v["requests"]
-        assert rq["completed"] == len(ok), (variant, rq)
-        assert rq["errors"] == len(mine) - len(ok), (variant, rq)
-        assert rq["error_classes"] == measured_error_classes(recs, variant), (variant, rq)
+        rq = v.requests
+        assert rq.completed == len(ok), (variant, rq)
+        assert rq.errors == len(mine) - len(ok), (variant, rq)
+        assert rq.error_classes == measured_error_classes(recs, variant), (variant, rq)
     return s
 
 

@@ -142,9 +142,9 @@ def _publish(run_dir: Path, url: str, capsys: pytest.CaptureFixture[str], *extra
 
 def _planned_calls(run_dir: Path) -> int:
     from spectrn.publish import datums
-    from spectrn.run import folder as rundata
+    from spectrn.run.folder import RunFolder
 
-    return len(datums.batch_datums(datums.build_metric_datums(rundata.load_run(run_dir)).datums, max_datums=10))
+    return len(datums.batch_datums(datums.build_metric_datums(RunFolder.open(run_dir)).datums, max_datums=10))
 
 
 def test_throttling_part_way_is_retried_and_every_batch_lands_once(moto, run_dir, capsys) -> None:

@@ -12,6 +12,7 @@ import pytest
 from relhelp import last_line, run_cli
 
 from doubles.kube_fake import FakeKube
+from spectrn.run.summary import Summary
 
 SIM = ["--set", "runtime=sim", "--set", "resources_mode=device-plugin"]
 MANAGED = "app.kubernetes.io/managed-by"
@@ -134,5 +135,5 @@ def test_api_lost_during_an_in_cluster_bench_then_collect_fetches_the_results(cl
         failure.times = 0
     code, _, err = run_cli(["collect", "r-x", "--out", out, *SIM], capsys)
     assert code == 0, err
-    s = json.loads((out / "r-x" / "summary.json").read_text())
-    assert s["variants"]["baseline"]["requests"]["completed"] == 6
+    s = Summary.model_validate_json((out / "r-x" / "summary.json").read_text())
+    assert s.levels[0].variants["baseline"].requests.completed == 6

@@ -69,12 +69,12 @@ def test_simulator_faults_become_error_records_and_an_unclean_run(
         assert all(r["status"] == int(error_class[5:]) for r in failed)
 
     s = assert_summary_matches_records(run_dir)
-    assert s["clean"] is False
-    assert any("NOT A CLEAN RUN: baseline error rate" in w and error_class in w for w in s["warnings"])
+    assert s.clean is False
+    assert any("NOT A CLEAN RUN: baseline error rate" in w and error_class in w for w in s.warnings())
     assert "WARNING:" in err and "NOT A CLEAN RUN" in err and error_class in err
     # completed requests still give statistics for both variants
-    assert s["variants"]["baseline"]["tpot_s"]["n"] == REQUESTS - classes[error_class]
-    assert s["variants"]["speculative"]["requests"]["completed"] == REQUESTS
+    assert s.levels[0].variants["baseline"].tpot_s.n == REQUESTS - classes[error_class]
+    assert s.levels[0].variants["speculative"].requests.completed == REQUESTS
 
 
 def test_errors_below_the_threshold_are_counted_but_the_run_stays_clean(start_sim, capsys, tmp_path) -> None:
@@ -84,8 +84,8 @@ def test_errors_below_the_threshold_are_counted_but_the_run_stays_clean(start_si
     code, err, run_dir = _bench(capsys, tmp_path, eps, "t", "--set", "bench.max_error_rate=0.5")
     assert code == 0
     s = assert_summary_matches_records(run_dir)
-    assert s["variants"]["baseline"]["requests"]["errors"] > 0
-    assert s["clean"] is True and not any("NOT A CLEAN RUN" in w for w in s["warnings"])
+    assert s.levels[0].variants["baseline"].requests.errors > 0
+    assert s.clean is True and not any("NOT A CLEAN RUN" in w for w in s.warnings())
     assert "NOT A CLEAN RUN" not in err
 
 
@@ -98,7 +98,7 @@ def test_no_silent_retries_every_server_error_is_one_record(capsys, tmp_path) ->
     assert sent == len(recs)  # the server saw exactly one request per record: nothing was retried
     assert measured_error_classes(recs, "baseline") == {"http_503": sum(1 for r in recs if r.get("error"))}
     assert any(r.get("error_msg") == "overloaded" for r in recs)  # the server's own message is kept
-    assert assert_summary_matches_records(run_dir)["clean"] is False
+    assert assert_summary_matches_records(run_dir).clean is False
 
 
 @pytest.mark.parametrize(
@@ -119,7 +119,7 @@ def test_stream_faults_are_classified(capsys, tmp_path, behaviour, error_class, 
     classes = measured_error_classes(recs, "baseline")
     assert set(classes) == {error_class}, classes
     s = assert_summary_matches_records(run_dir)
-    assert s["clean"] is False and error_class in err
+    assert s.clean is False and error_class in err
     if error_class == "timeout":
         hung = [r for r in recs if r.get("error") == "timeout"]
         assert all(r["chunk_times"] and "e2e" not in r for r in hung)  # partial stream kept, no fake e2e
@@ -153,11 +153,14 @@ def test_missing_or_garbled_metrics_give_acceptance_not_reported(capsys, tmp_pat
         code, err, run_dir = _bench(capsys, tmp_path, {"baseline": a.url, "speculative": b.url}, "m")
     assert code == 0, err
     s = assert_summary_matches_records(run_dir)
-    assert s["variants"]["speculative"]["acceptance"] is None  # never a made-up zero
-    assert any("acceptance not reported" in n for n in s["notes"])
+    acc_s = s.levels[0].variants["speculative"].acceptance
+    # no counters: never a made-up zero from them; the stream (one token per event here) is the headline
+    assert acc_s is not None and acc_s.counters is None and acc_s.source == "stream"
+    assert acc_s.stream is not None and acc_s.stream.steps > 0
+    assert any("acceptance not reported" in n for n in s.notes)
     acc = json.loads((run_dir / "acceptance.json").read_text())
     assert all(v is None for v in acc.values())
-    assert s["variants"]["speculative"]["requests"]["completed"] == REQUESTS
+    assert s.levels[0].variants["speculative"].requests.completed == REQUESTS
 
 
 def test_well_formed_metrics_give_acceptance(capsys, tmp_path) -> None:
@@ -175,9 +178,9 @@ def test_engine_stalls_shorter_than_the_timeout_are_latency_not_errors(start_sim
     code, err, run_dir = _bench(capsys, tmp_path, {"baseline": base.base_url, "speculative": spec.base_url}, "sl")
     assert code == 0, err
     s = assert_summary_matches_records(run_dir)
-    assert s["clean"] is True and s["variants"]["baseline"]["requests"]["errors"] == 0
+    assert s.clean is True and s.levels[0].variants["baseline"].requests.errors == 0
     # the stalls are in the latency numbers, where they belong
-    assert s["variants"]["baseline"]["chunk_latency_s"]["p99"] >= 0.09
+    assert s.levels[0].variants["baseline"].chunk_latency_s.p99 >= 0.09
 
 
 def test_engine_stalls_past_the_timeout_are_timeouts(start_sim, capsys, tmp_path) -> None:
@@ -190,7 +193,7 @@ def test_engine_stalls_past_the_timeout_are_timeouts(start_sim, capsys, tmp_path
     classes = measured_error_classes(records(run_dir), "baseline")
     assert set(classes) == {"timeout"} and classes["timeout"] > 0
     s = assert_summary_matches_records(run_dir)
-    assert s["clean"] is False and "timeout" in err
+    assert s.clean is False and "timeout" in err
 
 
 def test_local_servers_that_fail_to_start_abort_with_their_own_reason(capsys, tmp_path) -> None:
@@ -215,7 +218,7 @@ def test_a_variant_where_every_request_fails_is_a_failed_command_with_everything
     assert "baseline: http_503 e.g." in err  # one example of the server's message per error class
     _every_request_has_a_record(run_dir)
     s = assert_summary_matches_records(run_dir)  # written before the command failed
-    assert s["clean"] is False and s["variants"]["baseline"]["requests"]["error_classes"] == {"http_503": REQUESTS}
+    assert s.clean is False and s.levels[0].variants["baseline"].requests.error_classes == {"http_503": REQUESTS}
 
 
 def test_an_unclean_run_is_flagged_by_every_command_that_reports_it(capsys, tmp_path) -> None:

@@ -94,9 +94,9 @@ def test_sigint_keeps_finished_requests_and_marks_the_run_interrupted(start_sim,
     code, _, err2 = run_cli(["analyze", str(run_dir), "--no-report"], capsys)
     assert code == 0, err2
     s = summary(run_dir)
-    assert s["clean"] is False and any("interrupted" in w for w in s["warnings"])
+    assert s.clean is False and any("interrupted" in w for w in s.warnings())
     assert "NOT A CLEAN RUN" in err2
-    done = sum(v["requests"]["completed"] + v["requests"]["errors"] for v in s["variants"].values())
+    done = sum(v.requests.completed + v.requests.errors for v in s.levels[0].variants.values())
     assert done == sum(1 for r in recs if not r.get("warmup"))
 
 
@@ -119,8 +119,8 @@ def test_sigkill_leaves_whole_records_and_analysis_still_works(start_sim, capsys
     code, _, err = run_cli(["analyze", str(run_dir), "--no-report"], capsys)
     assert code == 0, err
     s = summary(run_dir)
-    assert s["clean"] is False and any("never finished" in w for w in s["warnings"])
-    done = sum(v["requests"]["completed"] + v["requests"]["errors"] for v in s["variants"].values())
+    assert s.clean is False and any("never finished" in w for w in s.warnings())
+    done = sum(v.requests.completed + v.requests.errors for v in s.levels[0].variants.values())
     assert done == sum(1 for r in recs if not r.get("warmup"))
 
 

@@ -16,6 +16,7 @@ from runfactory import make_records, make_run
 from spectrn.cli.main import main
 from spectrn.errors import ConfigError
 from spectrn.report import compare, html, plots, tables
+from spectrn.run.summary import Summary
 
 PNGS = ["latency_cdf.png", "latency_by_class.png", "speedup.png", "acceptance.png", "throughput.png"]
 
@@ -68,7 +69,8 @@ def test_report_files(built: Path) -> None:
     md = (out / "summary.md").read_text()
     assert md.startswith("### spectrn run `run-1`")
     assert "| structured |" in md and "| open |" in md and "x [" in md
-    assert "acceptance rate 62.0 %, mean acceptance length 3.40" in md
+    assert "| all (pooled) |" in md and "3.40 (counters)" in md  # the pooled row carries the run's counters
+    assert "structured: TPOT p50 speedup" in md and "open: TPOT p50 speedup" in md  # headline per class
     assert "NOT A CLEAN RUN" in md  # 2 failed of 22 speculative requests: over the 5 % budget
 
 
@@ -99,11 +101,12 @@ def test_report_needs_no_network(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert not (run_dir / "summary.json").exists()  # computed in memory, analyze's file is left alone
 
 
-def test_without_acceptance_counters(tmp_path: Path) -> None:
+def test_without_acceptance_counters_acceptance_comes_from_the_stream(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path, per_class=3, acceptance={"baseline": None, "speculative": None})
     index = html.build_report(run_dir)
     md = (index.parent / "summary.md").read_text()
-    assert "acceptance: not reported by the server (tokens per decode chunk" in md
+    assert "(stream) |" in md and "(counters)" not in md
+    assert "acceptance from" in index.read_text()
 
 
 def test_several_load_levels_get_a_load_plot(tmp_path: Path) -> None:
@@ -115,13 +118,15 @@ def test_several_load_levels_get_a_load_plot(tmp_path: Path) -> None:
 
 
 def test_render_table(built: Path) -> None:
-    summary = json.loads((built.parent.parent / "summary.json").read_text())
+    summary = Summary.model_validate_json((built.parent.parent / "summary.json").read_text())
     console = Console(record=True, width=160)
     console.print(tables.render_table(summary))
     text = console.export_text()
-    for needle in ("structured", "open", "all", "TPOT ms", "ITL ms", "tok/s/req", "speedup [95% CI]"):
+    needles = ("structured", "open", "all (pooled)", "TPOT ms", "ITL ms", "tok/s/req", "speedup [95% CI]")
+    for needle in (*needles, "acceptance", "$/M tokens"):
         assert needle in text
-    tpot = summary["speedup_by_prompt_class"]["structured"]["tpot_p50"]
+    raw = json.loads((built.parent.parent / "summary.json").read_text())
+    tpot = raw["levels"][0]["by_prompt_class"]["structured"]["speedup"]["tpot_p50"]
     assert f"{tpot['value']:.2f}x [{tpot['ci95'][0]:.2f}, {tpot['ci95'][1]:.2f}]" in text
 
 
@@ -135,7 +140,9 @@ def test_compare_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert cmp["config_differences"] == {"num_speculative_tokens": [7, 5]}
     assert cmp["a"]["config"] == "qwen3-1.7b/k7" and cmp["b"]["config"] == "qwen3-1.7b/k5"
     row = next(r for r in cmp["speedups"] if r["prompt_class"] == "structured" and r["metric"] == "TPOT p50")
-    sa = json.loads((a / "summary.json").read_text())["speedup_by_prompt_class"]["structured"]["tpot_p50"]
+    sa = json.loads((a / "summary.json").read_text())["levels"][0]["by_prompt_class"]["structured"]["speedup"][
+        "tpot_p50"
+    ]
     assert row["a"] == pytest.approx(sa["value"])
     tpot = next(
         r

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import random
 
 import pytest
 
@@ -18,7 +17,6 @@ from spectrn.sweep.predict import (
     fit_costs,
     iid_expected_length,
     mix_prediction,
-    per_position_from_chunks,
     predict_tpot,
 )
 
@@ -41,6 +39,17 @@ def test_lengths_match_the_textbook_formula_for_constant_acceptance() -> None:
     assert iid_expected_length(0.0, 7) == 1.0
 
 
+def test_nxdi_window_k_has_k_minus_1_proposals() -> None:
+    """NxDI speculation_length = k proposes k - 1 tokens: L(k) = 1 + P_0 + ... + P_{k-2}, at most k tokens."""
+    per_pos = [0.9, 0.8, 0.5]  # measured at window 4 on NxDI: 3 proposals
+    lengths = acceptance_lengths(per_pos, semantics="nxdi")
+    assert lengths == pytest.approx([1.0, 1.0, 1.9, 2.7, 3.2])  # L(0..4); window 1 proposes nothing
+    assert iid_expected_length(1.0, 7, "nxdi") == 7.0  # at most k tokens per step
+    assert iid_expected_length(0.5, 3, "nxdi") == pytest.approx(1 + 0.5 + 0.25)
+    with pytest.raises(AnalysisError, match="larger than the measured window 4"):
+        acceptance_lengths(per_pos, 5, semantics="nxdi")
+
+
 def test_conditional_acceptance_recovers_the_inputs() -> None:
     cond = [0.9, 0.85, 0.5, 0.25]
     got = conditional_acceptance(cumulative(cond))
@@ -54,38 +63,6 @@ def test_counter_noise_is_clipped_and_reported() -> None:
     assert len(notes) == 1 and "position 1" in notes[0]
     with pytest.raises(AnalysisError, match="per-position acceptance 1"):
         clean_per_position([0.9, float("nan")])
-
-
-def test_per_position_from_chunks_counts_steps_exactly() -> None:
-    # Each request: first chunk (prefill) and last chunk (cut by max_tokens) are ignored.
-    chunks = [[1, 3, 1, 4, 2], [1, 8, 9, 1], [1, 2]]
-    got = per_position_from_chunks(chunks, window=4)
-    # counted chunks: 3,1,4 | 8,9 -> accepted 2,0,3,4(capped),4(capped)
-    assert got.steps == 5
-    assert got.per_position == [4 / 5, 4 / 5, 3 / 5, 2 / 5]
-    assert got.mean_length == pytest.approx((3 + 1 + 4 + 5 + 5) / 5)
-    empty = per_position_from_chunks([[1], [1, 2]], window=3)
-    assert empty.steps == 0 and empty.mean_length is None
-
-
-def test_per_position_from_simulated_steps_converges_to_truth() -> None:
-    cond = [0.95, 0.9, 0.9, 0.7, 0.5, 0.3, 0.2]
-    rng = random.Random(1)
-    requests = []
-    for _ in range(400):
-        toks = [1]
-        for _ in range(30):
-            acc = 0
-            while acc < len(cond) and rng.random() < cond[acc]:
-                acc += 1
-            toks.append(acc + 1)
-        toks.append(1)
-        requests.append(toks)
-    got = per_position_from_chunks(requests, window=len(cond))
-    truth = cumulative(cond)
-    for g, t in zip(got.per_position, truth, strict=True):
-        assert abs(g - t) < 0.02
-    assert got.mean_length == pytest.approx(acceptance_lengths(truth)[-1], abs=0.05)
 
 
 def test_cost_fit_two_points_is_exact_and_three_points_is_least_squares() -> None:

@@ -3,11 +3,25 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import pytest
 
 from spectrn.errors import ConfigError
+from spectrn.run.summary import (
+    CI95,
+    Acceptance,
+    ClassSummary,
+    LevelSummary,
+    Load,
+    Requests,
+    Speedup,
+    Speedups,
+    Stats,
+    Summary,
+    Throughput,
+    VariantSummary,
+    Verdict,
+)
 from spectrn.sweep.recommend import (
     ALL,
     MIX,
@@ -182,35 +196,42 @@ def test_cost_fit_from_rows_and_model_disagreement() -> None:
     assert any("not linear" in d for d in e["disagreements"])
 
 
-def summary(structured: tuple[float, list[float]], open_: tuple[float, list[float]]) -> dict[str, Any]:
-    def sp(v: float, ci: list[float]) -> dict[str, Any]:
-        return {"paired_requests": 8, "tpot_p50": {"value": v, "ci95": ci}, "throughput": {"value": v, "ci95": ci}}
+def summary(
+    structured: tuple[float, list[float]], open_: tuple[float, list[float]], structured_acc: Acceptance | None = None
+) -> Summary:
+    def sp(v: float, ci: list[float]) -> Speedups:
+        return Speedups(paired_requests=8, tpot_p50=Speedup(value=v, ci95=(ci[0], ci[1])),
+                        throughput=Speedup(value=v, ci95=(ci[0], ci[1])))  # fmt: skip
 
-    def var(t: float) -> dict[str, Any]:
-        return {"tpot_s": {"p50": t, "ci95": {"p50": [t * 0.95, t * 1.05]}}}
+    def var(t: float, acc: Acceptance | None = None) -> VariantSummary:
+        return VariantSummary(
+            ttft_s=Stats(), tpot_s=Stats(p50=t, ci95=CI95(p50=(t * 0.95, t * 1.05))), itl_s=Stats(), e2e_s=Stats(),
+            chunk_latency_s=Stats(), llmperf_itl_s=Stats(), output_tokens_per_s=Throughput(per_request=Stats()),
+            output_tokens=Stats(), requests=Requests(completed=8), acceptance=acc,
+        )  # fmt: skip
 
-    return {
-        "level": "c4",
-        "variants": {
-            "baseline": var(0.045),
-            "speculative": {
-                **var(0.03),
-                "acceptance": {"rate": 0.5, "mean_accepted_length": 3.0, "per_position": [0.9, 0.6]},
-            },
+    counters = Acceptance(source="counters", rate=0.5, mean_accepted_length=3.0, per_position=[0.9, 0.6])
+    level = LevelSummary(
+        load=Load.parse("c4"),
+        variants={"baseline": var(0.045), "speculative": var(0.03, counters)},
+        speedup=sp(1.5, [1.4, 1.6]),
+        by_prompt_class={
+            "structured": ClassSummary(
+                variants={"baseline": var(0.045), "speculative": var(0.045 / structured[0], structured_acc)},
+                speedup=sp(*structured),
+            ),
+            "open": ClassSummary(
+                variants={"baseline": var(0.047), "speculative": var(0.047 / open_[0])}, speedup=sp(*open_)
+            ),
         },
-        "speedup": sp(1.5, [1.4, 1.6]),
-        "by_prompt_class": {
-            "structured": {"baseline": var(0.045), "speculative": var(0.045 / structured[0])},
-            "open": {"baseline": var(0.047), "speculative": var(0.047 / open_[0])},
-        },
-        "speedup_by_prompt_class": {"structured": sp(*structured), "open": sp(*open_)},
-    }
+    )
+    return Summary(run_id="r", verdict=Verdict(clean=True, performance=True), levels=[level])
 
 
 def test_build_matrix_and_analyse_sweep_end_to_end_on_synthetic_cells() -> None:
     cells = [
-        CellInput("qwen3-1.7b", 7, "c4", summary((3.0, [2.8, 3.2]), (0.95, [0.9, 1.0])),
-                  {"structured": {"per_position": [0.9, 0.8], "mean_length": 4.5, "steps": 100}}),
+        CellInput("qwen3-1.7b", 7, "c4", summary((3.0, [2.8, 3.2]), (0.95, [0.9, 1.0]), Acceptance(
+            source="stream", rate=3.5 / 7, mean_accepted_length=4.5, per_position=[0.9, 0.8]))),
         CellInput("qwen3-1.7b", 5, "c4", summary((2.9, [2.7, 3.05]), (1.0, [0.95, 1.05]))),
         CellInput("qwen3-0.6b", 7, "c4", summary((1.1, [1.0, 1.2]), (0.9, [0.85, 0.95]))),
     ]  # fmt: skip
@@ -218,7 +239,7 @@ def test_build_matrix_and_analyse_sweep_end_to_end_on_synthetic_cells() -> None:
     assert len(rows) == 9
     r = next(x for x in rows if x.draft == "qwen3-1.7b" and x.window == 7 and x.prompt_class == "structured")
     assert r.speedup == 3.0 and r.ci95 == [2.8, 3.2] and r.length == 4.5
-    assert r.acceptance_rate == pytest.approx(3.5 / 7)
+    assert r.acceptance_rate == pytest.approx(3.5 / 7) and r.acceptance_source == "stream"
     a = next(x for x in rows if x.window == 7 and x.prompt_class == ALL and x.draft == "qwen3-1.7b")
     assert a.length == 3.0 and a.per_position == [0.9, 0.6]  # the server's counters for the whole run
     out = analyse_sweep(cells, weights={"structured": 0.7, "open": 0.3})

@@ -27,16 +27,18 @@ def test_demo_on_real_vllm(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-4000:]
     (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-    eq = summary["equivalence"]
+    lv = summary["levels"][0]
+    eq = lv["equivalence"]
     assert eq["compared"] > 0 and eq["matched"] == eq["compared"], eq
-    assert summary["variants"]["baseline"]["acceptance"] is None
-    acc = summary["variants"]["speculative"]["acceptance"]
+    assert lv["variants"]["baseline"]["acceptance"] is None
+    acc = lv["variants"]["speculative"]["acceptance"]
     assert 0 < acc["rate"] < 1 and 1 < acc["mean_accepted_length"] < 5 and len(acc["per_position"]) == 4
     for variant in ("baseline", "speculative"):
-        assert summary["variants"][variant]["requests"]["errors"] == 0
+        assert lv["variants"][variant]["requests"]["errors"] == 0
     assert (run_dir / "report" / "index.html").is_file()
     out = proc.stdout + proc.stderr
     assert "vllm-cpu servers" in out and "greedy outputs identical" in out
+    assert summary["verdict"]["performance"] is False and "NOT A PERFORMANCE RESULT" in out
     servers = run_dir / "servers"
     for variant in ("baseline", "speculative"):
         assert "Application startup complete" in (servers / f"vllm-{variant}.log").read_text(errors="replace")

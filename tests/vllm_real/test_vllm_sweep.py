@@ -49,7 +49,7 @@ def test_window_sweep_on_real_vllm(tmp_path: Path) -> None:
     assert eq["compared"] == 8 and eq["matched"] == 8
     # each window's cell saw real acceptance counters of a server running that window
     for run in (tmp_path / "vs" / "cells").rglob("summary.json"):
-        acc = json.loads(run.read_text(encoding="utf-8"))["variants"]["speculative"]["acceptance"]
+        acc = json.loads(run.read_text(encoding="utf-8"))["levels"][0]["variants"]["speculative"]["acceptance"]
         assert acc["per_position"] is not None and len(acc["per_position"]) in (2, 4)
 
 

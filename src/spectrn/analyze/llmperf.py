@@ -3,35 +3,50 @@
 Write: for each variant, ``<variant>/<model>_<in>_<out>_summary.json`` (flat ``results_*`` keys) and
 ``..._individual_responses.json``, so dashboards and scripts built for llmperf (as the published
 experiment's CloudWatch path) keep working. Their ``inter_token_latency_s`` follows llmperf's own
-definition (see spectrn.analyze.summary); spectrn's summary.json has the correct per-token figures.
+definition (``spectrn.analyze.metrics``); spectrn's summary.json has the correct per-token figures.
 
-Ingest: read the result folders of an llmperf run (the ``--engine llmperf`` pod, one folder per variant)
-and produce spectrn's summary.json from the individual responses. llmperf records no per-event times, so
-per-token ITL is not available from it (null), and its token counts come from its own fixed tokenizer.
+Ingest: the result folders of an llmperf run (the ``--engine llmperf`` pod: one folder per variant, or per
+test case and variant) become a spectrn run folder (run.json + requests.jsonl), which the same code as any
+run then analyses, reports and publishes. llmperf records no per-event times, so per-token ITL is not
+available from it, its token counts come from its own fixed tokenizer, and its responses name no prompt, so
+speedups cannot be paired by request.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
+import time
+from array import array
 from pathlib import Path
 from typing import Any
 
+from spectrn.analyze.metrics import request_metrics
 from spectrn.errors import AnalysisError
+from spectrn.run.folder import REQUESTS, RunFolder
 from spectrn.run.records import RequestRecord, RunMeta
+from spectrn.run.summary import Provenance
 
 LLMPERF_QUANTILES = (25, 50, 75, 90, 95, 99)
+VARIANT_FOLDERS = {"base": "baseline", "baseline": "baseline", "sd": "speculative", "speculative": "speculative"}
+FIELDS = (
+    ("inter_token_latency_s", "results_inter_token_latency_s"),
+    ("ttft_s", "results_ttft_s"),
+    ("end_to_end_latency_s", "results_end_to_end_latency_s"),
+    ("request_output_throughput_token_per_s", "results_request_output_throughput_token_per_s"),
+    ("number_input_tokens", "results_number_input_tokens"),
+    ("number_output_tokens", "results_number_output_tokens"),
+)
 
 
-def _flat_stats(prefix: str, values: list[float]) -> dict[str, Any]:
+def _flat_stats(prefix: str, values: Any) -> dict[str, Any]:
     import numpy as np
 
-    out: dict[str, Any] = {}
-    if not values:
-        return out
     a = np.asarray(values, dtype=float)
-    for q in LLMPERF_QUANTILES:
-        out[f"{prefix}_quantiles_p{q}"] = float(np.percentile(a, q))
+    if a.size == 0:
+        return {}
+    out: dict[str, Any] = {f"{prefix}_quantiles_p{q}": float(np.percentile(a, q)) for q in LLMPERF_QUANTILES}
     out[f"{prefix}_mean"] = float(a.mean())
     out[f"{prefix}_min"] = float(a.min())
     out[f"{prefix}_max"] = float(a.max())
@@ -43,10 +58,8 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "model"
 
 
-def individual_response(rec: RequestRecord) -> dict[str, Any]:
-    from spectrn.analyze.summary import request_metrics
-
-    m = request_metrics(rec)
+def individual_response(rec: RequestRecord, time_scale: float = 1.0) -> dict[str, Any]:
+    m = request_metrics(rec, time_scale)
     n_in = rec.prompt_tokens or 0
     if m is None:
         code = rec.status if rec.status and rec.status != 200 else -1
@@ -64,7 +77,7 @@ def individual_response(rec: RequestRecord) -> dict[str, Any]:
     return {
         "error_code": None,
         "error_msg": "",
-        "inter_token_latency_s": m.llmperf_itl,
+        "inter_token_latency_s": m.llmperf_itl or 0,
         "ttft_s": m.ttft,
         "end_to_end_latency_s": m.e2e,
         "request_output_throughput_token_per_s": m.throughput_tok_s,
@@ -74,157 +87,220 @@ def individual_response(rec: RequestRecord) -> dict[str, Any]:
     }
 
 
-def write_llmperf_files(run_dir: Path, meta: RunMeta, records: list[RequestRecord]) -> list[Path]:
-    from spectrn.paths import atomic_write_text
+class _VariantWriter:
+    """One variant's individual responses streamed to disk, with the columns its summary needs."""
 
-    written = []
-    measured = [r for r in records if not r.warmup]
-    model = _safe(str(getattr(meta, "model", None) or "model"))
-    out_tokens = int(getattr(meta, "max_tokens", 0) or 0)
-    for variant in dict.fromkeys(r.variant for r in measured):
-        recs = [r for r in measured if r.variant == variant]
-        indiv = [individual_response(r) for r in recs]
-        ok = [x for x in indiv if x["error_code"] is None]
-        ins = [x["number_input_tokens"] for x in indiv]
-        mean_in = int(sum(ins) / len(ins)) if ins else 0
+    def __init__(self, folder: Path, variant: str) -> None:
+        self.dir = folder / variant
+        self.dir.mkdir(exist_ok=True)
+        self.tmp = self.dir / ".individual_responses.json.tmp"
+        self.f = self.tmp.open("w", encoding="utf-8")
+        self.f.write("[")
+        self.count = self.errors = 0
+        self.cols: dict[str, array[float]] = {k: array("d") for k, _ in FIELDS}
+        self.codes: dict[str, int] = {}
+        self.inputs = 0.0
+        self.first_send = math.inf
+        self.last_end = -math.inf
+
+    def add(self, rec: RequestRecord, row: dict[str, Any], time_scale: float) -> None:
+        self.f.write(("\n  " if self.count == 0 else ",\n  ") + json.dumps(row))
+        self.count += 1
+        self.inputs += row["number_input_tokens"]
+        if row["error_code"] is not None:
+            self.errors += 1
+            self.codes[str(row["error_code"])] = self.codes.get(str(row["error_code"]), 0) + 1
+            return
+        for k, _ in FIELDS:
+            self.cols[k].append(float(row[k]))
+        if rec.e2e is not None:
+            self.first_send = min(self.first_send, rec.sent_at)
+            self.last_end = max(self.last_end, rec.sent_at + rec.e2e)
+        del time_scale
+
+    def close(self, meta: RunMeta, model: str, out_tokens: int, time_scale: float) -> list[Path]:
+        from spectrn.paths import atomic_write_text
+
+        self.f.write("\n]\n")
+        self.f.close()
+        mean_in = int(self.inputs / self.count) if self.count else 0
         stem = f"{model}_{mean_in}_{out_tokens}"
         summary: dict[str, Any] = {
             "version": "spectrn-llmperf-compatible",
             "name": stem,
-            "model": getattr(meta, "model", None),
+            "model": meta.model,
             "mean_input_tokens": mean_in,
             "mean_output_tokens": out_tokens,
             "num_concurrent_requests": None,
             "note": "inter_token_latency uses llmperf's definition (divides by SSE events); see summary.json itl_s",
         }
-        for key, prefix in (
-            ("inter_token_latency_s", "results_inter_token_latency_s"),
-            ("ttft_s", "results_ttft_s"),
-            ("end_to_end_latency_s", "results_end_to_end_latency_s"),
-            ("request_output_throughput_token_per_s", "results_request_output_throughput_token_per_s"),
-            ("number_input_tokens", "results_number_input_tokens"),
-            ("number_output_tokens", "results_number_output_tokens"),
-        ):
-            summary.update(_flat_stats(prefix, [float(x[key]) for x in ok]))
-        errors = [x for x in indiv if x["error_code"] is not None]
-        freq: dict[str, int] = {}
-        for x in errors:
-            freq[str(x["error_code"])] = freq.get(str(x["error_code"]), 0) + 1
-        total_out = sum(x["number_output_tokens"] for x in ok)
-        ok_recs = [r for r in recs if r.ok and r.e2e is not None]
-        duration = max(r.sent_at + (r.e2e or 0) for r in ok_recs) - min(r.sent_at for r in ok_recs) if ok_recs else 0.0
+        for key, prefix in FIELDS:
+            summary.update(_flat_stats(prefix, self.cols[key]))
+        ok = self.count - self.errors
+        total_out = sum(self.cols["number_output_tokens"])
+        duration = (self.last_end - self.first_send) / time_scale if ok else 0.0
         summary.update(
-            results_num_requests_started=len(indiv),
-            results_error_rate=len(errors) / len(indiv) if indiv else 0.0,
-            results_number_errors=len(errors),
-            results_error_code_frequency=json.dumps(freq),
+            results_num_requests_started=self.count,
+            results_error_rate=self.errors / self.count if self.count else 0.0,
+            results_number_errors=self.errors,
+            results_error_code_frequency=json.dumps(self.codes),
             results_mean_output_throughput_token_per_s=total_out / duration if duration > 0 else 0.0,
-            results_num_completed_requests=len(ok),
-            results_num_completed_requests_per_min=len(ok) / duration * 60 if duration > 0 else 0.0,
+            results_num_completed_requests=ok,
+            results_num_completed_requests_per_min=ok / duration * 60 if duration > 0 else 0.0,
         )
-        vdir = run_dir / variant
-        vdir.mkdir(exist_ok=True)
-        p1, p2 = vdir / f"{stem}_summary.json", vdir / f"{stem}_individual_responses.json"
+        p1, p2 = self.dir / f"{stem}_summary.json", self.dir / f"{stem}_individual_responses.json"
         atomic_write_text(p1, json.dumps(summary, indent=2))
-        atomic_write_text(p2, json.dumps(indiv, indent=2))
-        written += [p1, p2]
+        self.tmp.replace(p2)
+        return [p1, p2]
+
+
+def write_llmperf_files(folder: RunFolder) -> list[Path]:
+    """llmperf-compatible files of every variant, in one pass over the records (real-time figures)."""
+    meta = folder.meta
+    scale = meta.provenance.time_scale if meta.provenance.time_scale > 0 else 1.0
+    writers: dict[str, _VariantWriter] = {}
+    try:
+        for rec in folder.records():
+            w = writers.get(rec.variant)
+            if w is None:
+                w = writers[rec.variant] = _VariantWriter(folder.path, rec.variant)
+            w.add(rec, individual_response(rec, scale), scale)
+    except BaseException:
+        for w in writers.values():
+            w.f.close()
+            w.tmp.unlink(missing_ok=True)
+        raise
+    model = _safe(str(meta.model or "model"))
+    out_tokens = int(meta.max_tokens or 0)
+    written: list[Path] = []
+    for w in writers.values():
+        written += w.close(meta, model, out_tokens, scale)
     return written
 
 
 # ---- ingest --------------------------------------------------------------------------------------
 
 
-def _read_json(path: Path) -> Any:
+def _read_rows(path: Path) -> list[dict[str, Any]]:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        rows = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise AnalysisError(f"{path}: not a readable llmperf result file: {e}") from None
+    if not isinstance(rows, list):
+        raise AnalysisError(f"{path}: expected a list of responses", hint="point at llmperf's --results-dir")
+    return [r for r in rows if isinstance(r, dict)]
 
 
-def ingest_variant(folder: Path) -> dict[str, Any]:
-    """spectrn's V object from one llmperf result folder (``*_individual_responses.json``)."""
-    from spectrn.analyze.summary import describe, stats_with_ci
+def _num(row: dict[str, Any], key: str, where: str) -> float:
+    v = row.get(key)
+    if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
+        return float(v)
+    raise AnalysisError(
+        f"{where}: field {key!r} is {v!r}, not a number", hint="the llmperf file is damaged or from another tool"
+    )
 
+
+def _records(folder: Path, variant: str, prompt_class: str, level: str, start: float) -> list[RequestRecord]:
     files = sorted(folder.glob("*_individual_responses.json"))
     if not files:
         raise AnalysisError(f"{folder} holds no *_individual_responses.json", hint="point at llmperf's --results-dir")
-    rows = _read_json(files[0])
-    if not isinstance(rows, list):
-        raise AnalysisError(f"{files[0]}: expected a list of responses")
-    ok = [r for r in rows if isinstance(r, dict) and not r.get("error_code")]
-    errors = [r for r in rows if isinstance(r, dict) and r.get("error_code")]
-    ttft = [float(r["ttft_s"]) for r in ok]
-    e2e = [float(r["end_to_end_latency_s"]) for r in ok]
-    tpot = [
-        (float(r["end_to_end_latency_s"]) - float(r["ttft_s"])) / (int(r["number_output_tokens"]) - 1)
-        for r in ok
-        if int(r.get("number_output_tokens") or 0) > 1
-    ]
-    classes: dict[str, int] = {}
-    for r in errors:
-        classes[f"http_{r['error_code']}"] = classes.get(f"http_{r['error_code']}", 0) + 1
-    return {
-        "ttft_s": stats_with_ci(ttft),
-        "tpot_s": stats_with_ci(tpot),
-        "itl_s": None,
-        "e2e_s": stats_with_ci(e2e),
-        "llmperf_itl_s": describe([float(r["inter_token_latency_s"]) for r in ok]),
-        "output_tokens_per_s": {
-            "per_request": describe([float(r["request_output_throughput_token_per_s"]) for r in ok]),
-            "aggregate": None,
-        },
-        "requests": {
-            "completed": len(ok),
-            "errors": len(errors),
-            "error_rate": len(errors) / len(rows) if rows else 0.0,
-            "error_classes": classes,
-        },
-        "acceptance": None,
-        "source": f"llmperf ({files[0].name}); token counts from llmperf's tokenizer; no per-token ITL",
-        "_tpot": tpot,
-        "_e2e": e2e,
-    }
+    out = []
+    for i, row in enumerate(_read_rows(files[0])):
+        where = f"{files[0]} response {i}"
+        code = row.get("error_code")
+        if code:
+            out.append(
+                RequestRecord(
+                    variant=variant,
+                    index=i,
+                    prompt_id=f"{prompt_class}-{i}",
+                    prompt_class=prompt_class,
+                    level=level,
+                    sent_at=start,
+                    status=code if isinstance(code, int) else None,
+                    error=f"http_{code}",
+                    error_msg=str(row.get("error_msg") or "")[:300],
+                )  # fmt: skip
+            )
+            continue
+        n_out = int(_num(row, "number_output_tokens", where))
+        out.append(
+            RequestRecord(
+                variant=variant,
+                index=i,
+                prompt_id=f"{prompt_class}-{i}",
+                prompt_class=prompt_class,
+                level=level,
+                sent_at=start,
+                ttft=_num(row, "ttft_s", where),
+                e2e=_num(row, "end_to_end_latency_s", where),
+                completion_tokens=n_out,
+                prompt_tokens=int(row.get("number_input_tokens") or 0) or None,
+                status=200,
+                token_source="text",
+                llmperf_itl=_num(row, "inter_token_latency_s", where),
+            )  # fmt: skip
+        )
+    return out
 
 
-def ingest(results_dir: Path, run_id: str | None = None) -> dict[str, Any]:
-    """summary.json-shaped dict from an llmperf run: ``results_dir/<variant>/*_individual_responses.json``."""
-    import numpy as np
+def ingest(results_dir: Path, run_dir: Path, *, run_id: str | None = None, meta: RunMeta | None = None) -> RunFolder:
+    """Turn llmperf result folders into the run folder ``run_dir`` (run.json + requests.jsonl).
+
+    Layouts: ``results_dir/<variant>/`` (``base``/``sd`` or ``baseline``/``speculative``), or the published
+    sample's ``results_dir/<test case>/<variant>/``; each with llmperf's ``*_individual_responses.json``.
+    """
+    from spectrn.names import check_name
+    from spectrn.paths import atomic_write_text
 
     if not results_dir.is_dir():
         raise AnalysisError(f"{results_dir} is not a folder", hint="pass the folder holding one sub-folder per variant")
-    variants = {}
-    for sub in sorted(p for p in results_dir.iterdir() if p.is_dir()):
-        if any(sub.glob("*_individual_responses.json")):
-            variants[sub.name] = ingest_variant(sub)
-    if not variants:
+
+    def variant_dirs(folder: Path) -> dict[str, Path]:
+        out = {}
+        for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
+            if any(sub.glob("*_individual_responses.json")):
+                out[VARIANT_FOLDERS.get(sub.name, sub.name)] = sub
+        return out
+
+    cases = {"llmperf": variant_dirs(results_dir)}
+    if not cases["llmperf"]:
+        cases = {sub.name: variant_dirs(sub) for sub in sorted(p for p in results_dir.iterdir() if p.is_dir())}
+        cases = {k: v for k, v in cases.items() if v}
+    if not cases:
         raise AnalysisError(
             f"{results_dir} holds no llmperf result folders",
-            hint="pass the folder with one sub-folder per variant, each holding llmperf's *_summary.json",
+            hint="pass the folder with one sub-folder per variant (or per test case), each holding llmperf's files",
         )
-    names = {"base": "baseline", "sd": "speculative"}
-    variants = {names.get(k, k): v for k, v in variants.items()}
-    summary: dict[str, Any] = {
-        "run_id": run_id or results_dir.name,
-        "engine": "llmperf",
-        "clean": all(v["requests"]["error_rate"] <= 0.05 for v in variants.values()),
-        "warnings": ["per-token ITL unavailable: llmperf records no per-event times"],
-        "variants": {k: {kk: vv for kk, vv in v.items() if not kk.startswith("_")} for k, v in variants.items()},
-        "by_prompt_class": {},
-    }
-    if "baseline" in variants and "speculative" in variants:
-        b, s = variants["baseline"], variants["speculative"]
-        sp: dict[str, Any] = {}
-        for key, xb, xs in (("tpot_p50", b["_tpot"], s["_tpot"]), ("e2e_p50", b["_e2e"], s["_e2e"])):
-            if xb and xs:
-                ab, as_ = np.asarray(xb), np.asarray(xs)
-                value = float(np.median(ab) / np.median(as_))
-                # unpaired: llmperf's files don't say which prompt each response answered
-                rng = np.random.default_rng(0)
-                ratios = [
-                    float(np.median(rng.choice(ab, ab.size)) / np.median(rng.choice(as_, as_.size)))
-                    for _ in range(1000)
-                ]
-                lo, hi = np.percentile(ratios, [2.5, 97.5])
-                sp[key] = {"value": value, "ci95": [float(lo), float(hi)], "paired": False}
-        summary["speedup"] = sp
-    return summary
+    base = meta or RunMeta(run_id=run_id or results_dir.name, spectrn_version="", started_at=time.time())
+    level = base.levels[0] if base.levels else f"c{base.config.bench.concurrency[0]}"
+    records: list[RequestRecord] = []
+    for case, variants in cases.items():
+        cls = check_name(case, what="llmperf test case", source=str(results_dir))
+        for variant, folder in variants.items():
+            check_name(variant, what="llmperf variant folder", source=str(folder))
+            records += _records(folder, variant, cls, level, base.started_at)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if (run_dir / REQUESTS).exists():
+        (run_dir / REQUESTS).unlink()  # re-ingest replaces what an earlier ingest wrote
+    with (run_dir / REQUESTS).open("w", encoding="utf-8") as f:
+        for r in records:
+            f.write(r.model_dump_json(exclude_none=True) + "\n")
+    from spectrn import __version__
+
+    meta_out = base.model_copy(
+        update={
+            "run_id": run_id or base.run_id,
+            "spectrn_version": base.spectrn_version or __version__,
+            "engine": "llmperf",
+            "finished_at": base.finished_at or base.started_at,
+            "levels": [level],
+            "provenance": base.provenance.model_copy(update={"engine": "llmperf"})
+            if meta
+            else Provenance(runtime="llmperf", engine="llmperf"),
+            "notes": [*base.notes, f"ingested from llmperf results in {results_dir.name}: no per-event times "
+                      "(per-token ITL unavailable), llmperf's own token counts, speedups unpaired"],
+        }
+    )  # fmt: skip
+    atomic_write_text(run_dir / "run.json", meta_out.model_dump_json(indent=2) + "\n")
+    return RunFolder.open(run_dir)

@@ -1,571 +1,721 @@
-"""Records -> statistics. Pure functions, except ``analyze_run`` which reads and writes a run folder.
+"""Request records -> ``Summary`` in one pass with bounded memory (pure, apart from reading the records given).
 
-Definitions (per successful, non-warm-up request with n output tokens):
-- TTFT: send -> first token-bearing event.
-- TPOT = (e2e - TTFT) / (n - 1)   (as inference-perf and vLLM's bench define it).
-- per-token ITL: for each event after the first, a gap g carrying k tokens counts as k gaps of g / k,
-  so a speculative step that emits 5 tokens after 50 ms contributes five 10 ms samples.
-- chunk latency: the raw gap between consecutive events (what one engine step looks like to a client).
-- llmperf-compatible ITL: (TTFT + sum of event gaps) / number of events, i.e. last event time / events:
-  llmperf's definition, wrong under speculation (it divides by events, not tokens, and includes TTFT).
-  Reported only for reconciliation with published numbers, always labelled as such.
-- output throughput per request: n / e2e; aggregate: all output tokens / (last end - first send).
+Each record lands in the accumulator of its (load level, variant, prompt class): one number per request in
+compact arrays (TTFT, TPOT, e2e, throughput, output tokens, schedule index), per-token ITL and chunk
+latency in sketches (``spectrn.analyze.stats``), a fixed-size sample of requests' ITL for the bootstrap,
+decode-event sizes for stream acceptance. Nothing else of a record is kept, so memory grows by about a
+hundred bytes per request and a million requests fit on a laptop.
 
-Confidence intervals: percentile bootstrap (default 1000 resamples, seeded). Per-token ITL resamples
-whole requests (tokens of one request are correlated). Speedups are paired by schedule index (both
-variants got the same prompt at the same index), resampling indices. Large runs are sub-sampled to a
-fixed number of requests for the bootstrap only; point estimates always use every request.
+Speedups (baseline / speculative) pair the two variants by schedule index (both got the same prompt at the
+same index) and resample indices; the ITL speedup resamples the sampled requests present in both variants.
+An llmperf run cannot be paired (its files do not say which prompt each response answered): its speedups
+resample each variant on its own and say so.
+
+The headline is one TPOT speedup per load level and prompt class; a figure pooled over classes is only a
+headline for a declared traffic mix, weighted by it (a median of a two-peaked mix means nothing).
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
+import heapq
 import math
 import warnings
-from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from array import array
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from spectrn.errors import AnalysisError, one_line
-from spectrn.run.records import RequestRecord, RunMeta, iter_records
+from spectrn.analyze.acceptance import StreamCounter, combine, counters_from_json, window_contradiction
+from spectrn.analyze.metrics import request_metrics
+from spectrn.analyze.stats import (
+    BOOT_MAX_REQUESTS,
+    BOOT_RESAMPLES,
+    TokenDistribution,
+    bootstrap,
+    clustered_ci,
+    describe,
+    stats_with_ci,
+    subsample,
+    weighted_median,
+)
+from spectrn.errors import AnalysisError
+from spectrn.run.records import RequestRecord, RunMeta
+from spectrn.run.summary import (
+    ClassSummary,
+    Cost,
+    Divergence,
+    Equivalence,
+    Finding,
+    Goodput,
+    HeadlineItem,
+    LevelSummary,
+    Load,
+    Provenance,
+    Requests,
+    Speedup,
+    Speedups,
+    Summary,
+    Throughput,
+    VariantSummary,
+    Verdict,
+)
+from spectrn.windows import for_dialect, for_profile
 
-QUANTILES = (50, 90, 95, 99)
-BOOT_RESAMPLES = 1000
-BOOT_MAX_REQUESTS = 2000
+ALL = "all"
+MIN_DECODE_EVENTS = 100  # fewer decode events per variant than this: timing is not a performance result
+COALESCED_SHARE = 0.05  # more baseline events than this carrying several tokens: the server coalesces steps
+MAX_PENDING_OUTPUTS = 20_000  # outputs held while waiting for the other variant's same request
+MAX_DIVERGENCES = 100
 
 
-@dataclass(frozen=True)
-class RequestMetrics:
-    index: int
-    variant: str
-    prompt_class: str
-    ttft: float
-    e2e: float
-    tpot: float | None
-    itls: list[float]
-    chunk_latencies: list[float]
-    output_tokens: int
-    throughput_tok_s: float
-    llmperf_itl: float
-    decode_tokens: int
-    decode_chunks: int
+def _sample_key(index: int, seed: int) -> int:
+    """A fixed pseudo-random rank per schedule index: the same requests are sampled in every variant."""
+    return int.from_bytes(hashlib.blake2b(f"{seed}:{index}".encode(), digest_size=8).digest(), "big")
+
+
+@dataclass
+class Accumulator:
+    """Everything kept of the records of one (level, variant, prompt class)."""
+
+    window: int | None
+    semantics: Any
+    seed: int
+    records: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    examples: dict[str, str] = field(default_factory=dict)
+    index: array[int] = field(default_factory=lambda: array("q"))
+    ttft: array[float] = field(default_factory=lambda: array("d"))
+    tpot: array[float] = field(default_factory=lambda: array("d"))  # NaN when the request had one token
+    e2e: array[float] = field(default_factory=lambda: array("d"))
+    thr: array[float] = field(default_factory=lambda: array("d"))
+    out_tokens: array[float] = field(default_factory=lambda: array("d"))
+    llmperf_itl: array[float] = field(default_factory=lambda: array("d"))
+    itl: TokenDistribution = field(default_factory=TokenDistribution)
+    chunk: TokenDistribution = field(default_factory=TokenDistribution)
+    itl_sample: list[tuple[int, int, list[float], list[int]]] = field(default_factory=list)  # heap of (-key, ...)
+    decode_tokens: int = 0
+    decode_chunks: int = 0
+    first_send: float = math.inf
+    last_end: float = -math.inf
+    token_sources: Counter[str] = field(default_factory=Counter)
+    stream: StreamCounter | None = None
+
+    def __post_init__(self) -> None:
+        self.stream = StreamCounter(self.window, self.semantics)
+
+    def add(self, rec: RequestRecord, time_scale: float, max_tokens: int | None) -> None:
+        self.records += 1
+        if not rec.ok:
+            cls = rec.error or "error"
+            self.errors[cls] += 1
+            self.examples.setdefault(cls, (rec.error_msg or "")[:300])
+            return
+        m = request_metrics(rec, time_scale)
+        if m is None:
+            return
+        self.index.append(rec.index)
+        self.ttft.append(m.ttft)
+        self.tpot.append(m.tpot if m.tpot is not None else math.nan)
+        self.e2e.append(m.e2e)
+        self.thr.append(m.throughput_tok_s)
+        self.out_tokens.append(float(m.output_tokens))
+        self.llmperf_itl.append(m.llmperf_itl if m.llmperf_itl is not None else math.nan)
+        values, weights = m.itl_values
+        self.itl.add(values, weights)
+        self.chunk.add(list(m.gaps))
+        if values:
+            item = (-_sample_key(rec.index, self.seed), rec.index, values, weights)
+            if len(self.itl_sample) < BOOT_MAX_REQUESTS:
+                heapq.heappush(self.itl_sample, item)
+            elif item > self.itl_sample[0]:
+                heapq.heapreplace(self.itl_sample, item)
+        self.decode_tokens += m.decode_tokens
+        self.decode_chunks += m.decode_chunks
+        self.first_send = min(self.first_send, rec.sent_at)
+        self.last_end = max(self.last_end, rec.sent_at + m.e2e * time_scale)  # wall clock, as sent
+        self.token_sources[rec.token_source] += 1
+        if self.stream is not None and rec.chunk_tokens:
+            cut = max_tokens is not None and m.output_tokens >= max_tokens
+            self.stream.add(rec.chunk_tokens, cut_at_max_tokens=cut)
+
+    def merge(self, other: Accumulator) -> None:
+        self.records += other.records
+        self.errors.update(other.errors)
+        for k, v in other.examples.items():
+            self.examples.setdefault(k, v)
+        for name in ("index", "ttft", "tpot", "e2e", "thr", "out_tokens", "llmperf_itl"):
+            getattr(self, name).extend(getattr(other, name))
+        self.itl.merge(other.itl)
+        self.chunk.merge(other.chunk)
+        for item in other.itl_sample:
+            if len(self.itl_sample) < BOOT_MAX_REQUESTS:
+                heapq.heappush(self.itl_sample, item)
+            elif item > self.itl_sample[0]:
+                heapq.heapreplace(self.itl_sample, item)
+        self.decode_tokens += other.decode_tokens
+        self.decode_chunks += other.decode_chunks
+        self.first_send = min(self.first_send, other.first_send)
+        self.last_end = max(self.last_end, other.last_end)
+        self.token_sources.update(other.token_sources)
+        if self.stream is not None and other.stream is not None:
+            self.stream.merge(other.stream)
 
     @property
-    def tokens_per_decode_chunk(self) -> float | None:
-        return self.decode_tokens / self.decode_chunks if self.decode_chunks else None
+    def completed(self) -> int:
+        return len(self.index)
+
+    @property
+    def wall_s(self) -> float:
+        return max(self.last_end - self.first_send, 1e-9) if self.completed else 0.0
 
 
-def request_metrics(rec: RequestRecord) -> RequestMetrics | None:
-    """Per-request metrics, or None for a failed request or one without tokens."""
-    if not rec.ok or rec.ttft is None or rec.e2e is None or not rec.chunk_times:
-        return None
-    n = rec.output_tokens
-    if n <= 0:
-        return None
-    times, toks = rec.chunk_times, rec.chunk_tokens
-    itls: list[float] = []
-    gaps: list[float] = []
-    for i in range(1, len(times)):
-        g = times[i] - times[i - 1]
-        gaps.append(g)
-        k = toks[i] if i < len(toks) else 1
-        if k > 0:
-            itls.extend([g / k] * k)
-    tpot = (rec.e2e - rec.ttft) / (n - 1) if n > 1 else None
-    decode = toks[1:]
-    return RequestMetrics(
-        index=rec.index,
-        variant=rec.variant,
-        prompt_class=rec.prompt_class,
-        ttft=rec.ttft,
-        e2e=rec.e2e,
-        tpot=tpot,
-        itls=itls,
-        chunk_latencies=gaps,
-        output_tokens=n,
-        throughput_tok_s=n / rec.e2e if rec.e2e > 0 else 0.0,
-        llmperf_itl=times[-1] / len(times),
-        decode_tokens=sum(decode),
-        decode_chunks=len(decode),
+@dataclass
+class Settings:
+    """What analysis needs from the run's configuration (typed, with the config's own defaults)."""
+
+    hourly_usd: float
+    share: float
+    max_error_rate: float
+    slo_ttft_s: float | None
+    slo_tpot_s: float | None
+    window: int | None
+    semantics: Any
+    time_scale: float
+    max_tokens: int | None
+    paired: bool
+    seed: int = 0
+
+    @classmethod
+    def of(cls, meta: RunMeta, seed: int = 0) -> Settings:
+        from spectrn.spec.catalog import INSTANCES
+
+        cfg = meta.config
+        inst = INSTANCES.get(cfg.instance_type)
+        hourly = cfg.pricing.instance_hourly_usd or (inst.hourly_usd if inst else INSTANCES["trn2.48xlarge"].hourly_usd)
+        prov = meta.provenance
+        spec_server = prov.servers.get("speculative")
+        window = spec_server.window if spec_server and spec_server.window else cfg.num_speculative_tokens
+        if spec_server and spec_server.window_semantics:
+            semantics = spec_server.window_semantics
+        elif prov.profile:
+            semantics = for_profile(prov.profile)
+        else:
+            semantics = for_dialect(cfg.vllm_dialect)
+        return cls(
+            hourly_usd=float(hourly),
+            share=float(cfg.pricing.instances_per_service),
+            max_error_rate=float(cfg.bench.max_error_rate),
+            slo_ttft_s=cfg.bench.slo_ttft_s,
+            slo_tpot_s=cfg.bench.slo_tpot_s,
+            window=window,
+            semantics=semantics,
+            time_scale=prov.time_scale if prov.time_scale > 0 else 1.0,
+            max_tokens=meta.max_tokens or cfg.bench.max_tokens,
+            paired=meta.engine != "llmperf",
+            seed=seed,
+        )
+
+
+# ---- one variant ---------------------------------------------------------------------------------------
+
+
+def _arr(a: array[float]) -> Any:
+    import numpy as np
+
+    return np.frombuffer(a, dtype=float) if len(a) else np.zeros(0)
+
+
+def variant_summary(acc: Accumulator, st: Settings, *, planned: int | None, acceptance: Any) -> VariantSummary:
+    import numpy as np
+
+    seed = st.seed
+    ttft, tpot, e2e, thr, out = (_arr(a) for a in (acc.ttft, acc.tpot, acc.e2e, acc.thr, acc.out_tokens))
+    itl = acc.itl.stats()
+    if itl.n:
+        itl.ci95 = clustered_ci([(v, w) for _, _, v, w in acc.itl_sample], seed=seed + 20)
+    total_tokens = float(out.sum())
+    wall = acc.wall_s / st.time_scale
+    aggregate = total_tokens / wall if wall > 0 else None
+    agg_ci = None
+    if aggregate is not None and out.size > 1:
+        sub = out[subsample(out.size, seed + 40)]
+        scale = out.size / sub.size
+        agg_ci = bootstrap(lambda i: sub[i].sum(axis=-1) * scale / wall, sub.size, seed=seed + 40, vectorized=True)
+    requests = Requests(
+        planned=planned,
+        completed=acc.completed,
+        errors=sum(acc.errors.values()),
+        error_rate=sum(acc.errors.values()) / acc.records if acc.records else 0.0,
+        error_classes=dict(acc.errors),
+        error_examples=dict(acc.examples),
+    )
+    cost = None
+    if aggregate:
+        usd = usd_per_million(st, aggregate)
+        cost_ci = None
+        if agg_ci is not None and agg_ci[0] > 0:  # cost falls as throughput rises: the bounds swap
+            cost_ci = (usd_per_million(st, agg_ci[1]), usd_per_million(st, agg_ci[0]))
+        cost = Cost(
+            instance_hourly_usd=st.hourly_usd,
+            instances_per_service=st.share,
+            usd_per_million_output_tokens=usd,
+            usd_per_million_output_tokens_ci95=cost_ci,
+        )
+    goodput = None
+    if st.slo_ttft_s is not None or st.slo_tpot_s is not None:
+        ok = np.ones(ttft.size, dtype=bool)
+        if st.slo_ttft_s is not None:
+            ok &= ttft <= st.slo_ttft_s
+        if st.slo_tpot_s is not None:
+            ok &= np.nan_to_num(tpot, nan=math.inf) <= st.slo_tpot_s
+        good = int(ok.sum())
+        goodput = Goodput(
+            slo_ttft_s=st.slo_ttft_s,
+            slo_tpot_s=st.slo_tpot_s,
+            fraction=good / acc.records if acc.records else None,
+            requests_per_s=good / wall if wall > 0 else None,
+        )
+    return VariantSummary(
+        ttft_s=stats_with_ci(ttft, seed=seed),
+        tpot_s=stats_with_ci(tpot, seed=seed + 10),
+        itl_s=itl,
+        e2e_s=stats_with_ci(e2e, seed=seed + 30),
+        chunk_latency_s=acc.chunk.stats(),
+        llmperf_itl_s=describe(_arr(acc.llmperf_itl)),
+        output_tokens_per_s=Throughput(per_request=describe(thr), aggregate=aggregate, aggregate_ci95=agg_ci),
+        output_tokens=describe(out),
+        tokens_per_chunk_mean=acc.decode_tokens / acc.decode_chunks if acc.decode_chunks else None,
+        token_sources=dict(acc.token_sources),
+        requests=requests,
+        duration_s=wall,
+        acceptance=acceptance,
+        goodput=goodput,
+        cost=cost,
     )
 
 
-# ---- statistics ----------------------------------------------------------------------------------
+def usd_per_million(st: Settings, tokens_per_s: float) -> float:
+    """Instance price x the service's share of it, per million output tokens at ``tokens_per_s``."""
+    return st.hourly_usd * st.share / (tokens_per_s * 3600.0) * 1e6
 
 
-def _rng(seed: int) -> Any:
+# ---- A/B -------------------------------------------------------------------------------------------------
+
+
+def speedups(base: Accumulator, spec: Accumulator, *, paired: bool = True, seed: int = 0) -> Speedups:
+    """baseline / speculative for latencies (> 1 = speculation faster), speculative / baseline for throughput."""
     import numpy as np
 
-    return np.random.default_rng(seed)
-
-
-def describe(values: Sequence[float]) -> dict[str, Any]:
-    """mean, min, max, stddev and the quantiles of ``values`` (None when empty)."""
-    import numpy as np
-
-    if len(values) == 0:
-        return {"n": 0, "mean": None, **{f"p{q}": None for q in QUANTILES}}
-    a = np.asarray(values, dtype=float)
-    qs = np.percentile(a, QUANTILES)
-    out: dict[str, Any] = {"n": int(a.size), "mean": float(a.mean())}
-    out.update({f"p{q}": float(v) for q, v in zip(QUANTILES, qs, strict=True)})
-    out.update(min=float(a.min()), max=float(a.max()), stddev=float(a.std(ddof=1)) if a.size > 1 else 0.0)
-    return out
-
-
-def bootstrap(
-    stat: Callable[[Any], Any],
-    n: int,
-    *,
-    resamples: int = BOOT_RESAMPLES,
-    seed: int = 0,
-    vectorized: bool = False,
-) -> list[float] | None:
-    """95% percentile-bootstrap interval of ``stat(indices)`` over ``n`` units, or None if n < 2.
-
-    With ``vectorized``, ``stat`` takes a (resamples x n) index matrix and returns one value per row, which
-    replaces a Python loop of ``resamples`` calls by a few array operations.
-    """
-    import numpy as np
-
-    if n < 2:
-        return None
-    rng = _rng(seed)
-    if vectorized:
-        chunks = []
-        for start in range(0, resamples, 250):  # bounded memory: 250 x n indices at a time
-            rows = rng.integers(0, n, (min(250, resamples - start), n))
-            chunks.append(np.asarray(stat(rows), dtype=float))
-        arr = np.concatenate(chunks)
-        vals = arr[np.isfinite(arr)]
+    bi, si = np.frombuffer(base.index, dtype=np.int64), np.frombuffer(spec.index, dtype=np.int64)
+    if paired:
+        _, pb, ps = np.intersect1d(bi, si, assume_unique=False, return_indices=True)
     else:
-        out = []
-        for _ in range(resamples):
-            v = stat(rng.integers(0, n, n))
-            if v is not None and math.isfinite(v):
-                out.append(v)
-        vals = np.asarray(out, dtype=float)
-    if vals.size < resamples // 2:
-        return None
-    lo, hi = np.percentile(vals, [2.5, 97.5])
-    return [float(lo), float(hi)]
-
-
-def _subsample(n: int, seed: int) -> Any:
-    import numpy as np
-
-    if n <= BOOT_MAX_REQUESTS:
-        return np.arange(n)
-    return np.sort(_rng(seed + 7).choice(n, BOOT_MAX_REQUESTS, replace=False))
-
-
-def stats_with_ci(values: Sequence[float], *, seed: int = 0, resamples: int = BOOT_RESAMPLES) -> dict[str, Any]:
-    """``describe`` plus bootstrap CIs of the mean and p50."""
-    import numpy as np
-
-    out = describe(values)
-    a = np.asarray(values, dtype=float)
-    sub = a[_subsample(a.size, seed)]
-    out["ci95"] = {
-        "mean": bootstrap(lambda i: sub[i].mean(axis=-1), sub.size, seed=seed, resamples=resamples, vectorized=True),
-        "p50": bootstrap(
-            lambda i: np.median(sub[i], axis=-1), sub.size, seed=seed + 1, resamples=resamples, vectorized=True
-        ),
-    }
-    return out
-
-
-def clustered_stats_with_ci(
-    groups: Sequence[Sequence[float]], *, seed: int = 0, resamples: int = BOOT_RESAMPLES
-) -> dict[str, Any]:
-    """Stats of all values in ``groups`` (e.g. per-token ITLs); CIs resample whole groups (requests)."""
-    import numpy as np
-
-    flat = [v for g in groups for v in g]
-    out = describe(flat)
-    sel = _subsample(len(groups), seed)
-    arrays = [np.asarray(groups[i], dtype=float) for i in sel]
-    lengths = np.array([a.size for a in arrays])
-    if lengths.sum() == 0:
-        out["ci95"] = {"mean": None, "p50": None}
+        pb, ps = np.arange(bi.size), np.arange(si.size)
+    out = Speedups(paired_requests=int(pb.size) if paired else 0, paired=paired)
+    if pb.size == 0 or ps.size == 0:
         return out
-    resamples = min(resamples, 300)  # each resample concatenates up to BOOT_MAX_REQUESTS arrays
 
-    def stat(q: str) -> Callable[[Any], float]:
-        def f(idx: Any) -> float:
-            cat = np.concatenate([arrays[i] for i in idx])
-            if cat.size == 0:
-                return float("nan")
-            return float(cat.mean() if q == "mean" else np.median(cat))
+    def col(acc: Accumulator, name: str, pick: Any) -> Any:
+        return _arr(getattr(acc, name))[pick]
 
-        return f
-
-    out["ci95"] = {
-        "mean": bootstrap(stat("mean"), len(arrays), seed=seed, resamples=resamples),
-        "p50": bootstrap(stat("p50"), len(arrays), seed=seed + 1, resamples=resamples),
+    pairs = {
+        "tpot": (col(base, "tpot", pb), col(spec, "tpot", ps)),
+        "e2e": (col(base, "e2e", pb), col(spec, "e2e", ps)),
+        "ttft": (col(base, "ttft", pb), col(spec, "ttft", ps)),
+        "thr": (col(base, "thr", pb), col(spec, "thr", ps)),
     }
-    return out
+    if paired:
+        sel = subsample(pb.size, seed)
+        pairs = {k: (x[sel], y[sel]) for k, (x, y) in pairs.items()}
 
+    def ratio(f: Callable[..., Any], num: Any, den: Any) -> Callable[[Any], Any]:
+        if paired:
+            return lambda i: f(num[i], axis=-1) / f(den[i], axis=-1)
+        return lambda i: f(num[i % num.size], axis=-1) / f(den[i % den.size], axis=-1)
 
-# ---- one variant ---------------------------------------------------------------------------------
+    def unpaired_stat(f: Callable[..., Any], num: Any, den: Any) -> Callable[[Any], Any]:
+        gen = np.random.default_rng(seed + 99)
 
+        def stat(rows: Any) -> Any:
+            a = num[gen.integers(0, num.size, (rows.shape[0], num.size))] if rows.ndim == 2 else num
+            b = den[gen.integers(0, den.size, (rows.shape[0], den.size))] if rows.ndim == 2 else den
+            return f(a, axis=-1) / f(b, axis=-1)
 
-def variant_summary(
-    records: Sequence[RequestRecord],
-    metrics: Sequence[RequestMetrics],
-    *,
-    acceptance: dict[str, Any] | None,
-    slo_ttft_s: float | None = None,
-    slo_tpot_s: float | None = None,
-    seed: int = 0,
-) -> dict[str, Any]:
-    """The ``V`` object of summary.json for one variant (or one variant within one prompt class)."""
-    errors = [r for r in records if not r.ok]
-    error_classes = Counter(r.error for r in errors)
-    error_examples: dict[str, str] = {}
-    for r in errors:
-        if r.error and r.error not in error_examples:
-            error_examples[r.error] = (r.error_msg or "")[:300]
-    total_tokens = sum(m.output_tokens for m in metrics)
-    ok_recs = [r for r in records if r.ok and r.e2e is not None]
-    if ok_recs:
-        start = min(r.sent_at for r in ok_recs)
-        end = max(r.sent_at + (r.e2e or 0.0) for r in ok_recs)
-        duration = max(end - start, 1e-9)
-    else:
-        duration = 0.0
-    tpots = [m.tpot for m in metrics if m.tpot is not None]
-    # tokens per event after the first, pooled over requests: under speculation this is the client-side
-    # view of the mean acceptance length (accepted + bonus per step), comparable to the server counters
-    decode_tokens = sum(m.decode_tokens for m in metrics)
-    decode_chunks = sum(m.decode_chunks for m in metrics)
-    v: dict[str, Any] = {
-        "ttft_s": stats_with_ci([m.ttft for m in metrics], seed=seed),
-        "tpot_s": stats_with_ci(tpots, seed=seed + 10),
-        "itl_s": clustered_stats_with_ci([m.itls for m in metrics], seed=seed + 20),
-        "chunk_latency_s": describe([g for m in metrics for g in m.chunk_latencies]),
-        "e2e_s": stats_with_ci([m.e2e for m in metrics], seed=seed + 30),
-        "llmperf_itl_s": describe([m.llmperf_itl for m in metrics]),
-        "output_tokens_per_s": {
-            "per_request": describe([m.throughput_tok_s for m in metrics]),
-            "aggregate": total_tokens / duration if duration > 0 else None,
-        },
-        "output_tokens": describe([m.output_tokens for m in metrics]),
-        "tokens_per_chunk_mean": decode_tokens / decode_chunks if decode_chunks else None,
-        "requests": {
-            "completed": len(metrics),
-            "errors": len(errors),
-            "error_rate": len(errors) / len(records) if records else 0.0,
-            "error_classes": dict(error_classes),
-            "error_examples": error_examples,
-        },
-        "duration_s": duration,
-        "acceptance": acceptance,
-    }
-    if slo_ttft_s is not None or slo_tpot_s is not None:
-        good = [
-            m
-            for m in metrics
-            if (slo_ttft_s is None or m.ttft <= slo_ttft_s)
-            and (slo_tpot_s is None or (m.tpot is not None and m.tpot <= slo_tpot_s))
-        ]
-        v["goodput"] = {
-            "slo_ttft_s": slo_ttft_s,
-            "slo_tpot_s": slo_tpot_s,
-            "fraction": len(good) / len(records) if records else None,
-            "requests_per_s": len(good) / duration if duration > 0 else None,
-        }
-    return v
+        return stat
 
-
-# ---- A/B -----------------------------------------------------------------------------------------
-
-
-def _paired(
-    base: Sequence[RequestMetrics], spec: Sequence[RequestMetrics]
-) -> tuple[list[RequestMetrics], list[RequestMetrics]]:
-    bi = {m.index: m for m in base}
-    si = {m.index: m for m in spec}
-    common = sorted(set(bi) & set(si))
-    return [bi[i] for i in common], [si[i] for i in common]
-
-
-def speedups(
-    base: Sequence[RequestMetrics], spec: Sequence[RequestMetrics], *, seed: int = 0, resamples: int = BOOT_RESAMPLES
-) -> dict[str, Any]:
-    """baseline / speculative for latencies (>1 = speculation faster), speculative / baseline for throughput."""
-    import numpy as np
-
-    b, s = _paired(base, spec)
-    out: dict[str, Any] = {"paired_requests": len(b)}
-    if not b:
-        return out
-    sel = _subsample(len(b), seed)
-    b = [b[i] for i in sel]
-    s = [s[i] for i in sel]
-
-    def arr(ms: Sequence[RequestMetrics], f: Callable[[RequestMetrics], float | None]) -> Any:
-        return np.array([np.nan if f(m) is None else f(m) for m in ms], dtype=float)
-
-    tb, ts = arr(b, lambda m: m.tpot), arr(s, lambda m: m.tpot)
-    eb, es = arr(b, lambda m: m.e2e), arr(s, lambda m: m.e2e)
-    fb, fs = arr(b, lambda m: m.ttft), arr(s, lambda m: m.ttft)
-    qb, qs = arr(b, lambda m: m.throughput_tok_s), arr(s, lambda m: m.throughput_tok_s)
-    ib = [np.asarray(m.itls) for m in b]
-    is_ = [np.asarray(m.itls) for m in s]
-
-    # these take one index vector (the point estimate) or a matrix of them (vectorized bootstrap rows)
-    def ratio_med(x: Any, y: Any) -> Callable[[Any], Any]:
-        return lambda i: np.nanmedian(x[i], axis=-1) / np.nanmedian(y[i], axis=-1)
-
-    def ratio_mean(x: Any, y: Any) -> Callable[[Any], Any]:
-        return lambda i: np.nanmean(x[i], axis=-1) / np.nanmean(y[i], axis=-1)
-
-    def itl_ratio(i: Any) -> float:
-        cb = np.concatenate([ib[j] for j in i])
-        cs = np.concatenate([is_[j] for j in i])
-        if cb.size == 0 or cs.size == 0:
-            return float("nan")
-        return float(np.median(cb) / np.median(cs))
-
-    all_idx = np.arange(len(b))
-    specs: dict[str, tuple[Callable[[Any], Any], int, bool]] = {
-        "tpot_p50": (ratio_med(tb, ts), resamples, True),
-        "tpot_mean": (ratio_mean(tb, ts), resamples, True),
-        "itl_p50": (itl_ratio, min(resamples, 300), False),
-        "e2e_p50": (ratio_med(eb, es), resamples, True),
-        "ttft_p50": (ratio_med(fb, fs), resamples, True),
-        "throughput": (ratio_mean(qs, qb), resamples, True),
+    specs: dict[str, tuple[Callable[..., Any], Any, Any]] = {
+        "tpot_p50": (np.nanmedian, *pairs["tpot"]),
+        "tpot_mean": (np.nanmean, *pairs["tpot"]),
+        "e2e_p50": (np.nanmedian, *pairs["e2e"]),
+        "ttft_p50": (np.nanmedian, *pairs["ttft"]),
+        "throughput": (np.nanmean, pairs["thr"][1], pairs["thr"][0]),
     }
     with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN resamples (no TPOT) give NaN, dropped below
-        for k, (name, (fn, nres, vec)) in enumerate(specs.items()):
-            value = float(fn(all_idx))
-            out[name] = {
-                "value": value if math.isfinite(value) else None,
-                "ci95": bootstrap(fn, len(b), seed=seed + 100 + k, resamples=nres, vectorized=vec),
-            }
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN resamples (no TPOT) give NaN, dropped
+        for k, (name, (f, num, den)) in enumerate(specs.items()):
+            value = float(f(num) / f(den))
+            fn = ratio(f, num, den) if paired else unpaired_stat(f, num, den)
+            n = num.size if paired else max(num.size, den.size)
+            ci = bootstrap(fn, n, seed=seed + 100 + k, resamples=BOOT_RESAMPLES, vectorized=True)
+            setattr(out, name, Speedup(value=value if math.isfinite(value) else None, ci95=ci))
+        out.itl_p50 = _itl_speedup(base, spec, paired=paired, seed=seed + 110)
     return out
 
 
-def equivalence(records: Iterable[RequestRecord], a: str = "baseline", b: str = "speculative") -> dict[str, Any]:
-    """Token-by-token comparison of the two variants' outputs at the same schedule index."""
-    outs: dict[str, dict[tuple[str, int], RequestRecord]] = defaultdict(dict)
-    for r in records:
-        if r.ok and r.variant in (a, b):
-            outs[r.variant][(r.level, r.index)] = r
-    compared = matched = 0
-    divergences = []
-    basis = "token_ids"
-    for key, ra in sorted(outs[a].items()):
-        rb = outs[b].get(key)
-        if rb is None:
-            continue
-        ta: Sequence[Any] | None = ra.output_token_ids
-        tb: Sequence[Any] | None = rb.output_token_ids
-        if ta is None or tb is None:
-            if ra.output_text is None or rb.output_text is None:
-                continue
-            ta, tb, basis = ra.output_text, rb.output_text, "text"
-        compared += 1
-        if list(ta) == list(tb):
-            matched += 1
-            continue
-        first = next((i for i, (x, y) in enumerate(zip(ta, tb, strict=False)) if x != y), min(len(ta), len(tb)))
-        divergences.append({"level": key[0], "index": key[1], "prompt_id": ra.prompt_id, "first_divergence": first})
-    return {
-        "compared": compared,
-        "matched": matched,
-        "match_rate": matched / compared if compared else None,
-        "basis": basis,
-        "divergences": divergences[:100],
-    }
-
-
-def cost_per_million(tokens_per_s: float | None, hourly_usd: float, share: float) -> float | None:
-    if not tokens_per_s:
+def _itl_speedup(base: Accumulator, spec: Accumulator, *, paired: bool, seed: int) -> Speedup | None:
+    pb, ps = base.itl.stats().p50, spec.itl.stats().p50
+    if not pb or not ps:
         return None
-    return hourly_usd * share / (tokens_per_s * 3600.0) * 1e6
+    value = pb / ps
+    if not paired:
+        return Speedup(value=value)
+    sb = {idx: (v, w) for _, idx, v, w in base.itl_sample}
+    ss = {idx: (v, w) for _, idx, v, w in spec.itl_sample}
+    common = sorted(set(sb) & set(ss))
+    if len(common) < 2:
+        return Speedup(value=value)
+    import numpy as np
+
+    gb = [(np.asarray(sb[i][0]), np.asarray(sb[i][1], dtype=float)) for i in common]
+    gs = [(np.asarray(ss[i][0]), np.asarray(ss[i][1], dtype=float)) for i in common]
+
+    def stat(idx: Any) -> float:
+        mb = weighted_median(np.concatenate([gb[j][0] for j in idx]), np.concatenate([gb[j][1] for j in idx]))
+        ms = weighted_median(np.concatenate([gs[j][0] for j in idx]), np.concatenate([gs[j][1] for j in idx]))
+        return mb / ms if ms > 0 else math.nan
+
+    return Speedup(value=value, ci95=bootstrap(stat, len(common), seed=seed, resamples=300))
 
 
-# ---- whole run -----------------------------------------------------------------------------------
+class OutputComparer:
+    """Greedy outputs of baseline and speculative at the same (level, index), compared token by token.
+
+    Holds an output only until the other variant's one arrives (a run's variants finish the same request
+    close together), so memory stays bounded by the requests in flight."""
+
+    def __init__(self) -> None:
+        self.pending: dict[tuple[str, int], tuple[str, str, Any]] = {}
+        self.compared = 0
+        self.matched = 0
+        self.basis = "token_ids"
+        self.divergences: list[Divergence] = []
+
+    def add(self, rec: RequestRecord) -> None:
+        if not rec.ok or rec.variant not in ("baseline", "speculative"):
+            return
+        out: Any = rec.output_token_ids if rec.output_token_ids is not None else rec.output_text
+        if out is None:
+            return
+        kind = "token_ids" if rec.output_token_ids is not None else "text"
+        key = (rec.level, rec.index)
+        other = self.pending.get(key)
+        if other is None or other[0] == rec.variant:
+            if len(self.pending) < MAX_PENDING_OUTPUTS:
+                self.pending[key] = (rec.variant, kind, out)
+            return
+        del self.pending[key]
+        if other[1] != kind:  # one side has no token ids: compare texts only when both have them
+            return
+        if kind == "text":
+            self.basis = "text"
+        self.compared += 1
+        a, b = list(other[2]), list(out)
+        if a == b:
+            self.matched += 1
+            return
+        if len(self.divergences) < MAX_DIVERGENCES:
+            first = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+            self.divergences.append(
+                Divergence(level=rec.level, index=rec.index, prompt_id=rec.prompt_id, first_divergence=first)
+            )
+
+    def result(self, level: str) -> Equivalence | None:
+        divs = [d for d in self.divergences if d.level == level]
+        return Equivalence(
+            compared=self.compared,
+            matched=self.matched,
+            match_rate=self.matched / self.compared if self.compared else None,
+            basis="text" if self.basis == "text" else "token_ids",
+            divergences=divs,
+        )
 
 
-def _acceptance_for(acc: dict[str, Any], variant: str, level: str) -> dict[str, Any] | None:
-    value = acc.get(f"{variant}@{level}", acc.get(variant))
-    return value if isinstance(value, dict) else None
+# ---- whole run -------------------------------------------------------------------------------------------
+
+
+def mix_speedup(parts: Iterable[tuple[float, float, Speedup]]) -> Speedup | None:
+    """TPOT speedup of a traffic mix: the mix's time per token is sum_c w_c B_c, so its speedup is
+    sum_c w_c B_c / sum_c w_c B_c / S_c (B_c baseline TPOT, S_c speedup, w_c normalised). The interval
+    comes from the per-class intervals by the delta method on log scale (classes are disjoint request sets)."""
+    rows = [(w, b, s) for w, b, s in parts if w > 0 and b > 0 and s.value]
+    if not rows:
+        return None
+    wsum = sum(w for w, _, _ in rows)
+    num = sum(w / wsum * b for w, b, _ in rows)
+    den = sum(w / wsum * b / (s.value or 1.0) for w, b, s in rows)
+    value = num / den
+    var = 0.0
+    for w, b, s in rows:
+        if s.ci95 is None or s.ci95[0] <= 0 or not s.value:
+            return Speedup(value=value)
+        se = (math.log(s.ci95[1]) - math.log(s.ci95[0])) / (2 * 1.96)
+        share = (w / wsum * b / s.value) / den  # d log(mix) / d log(S_c)
+        var += (share * se) ** 2
+    half = 1.96 * math.sqrt(var)
+    return Speedup(value=value, ci95=(value * math.exp(-half), value * math.exp(half)))
 
 
 def summarize(
-    records: Sequence[RequestRecord],
+    records: Iterable[RequestRecord],
+    meta: RunMeta,
     *,
-    run_id: str,
-    acceptance: dict[str, Any] | None = None,
-    config: dict[str, Any] | None = None,
-    interrupted: bool = False,
-    unfinished: bool = False,
+    acceptance: Mapping[str, Any] | None = None,
+    mix: Mapping[str, float] | None = None,
     seed: int = 0,
-) -> dict[str, Any]:
-    """summary.json for a run (schema in docs/architecture.md); multiple load levels go under ``levels``."""
-    from spectrn.spec.catalog import INSTANCES
-
-    cfg = config or {}
-    bench = cfg.get("bench", {}) if isinstance(cfg.get("bench"), dict) else {}
-    pricing = cfg.get("pricing", {}) if isinstance(cfg.get("pricing"), dict) else {}
-    inst = INSTANCES.get(str(cfg.get("instance_type", "trn2.48xlarge")), INSTANCES["trn2.48xlarge"])
-    hourly = float(pricing.get("instance_hourly_usd") or inst.hourly_usd)
-    share = float(pricing.get("instances_per_service") or 0.5)
-    max_err = float(bench.get("max_error_rate", 0.05))
-    slo_ttft, slo_tpot = bench.get("slo_ttft_s"), bench.get("slo_tpot_s")
-    acc = acceptance or {}
-
-    measured = [r for r in records if not r.warmup]
-    levels = list(dict.fromkeys(r.level for r in measured))
-    if not levels:
+) -> Summary:
+    """The run's ``Summary`` from its records (one pass) and its counter deltas (``acceptance.json``)."""
+    st = Settings.of(meta, seed)
+    accs: dict[tuple[str, str, str], Accumulator] = {}
+    comparer = OutputComparer()
+    for rec in records:
+        if rec.warmup:
+            continue
+        key = (rec.level, rec.variant, rec.prompt_class)
+        acc = accs.get(key)
+        if acc is None:
+            window = st.window if rec.variant != "baseline" else 1
+            acc = accs[key] = Accumulator(window=window, semantics=st.semantics if window != 1 else "nxdi", seed=seed)
+        acc.add(rec, st.time_scale, st.max_tokens)
+        comparer.add(rec)
+    if not accs:
         raise AnalysisError(
-            f"run {run_id} has no measured requests", hint="the run was interrupted before any request finished"
+            f"run {meta.run_id} has no measured requests", hint="the run was interrupted before any request finished"
         )
-
-    def level_summary(level: str) -> dict[str, Any]:
-        recs = [r for r in measured if r.level == level]
-        variants = list(dict.fromkeys(r.variant for r in recs))
-        by_var = {v: [r for r in recs if r.variant == v] for v in variants}
-        mets = {v: [m for m in map(request_metrics, rs) if m is not None] for v, rs in by_var.items()}
-        out: dict[str, Any] = {"variants": {}, "by_prompt_class": {}, "warnings": []}
-        for v in variants:
-            out["variants"][v] = variant_summary(
-                by_var[v],
-                mets[v],
-                acceptance=_acceptance_for(acc, v, level),
-                slo_ttft_s=slo_ttft,
-                slo_tpot_s=slo_tpot,
-                seed=seed,
+    counters = acceptance or {}
+    levels = sorted({k[0] for k in accs}, key=lambda lv: Load.parse(lv).sort_key())
+    findings: list[Finding] = []
+    level_summaries = [_level(lv, accs, st, meta, counters, comparer, findings, seed) for lv in levels]
+    if meta.interrupted:
+        findings.append(
+            Finding(code="interrupted", severity="error", message="the run was interrupted; statistics cover "
+                    "the requests that finished")
+        )  # fmt: skip
+    elif meta.finished_at is None:
+        findings.append(
+            Finding(
+                code="unfinished",
+                severity="error",
+                message="the run never finished (run.json has no end time: the load generator was killed or is "
+                "still running); statistics cover the requests that finished",
             )
-        classes = sorted({r.prompt_class for r in recs})
-        for c in classes:
-            out["by_prompt_class"][c] = {
-                v: variant_summary(
-                    [r for r in by_var[v] if r.prompt_class == c],
-                    [m for m in mets[v] if m.prompt_class == c],
-                    acceptance=None,
-                    slo_ttft_s=slo_ttft,
-                    slo_tpot_s=slo_tpot,
-                    seed=seed,
-                )
-                for v in variants
-            }
-        if "baseline" in mets and "speculative" in mets:
-            out["speedup"] = speedups(mets["baseline"], mets["speculative"], seed=seed)
-            out["speedup_by_prompt_class"] = {
-                c: speedups(
-                    [m for m in mets["baseline"] if m.prompt_class == c],
-                    [m for m in mets["speculative"] if m.prompt_class == c],
-                    seed=seed,
-                )
-                for c in classes
-            }
-            out["equivalence"] = equivalence(recs)
-            eq = out["equivalence"]
-            if eq["compared"] and eq["matched"] < eq["compared"]:
-                out["warnings"].append(
-                    f"OUTPUT DIVERGENCE: {eq['compared'] - eq['matched']} of {eq['compared']} greedy outputs differ "
-                    f"between baseline and speculative (first at index {eq['divergences'][0]['index']})"
-                )
-        out["cost"] = {
-            v: {
-                "instance_hourly_usd": hourly,
-                "instances_per_service": share,
-                "usd_per_million_output_tokens": cost_per_million(
-                    out["variants"][v]["output_tokens_per_s"]["aggregate"], hourly, share
-                ),
-            }
-            for v in variants
-        }
-        for v in variants:
-            rq = out["variants"][v]["requests"]
-            if rq["error_rate"] > max_err:
-                out["warnings"].append(
-                    f"NOT A CLEAN RUN: {v} error rate {rq['error_rate']:.1%} exceeds {max_err:.0%} "
-                    f"({rq['errors']} failed: {rq['error_classes']})"
-                )
-            if rq["completed"] == 0:
-                out["warnings"].append(f"NOT A CLEAN RUN: {v} has no successful request")
-        return out
-
-    per_level = {lv: level_summary(lv) for lv in levels}
-    first = per_level[levels[0]]
-    warnings = [f"[{lv}] {w}" if len(levels) > 1 else w for lv, s in per_level.items() for w in s["warnings"]]
-    if interrupted:
-        warnings.append("NOT A CLEAN RUN: the run was interrupted; statistics cover the requests that finished")
-    elif unfinished:
-        warnings.append(
-            "NOT A CLEAN RUN: the run never finished (run.json has no end time: the load generator was killed "
-            "or is still running); statistics cover the requests that finished"
         )
-    summary: dict[str, Any] = {
-        "run_id": run_id,
-        "level": levels[0],
-        "clean": not any(w.startswith("NOT A CLEAN RUN") or "NOT A CLEAN RUN" in w for w in warnings),
-        "warnings": warnings,
-        **{k: v for k, v in first.items() if k != "warnings"},
-    }
-    if len(levels) > 1:
-        summary["levels"] = {lv: {k: v for k, v in s.items() if k != "warnings"} for lv, s in per_level.items()}
-    return summary
-
-
-def load_run(run_dir: Path) -> tuple[RunMeta, list[RequestRecord], dict[str, Any]]:
-    if not run_dir.is_dir():
-        raise AnalysisError(f"{run_dir} is not a run folder", hint="pass results/<run-id>")
-    try:
-        meta = RunMeta.model_validate_json((run_dir / "run.json").read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise AnalysisError(f"{run_dir}/run.json is missing", hint="is this a spectrn run folder?") from None
-    except ValueError as e:
-        raise AnalysisError(
-            f"{run_dir}/run.json is corrupt: {one_line(e)}", hint="restore run.json, or re-run the bench"
-        ) from None
-    records = list(iter_records(run_dir / "requests.jsonl"))
-    acc_path = run_dir / "acceptance.json"
-    acceptance: dict[str, Any] = {}
-    if acc_path.exists():
-        try:
-            acceptance = json.loads(acc_path.read_text(encoding="utf-8"))
-        except ValueError:
-            acceptance = {}
-    return meta, records, acceptance
-
-
-def analyze_run(run_dir: Path, *, seed: int = 0) -> dict[str, Any]:
-    """Read a run folder, write summary.json and the llmperf-compatible files, return the summary."""
-    from spectrn.analyze.llmperf import write_llmperf_files
-    from spectrn.paths import atomic_write_text
-
-    meta, records, acceptance = load_run(run_dir)
-    summary = summarize(
-        records,
+    provenance = meta.provenance.model_copy(update={"rescaled": st.time_scale != 1.0, "engine": meta.engine})
+    if st.time_scale != 1.0:
+        findings.append(
+            Finding(
+                code="time_scale",
+                severity="note",
+                message=f"simulated at time scale {st.time_scale:g}: every figure is rescaled to real time "
+                f"(durations divided by {st.time_scale:g})",
+            )
+        )
+    verdict = _verdict(provenance, level_summaries, findings)
+    sends = [a.first_send for a in accs.values() if a.completed]
+    ends = [a.last_end for a in accs.values() if a.completed]
+    headline = _headline(level_summaries, mix)
+    return Summary(
         run_id=meta.run_id,
-        acceptance=acceptance,
-        config=meta.config,
-        interrupted=meta.interrupted,
-        unfinished=meta.finished_at is None,
-        seed=seed,
+        model=meta.model,
+        config_label=config_label(meta),
+        provenance=provenance,
+        verdict=verdict,
+        findings=findings,
+        headline=headline,
+        mix=dict(mix) if mix else None,
+        levels=level_summaries,
+        time_range=(min(sends), max(ends)) if sends else None,
+        notes=list(meta.notes),
     )
-    summary["notes"] = meta.notes
-    summary["model"] = getattr(meta, "model", None)
-    atomic_write_text(run_dir / "summary.json", json.dumps(finite(summary), indent=2, allow_nan=False))
-    write_llmperf_files(run_dir, meta, records)
-    return summary
 
 
-def finite(o: Any) -> Any:
-    """Replace NaN/Inf (e.g. a ratio over an empty class) by None, recursively, for strict JSON."""
-    if isinstance(o, float):
-        return o if math.isfinite(o) else None
-    if isinstance(o, dict):
-        return {k: finite(v) for k, v in o.items()}
-    if isinstance(o, list | tuple):
-        return [finite(v) for v in o]
-    return o
+def config_label(meta: RunMeta) -> str:
+    """``<draft>/k<window>`` (``medusa/k<window>`` for Medusa): one value naming the speculative setup."""
+    cfg = meta.config
+    server = meta.provenance.servers.get("speculative")
+    draft = server.draft if server and server.source != "config" else cfg.draft
+    window = server.window if server and server.source != "config" else cfg.num_speculative_tokens
+    if cfg.speculation_mode == "medusa":
+        draft = "medusa"
+    return f"{draft or 'unknown'}/k{window if window is not None else '?'}"
+
+
+def _level(
+    lv: str,
+    accs: dict[tuple[str, str, str], Accumulator],
+    st: Settings,
+    meta: RunMeta,
+    counters: Mapping[str, Any],
+    comparer: OutputComparer,
+    findings: list[Finding],
+    seed: int,
+) -> LevelSummary:
+    keys = [k for k in accs if k[0] == lv]
+    order = {"baseline": 0, "speculative": 1}
+    variants = sorted({k[1] for k in keys}, key=lambda v: (order.get(v, 2), v))
+    classes = sorted({k[2] for k in keys})
+    planned = meta.planned_requests.get(lv)
+    pooled: dict[str, Accumulator] = {}
+    for v in variants:
+        acc = Accumulator(window=accs[(lv, v, classes[0])].window, semantics=accs[(lv, v, classes[0])].semantics,
+                          seed=seed)  # fmt: skip
+        for c in classes:
+            if (lv, v, c) in accs:
+                acc.merge(accs[(lv, v, c)])
+        pooled[v] = acc
+
+    def acceptance_of(acc: Accumulator, v: str, with_counters: bool) -> Any:
+        if v == "baseline" or acc.stream is None:
+            return None
+        stream = acc.stream.result(seed=seed + 50)
+        raw = counters.get(f"{v}@{lv}", counters.get(v)) if with_counters else None
+        return combine(stream, counters_from_json(raw))
+
+    out = LevelSummary(load=Load.parse(lv))
+    for v in variants:
+        out.variants[v] = variant_summary(pooled[v], st, planned=planned, acceptance=acceptance_of(pooled[v], v, True))
+    for c in classes:
+        cs = ClassSummary()
+        for v in variants:
+            if (lv, v, c) in accs:
+                a = accs[(lv, v, c)]
+                cs.variants[v] = variant_summary(a, st, planned=None, acceptance=acceptance_of(a, v, False))
+        if (lv, "baseline", c) in accs and (lv, "speculative", c) in accs:
+            cs.speedup = speedups(accs[(lv, "baseline", c)], accs[(lv, "speculative", c)], paired=st.paired, seed=seed)
+        out.by_prompt_class[c] = cs
+    if "baseline" in pooled and "speculative" in pooled:
+        out.speedup = speedups(pooled["baseline"], pooled["speculative"], paired=st.paired, seed=seed)
+        out.equivalence = comparer.result(lv)
+        eq = out.equivalence
+        if eq is not None and eq.compared and eq.matched < eq.compared:
+            first = eq.divergences[0].index if eq.divergences else "?"
+            findings.append(
+                Finding(
+                    code="divergence",
+                    severity="warning",
+                    level=lv,
+                    message=f"OUTPUT DIVERGENCE: {eq.compared - eq.matched} of {eq.compared} greedy outputs differ "
+                    f"between baseline and speculative (first at index {first})",
+                )
+            )
+    _level_findings(lv, out, st, findings)
+    return out
+
+
+def _level_findings(lv: str, out: LevelSummary, st: Settings, findings: list[Finding]) -> None:
+    for v, vs in out.variants.items():
+        rq = vs.requests
+        if rq.error_rate > st.max_error_rate:
+            findings.append(
+                Finding(
+                    code="error_rate",
+                    severity="error",
+                    level=lv,
+                    message=f"{v} error rate {rq.error_rate:.1%} exceeds {st.max_error_rate:.0%} "
+                    f"({rq.errors} failed: {rq.error_classes})",
+                )
+            )
+        if rq.completed == 0:
+            findings.append(
+                Finding(code="no_success", severity="error", level=lv, message=f"{v} has no successful request")
+            )
+        if rq.planned is not None and rq.completed + rq.errors < rq.planned:
+            findings.append(
+                Finding(
+                    code="incomplete",
+                    severity="error",
+                    level=lv,
+                    message=f"{v} finished {rq.completed + rq.errors} of {rq.planned} planned requests (the run "
+                    "stopped part-way)",
+                )
+            )
+        if rq.planned is not None and rq.completed + rq.errors > rq.planned:
+            findings.append(
+                Finding(
+                    code="duplicates",
+                    severity="error",
+                    level=lv,
+                    message=f"{v} has {rq.completed + rq.errors} records for {rq.planned} planned requests (two runs "
+                    "wrote into one folder?)",
+                )
+            )
+        if vs.token_sources.get("text"):
+            findings.append(
+                Finding(
+                    code="tokens_estimated",
+                    severity="warning",
+                    level=lv,
+                    message=f"{v}: the server gave neither token ids nor cumulative usage for "
+                    f"{vs.token_sources['text']} request(s): tokens per event were apportioned from text, so event "
+                    "sizes (and stream acceptance) are estimates",
+                )
+            )
+        acc = vs.acceptance
+        if acc is not None and acc.agreement and "DISAGREE" in acc.agreement:
+            findings.append(
+                Finding(code="acceptance_disagree", severity="warning", level=lv, message=f"{v}: {acc.agreement}")
+            )
+        if acc is not None and acc.stream is not None:
+            problem = window_contradiction(acc.stream, st.window, st.semantics)
+            if problem:
+                findings.append(
+                    Finding(code="window_mismatch", severity="warning", level=lv, message=f"WINDOW: {v}: {problem}")
+                )
+
+
+def _verdict(provenance: Provenance, levels: list[LevelSummary], findings: list[Finding]) -> Verdict:
+    reasons: list[str] = []
+    if provenance.runtime == "vllm-cpu":
+        reasons.append("real vLLM on CPU with tiny models: a correctness check, not a Trainium performance result")
+    for lv in levels:
+        base = lv.variants.get("baseline")
+        if base is not None:
+            events = base.tokens_per_chunk_mean
+            if events is not None and events > 1.0 + COALESCED_SHARE:
+                reasons.append(
+                    f"[{lv.label}] the baseline server delivers {events:.2f} tokens per event without speculation: "
+                    "it coalesces steps, so event timing does not show engine steps"
+                )
+        for v, vs in lv.variants.items():
+            decode_events = vs.chunk_latency_s.n
+            if vs.requests.completed and decode_events < MIN_DECODE_EVENTS:
+                reasons.append(f"[{lv.label}] {v}: only {decode_events} decode events (fewer than {MIN_DECODE_EVENTS})")
+    if reasons:
+        findings.append(
+            Finding(
+                code="not_performance", severity="warning", message="NOT A PERFORMANCE RESULT: " + "; ".join(reasons)
+            )
+        )
+    clean = not any(f.severity == "error" for f in findings)
+    return Verdict(clean=clean, performance=not reasons, reasons=reasons)
+
+
+def _headline(levels: list[LevelSummary], mix: Mapping[str, float] | None) -> list[HeadlineItem]:
+    out: list[HeadlineItem] = []
+    for lv in levels:
+        for cls, cs in sorted(lv.by_prompt_class.items()):
+            if cs.speedup is not None and cs.speedup.tpot_p50 is not None:
+                out.append(HeadlineItem(level=lv.label, scope=cls, speedup=cs.speedup.tpot_p50))
+        if mix:
+            parts = []
+            for cls, w in mix.items():
+                part = lv.by_prompt_class.get(cls)
+                base = part.variants.get("baseline") if part else None
+                if part is None or base is None or part.speedup is None or part.speedup.tpot_p50 is None:
+                    continue
+                parts.append((float(w), base.tpot_s.p50 or 0.0, part.speedup.tpot_p50))
+            sp = mix_speedup(parts)
+            if sp is not None:
+                out.append(HeadlineItem(level=lv.label, scope="mix", speedup=sp))
+    return out

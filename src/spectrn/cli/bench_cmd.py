@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from spectrn.cli.common import ConfigOpt, DraftOpt, SetOpt, WindowOpt, config_from_cli, err_console, levels_flag
+from spectrn.cli.show import publish_progress, say, show_finished
 from spectrn.errors import ConfigError
 
 # this module's commands; spectrn.cli.main adds them to the app
@@ -152,14 +153,21 @@ def _bench_local(
     time_scale: float | None,
     console: Any,
 ) -> Path:
-    from spectrn.loadgen.bench import execute, plan_from_config
+    from spectrn.loadgen.bench import endpoint_provenance, execute, plan_from_config
 
     if endpoints:
         plan = plan_from_config(cfg, endpoints, run_id=run_id, out_root=out_dir, model=model)
         return execute(plan, cfg, console).run_dir
     with _local_runtime(cfg, runtime, out_dir / run_id / "servers", time_scale) as pair:
-        console.print(f"[dim]{runtime} servers: {pair.endpoints}[/]")
-        plan = plan_from_config(cfg, dict(pair.endpoints), run_id=run_id, out_root=out_dir, model=model or pair.model)
+        say(console, f"{runtime} servers: {pair.endpoints}", style="dim")
+        scale = getattr(pair, "time_scale", 1.0)
+        prov = endpoint_provenance(
+            cfg, dict(pair.endpoints), runtime=runtime, started=True, profile=getattr(pair, "profile", None),
+            time_scale=scale if runtime == "sim" else 1.0,
+        )  # fmt: skip
+        plan = plan_from_config(
+            cfg, dict(pair.endpoints), run_id=run_id, out_root=out_dir, model=model or pair.model, provenance=prov
+        )
         return execute(plan, cfg, console).run_dir
 
 
@@ -178,16 +186,18 @@ def _local_runtime(cfg: Any, runtime: str, work_dir: Path, time_scale: float | N
 
 
 def _finish_and_publish(run_dir: Path, console: Any, *, report: bool, publish: bool) -> None:
-    from spectrn.loadgen.bench import finish, print_summary, require_successes
+    from spectrn.finish import finish
+    from spectrn.loadgen.bench import require_successes
 
-    summary = finish(run_dir, console, report=report)
-    print_summary(summary, console)
-    console.print(f"results: {run_dir}")
-    require_successes(summary, run_dir)
+    done = finish(run_dir, report=report)
+    show_finished(done, console)
+    require_successes(done.summary, run_dir)
     if publish:
         from spectrn.publish.publisher import publish_run
 
-        publish_run(run_dir, console=console)
+        result = publish_run(run_dir, progress=publish_progress(console))
+        for line in result.describe():
+            say(console, line)
 
 
 @commands.command("loadgen")
@@ -236,9 +246,9 @@ def loadgen(
     outcome = execute(plan, cfg, console, quiet=quiet)
     print(json.dumps({"run_id": rid, "out": str(outcome.run_dir), "counts": outcome.counts}), flush=True)
     if analyze:
-        from spectrn.analyze.summary import analyze_run
+        from spectrn.finish import finish
 
-        analyze_run(outcome.run_dir)
+        finish(outcome.run_dir, report=False)
     if hold > 0:
         marker = outcome.run_dir / ".collected"
         deadline = time.monotonic() + hold
@@ -253,30 +263,36 @@ def analyze(
     report: Annotated[bool, typer.Option("--report/--no-report", help="Also write the report.")] = True,
 ) -> None:
     """(Re)compute summary.json and local outputs of a run folder; print the comparison table."""
-    from spectrn.loadgen.bench import finish, print_summary
+    from spectrn.finish import finish
 
     console = err_console()
-    summary = finish(run_dir, console, report=report)
-    print_summary(summary, console)
+    show_finished(finish(run_dir, report=report), console)
 
 
 @commands.command("ingest-llmperf")
 def ingest_llmperf(
     results_dir: Annotated[Path, typer.Argument(help="Folder with one llmperf result folder per variant.")],
     out: Annotated[
-        Path | None, typer.Option("--out", help="Where to write summary.json (default: RESULTS_DIR).")
+        Path | None,
+        typer.Option("--out", help="Run folder to create (default: results/<RESULTS_DIR name>)."),
     ] = None,
+    config: ConfigOpt = None,
+    sets: SetOpt = None,
 ) -> None:
-    """Turn llmperf result folders (the sample's load pod) into spectrn's summary.json."""
+    """Turn llmperf result folders (the sample's load pod) into a spectrn run folder, analysed and reported
+    like any run (and publishable with `spectrn publish`)."""
     from spectrn.analyze.llmperf import ingest
-    from spectrn.analyze.summary import finite
-    from spectrn.paths import atomic_write_text, safe_output_dir
+    from spectrn.finish import finish
+    from spectrn.paths import safe_output_dir
+    from spectrn.run.records import RunMeta
 
-    dest = safe_output_dir(out, what="--out") if out is not None else results_dir
-    summary = ingest(results_dir)
-    target = dest / "summary.json"
-    atomic_write_text(target, json.dumps(finite(summary), indent=2, allow_nan=False))
-    typer.echo(f"wrote {target}")
+    console = err_console()
+    cfg = config_from_cli(config, sets, console=console)
+    dest = out if out is not None else Path("results") / results_dir.name
+    safe_output_dir(dest, what="--out")
+    meta = RunMeta(run_id=dest.name, spectrn_version="", started_at=time.time(), config=cfg)
+    ingest(results_dir, dest, run_id=dest.name, meta=meta)
+    show_finished(finish(dest), console)
 
 
 @commands.command("demo")
@@ -304,8 +320,3 @@ def demo(
     )
     run_dir = _bench_local(cfg, {}, runtime, rid, out_dir, None, time_scale, console)
     _finish_and_publish(run_dir, console, report=True, publish=False)
-    if runtime == "sim" and time_scale != 1.0:
-        console.print(
-            f"[dim]simulated times run at time scale {time_scale:g}: divide latencies by {time_scale:g} (multiply "
-            f"throughput by {time_scale:g}) for the trn2 preset's real-time figures; ratios are unaffected[/]"
-        )

@@ -256,6 +256,10 @@ def collect_cmd(
     cfg = config_from_cli(config, sets, console=console)
     kube = _connect(context, kubeconfig)
     run_dir = collect(kube, cfg.namespace, run_id, out_root=out, console=console, timeout_s=timeout)
+    from spectrn.cli.show import show_finished
+    from spectrn.finish import finish
+
+    show_finished(finish(run_dir), console)
     typer.echo(str(run_dir))
 
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from spectrn.cli.common import err_console
+
+if TYPE_CHECKING:
+    from spectrn.run.folder import RunFolder
 
 # this module's commands; spectrn.cli.main adds them to the app
 commands = typer.Typer()
@@ -37,27 +40,16 @@ RunIdOpt = Annotated[
 ]
 
 
-def _settings(run_dir: Path) -> dict[str, object]:
-    from spectrn.run.folder import load_run
+def _open(run_dir: Path, console: Any) -> RunFolder:
+    """The run folder, analysed if it has no summary.json yet; an unclean run is published (the dashboard
+    says so too), but never silently."""
+    from spectrn.analyze.run import ensure_summary
+    from spectrn.cli.show import warn_unclean
+    from spectrn.run.folder import RunFolder
 
-    run = load_run(run_dir)
-    cw = run.config.get("cloudwatch")
-    return cw if isinstance(cw, dict) else {}
-
-
-def _warn_if_unclean(run_dir: Path, console: Any) -> None:
-    """Publishing an unclean run is allowed (the dashboard says so too), but never silently."""
-    from spectrn.errors import AnalysisError
-    from spectrn.report.html import run_summary
-    from spectrn.run.folder import load_run
-
-    try:
-        summary = run_summary(load_run(run_dir))
-    except AnalysisError:
-        return  # the publish itself reports what is wrong with the run folder
-    if summary.get("clean") is False:
-        for w in summary.get("warnings") or []:
-            console.print(f"[bold red]WARNING:[/] {w}", highlight=False)
+    folder = RunFolder.open(run_dir)
+    warn_unclean(console, ensure_summary(folder))
+    return folder
 
 
 @commands.command("publish")
@@ -116,23 +108,23 @@ def publish(
     ] = False,
 ) -> None:
     """Publish a run's per-request distributions to CloudWatch (re-runnable: sends only unsent batches)."""
+    from spectrn.cli.show import publish_progress, say
     from spectrn.publish.datums import batch_datums, build_metric_datums
     from spectrn.publish.emf import write_emf
     from spectrn.publish.publisher import publish_run
-    from spectrn.run.folder import load_run
 
     console = err_console()
-    _warn_if_unclean(run_dir, console)
+    folder = _open(run_dir, console)
     if emf:
         path = write_emf(run_dir, namespace=namespace, run_id=run_id)
         typer.echo(f"wrote {path}")
         return
     if dry_run:
-        settings = _settings(run_dir)
-        ns = namespace or str(settings.get("namespace") or "Spectrn")
-        res = int(storage_resolution or settings.get("storage_resolution") or 60)  # type: ignore[call-overload]
+        cw = folder.meta.config.cloudwatch
+        ns = namespace or cw.namespace
+        res = storage_resolution or cw.storage_resolution
         plan = build_metric_datums(
-            load_run(run_dir), namespace=ns, run_id=run_id, storage_resolution=res, skip_nonfinite=skip_nonfinite
+            folder, namespace=ns, run_id=run_id, storage_resolution=res, skip_nonfinite=skip_nonfinite
         )
         if not plan.datums:  # the same refusal as a real publish
             from spectrn.errors import PublishError
@@ -144,9 +136,9 @@ def publish(
             f"{plan.samples} samples, RunId {plan.run_id}"
         )
         return
-    publish_run(
+    result = publish_run(
         run_dir,
-        console=console,
+        progress=publish_progress(console),
         region=region,
         endpoint_url=endpoint_url,
         max_attempts=max_attempts,
@@ -160,6 +152,8 @@ def publish(
         skip_nonfinite=skip_nonfinite,
         max_datums_per_call=batch_size,
     )
+    for line in result.describe():
+        say(console, line)
 
 
 @commands.command("dashboard")
@@ -181,13 +175,13 @@ def dashboard_cmd(
 ) -> None:
     """Create or replace the run's CloudWatch comparison dashboard (also done by `spectrn publish`)."""
     from spectrn.publish import aws, dashboard, publisher
-    from spectrn.run.folder import load_run
 
-    runs = [load_run(d) for d in run_dirs]
-    settings = _settings(run_dirs[0])
-    ns = namespace or str(settings.get("namespace") or "Spectrn")
-    pre = prefix or str(settings.get("dashboard_prefix") or "spectrn")
-    reg = region or (str(settings.get("region") or "") or None)
+    console = err_console()
+    runs = [_open(d, console) for d in run_dirs]
+    cw = runs[0].meta.config.cloudwatch
+    ns = namespace or cw.namespace
+    pre = prefix or cw.dashboard_prefix
+    reg = region or cw.region
     if print_body:
         views = [
             dashboard.dashboard_run(r, run_id=run_id, time_shift_s=publisher.recorded_time_shift(d, ns))

@@ -21,16 +21,18 @@ def report(
     """Write a self-contained HTML report with PNG plots and a Markdown summary for a run."""
     from rich.console import Console
 
-    from spectrn.report.html import build_report, run_summary
+    from spectrn.analyze.run import ensure_summary
+    from spectrn.cli.common import err_console
+    from spectrn.cli.show import warn_unclean
+    from spectrn.report.html import build_report
     from spectrn.report.tables import render_table
-    from spectrn.run.folder import load_run
+    from spectrn.run.folder import RunFolder
 
+    summary = ensure_summary(RunFolder.open(run_dir))
     index = build_report(run_dir, out)
-    summary = run_summary(load_run(run_dir))
     if table:
         Console().print(render_table(summary))
-    for w in summary.get("warnings") or []:  # an unclean run is never reported without saying so
-        Console(stderr=True).print(f"[bold red]WARNING:[/] {w}", highlight=False)
+    warn_unclean(err_console(), summary)  # an unclean run is never reported without saying so
     typer.echo(f"report: {index}")
     typer.echo(f"plots: {index.parent}/*.png")
     typer.echo(f"pull-request summary: {index.parent / 'summary.md'}")
@@ -59,6 +61,10 @@ def compare(
         typer.echo(json.dumps(cmp, indent=2))
     else:
         console = Console()
+        for w in cmp["warnings"]:
+            console.print(f"WARNING: {w}", style="bold red", markup=False, highlight=False)
+        for k, (va, vb) in cmp["provenance_differences"].items():
+            console.print(f"provenance differs: {k}: {va} -> {vb}", markup=False, highlight=False)
         console.print(compare_table(cmp))
         diffs = cmp["config_differences"]
         if diffs:

@@ -407,32 +407,15 @@ def _merge_metrics(run_dir: Path, shards: dict[int, Path], metas: dict[int, dict
     atomic_write_text(run_dir / "acceptance.json", json.dumps(acceptance, indent=2))
 
 
-def analyse(run_dir: Path, engine: str, run_id: str) -> dict[str, Any]:
-    """The same analysis as a local bench (``spectrn.analyze.summary``), or llmperf ingestion."""
-    if engine == "llmperf":
-        from spectrn.analyze.llmperf import ingest
-        from spectrn.paths import atomic_write_text
+def ingest_llmperf_results(run_dir: Path, run_id: str) -> None:
+    """The llmperf pod's result folders (``llmperf/<test case>/<variant>/``) as the run's records, so the run
+    is finished, reported and published like any other (``spectrn.finish``)."""
+    from spectrn.analyze.llmperf import ingest
+    from spectrn.run.folder import RunFolder
 
-        cases_dir = run_dir / "llmperf"
-        if cases_dir.is_dir():
-            # One folder per test case (the published sample's layout), each with one folder per variant.
-            cases = {c.name: ingest(c, run_id) for c in sorted(cases_dir.iterdir()) if c.is_dir()}
-            if not cases:
-                raise AnalysisError(f"{cases_dir} holds no llmperf test case folders", hint="read the llmperf pod log")
-            summary = {
-                "run_id": run_id,
-                "engine": "llmperf",
-                "clean": all(bool(c.get("clean")) for c in cases.values()),
-                "warnings": sorted({w for c in cases.values() for w in c.get("warnings", [])}),
-                "by_test_case": cases,
-            }
-        else:
-            summary = ingest(run_dir, run_id)
-        atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=2, default=str))
-        return summary
-    from spectrn.analyze.summary import analyze_run
-
-    return analyze_run(run_dir)
+    meta = RunFolder(run_dir).meta if (run_dir / "run.json").exists() else None
+    source = run_dir / "llmperf" if (run_dir / "llmperf").is_dir() else run_dir
+    ingest(source, run_dir, run_id=run_id, meta=meta)
 
 
 def delete_load_job(kube: KubeApi, job: LoadJob) -> None:
@@ -454,7 +437,8 @@ def collect_job(
     stream_logs: bool = True,
     keep_job: bool = False,
 ) -> Path:
-    """Wait for results, copy them out, release the pods, merge, analyse, delete the Job; return the run folder."""
+    """Wait for results, copy them out, release the pods, merge (llmperf: ingest), delete the Job; return the
+    run folder, ready for ``spectrn.finish.finish``."""
     from spectrn.paths import safe_output_dir
 
     pods = wait_for_results(
@@ -473,8 +457,8 @@ def collect_job(
         merge_shards(run_dir, shards)
     _print(console, f"collected {len(pods)} pod(s) into {run_dir}")
     mark_collected(kube, job, pods)
-    summary = analyse(run_dir, job.engine, job.run_id)
-    _print(console, f"wrote {run_dir / 'summary.json'} (clean: {summary.get('clean')})")
+    if job.engine == "llmperf":
+        ingest_llmperf_results(run_dir, job.run_id)
     if not keep_job:
         delete_load_job(kube, job)
     return run_dir

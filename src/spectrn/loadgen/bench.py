@@ -1,9 +1,7 @@
 """Bench orchestration shared by ``spectrn bench``, ``spectrn loadgen``, ``spectrn demo`` and sweeps.
 
 ``plan_from_config`` turns the run spec into a ``RunPlan``; ``execute`` runs it with a rich progress view
-(or none, in the pod) and returns the run folder; ``finish`` analyses it and writes the local outputs
-(summary, llmperf-compatible files, EMF metrics, report). Publishing to CloudWatch happens only after
-everything is on disk, so a failed publish loses nothing and can be retried with ``spectrn publish``.
+(or none, in the pod) and returns the run folder; ``spectrn.finish.finish`` then writes every local output.
 """
 
 from __future__ import annotations
@@ -16,11 +14,12 @@ from typing import Any
 
 from rich.console import Console
 
-from spectrn.errors import BenchError, ConfigError, Interrupted
+from spectrn.errors import BenchError, ConfigError, Interrupted, redact
 from spectrn.loadgen.client import RequestParams
 from spectrn.loadgen.prompts import build_schedule, load_prompt_set
 from spectrn.loadgen.runner import Level, RunOutcome, RunPlan, run_bench
 from spectrn.paths import safe_output_dir
+from spectrn.run.summary import Provenance, ServerIdentity, Summary
 from spectrn.spec.config import SpectrnConfig
 
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -58,6 +57,7 @@ def plan_from_config(
     shard: int = 0,
     shards: int = 1,
     keep_output: bool = True,
+    provenance: Provenance | None = None,
 ) -> RunPlan:
     b = cfg.bench
     prompt_set = load_prompt_set(prompts or b.prompts)
@@ -88,7 +88,42 @@ def plan_from_config(
         shards=shards,
         config=cfg.model_dump(mode="json"),
         ramp_s=b.ramp_s,
+        provenance=provenance or endpoint_provenance(cfg, endpoints),
     )
+
+
+def endpoint_provenance(
+    cfg: SpectrnConfig,
+    endpoints: dict[str, str],
+    *,
+    runtime: str = "endpoints",
+    started: bool = False,
+    profile: str | None = None,
+    time_scale: float = 1.0,
+) -> Provenance:
+    """What a run's servers are, as far as the configuration says (the load generator adds what they expose).
+
+    Draft and window come from the config only for servers spectrn started itself; for other endpoints they
+    are ``unknown`` until the servers tell (metrics labels, /v1/models) or the user passes --draft/--window.
+    """
+    from spectrn.windows import for_dialect, for_profile
+
+    semantics = for_profile(profile) if profile else for_dialect(cfg.vllm_dialect)
+    servers = {}
+    for name, url in endpoints.items():
+        spec = name != "baseline"
+        servers[name] = ServerIdentity(
+            url=redact(url),
+            profile=profile,
+            draft=(cfg.draft if cfg.uses_draft_model else cfg.speculation_mode) if spec and started else None,
+            window=cfg.num_speculative_tokens if spec and started else None,
+            window_semantics=semantics if spec else None,
+            source="config" if started else "unknown",
+        )
+    return Provenance(
+        runtime=runtime, started_by_spectrn=started, profile=profile, time_scale=time_scale, servers=servers,
+        instance_type=cfg.instance_type,
+    )  # fmt: skip
 
 
 def execute(plan: RunPlan, cfg: SpectrnConfig, console: Console | None, *, quiet: bool = False) -> RunOutcome:
@@ -137,44 +172,11 @@ def execute(plan: RunPlan, cfg: SpectrnConfig, console: Console | None, *, quiet
         ) from None
 
 
-def finish(run_dir: Path, console: Console, *, report: bool = True) -> dict[str, Any]:
-    """Analyse a run folder and write every local output; returns the summary."""
-    from spectrn.analyze.summary import analyze_run
-    from spectrn.publish.emf import write_emf
-
-    summary = analyze_run(run_dir)
-    emf = write_emf(run_dir)
-    console.print(f"[dim]CloudWatch Embedded Metric Format lines: {emf}[/]")
-    if report:
-        from spectrn.report.html import build_report
-
-        html = build_report(run_dir)
-        console.print(f"report: {html}")
-    return summary
-
-
-def require_successes(summary: dict[str, Any], run_dir: Path) -> None:
+def require_successes(summary: Summary, run_dir: Path) -> None:
     """A variant without a single successful request is a failed run (exit 4), not a result."""
-    failed = [v for v, s in summary.get("variants", {}).items() if not s.get("requests", {}).get("completed")]
+    failed = sorted({v for lv in summary.levels for v, vs in lv.variants.items() if not vs.requests.completed})
     if failed:
         raise BenchError(
-            f"no successful request on {', '.join(sorted(failed))}; every record and the summary are in {run_dir}",
+            f"no successful request on {', '.join(failed)}; every record and the summary are in {run_dir}",
             hint="read the error examples above (or requests.jsonl) and fix the server or the request settings",
-        )
-
-
-def print_summary(summary: dict[str, Any], console: Console) -> None:
-    from spectrn.report.tables import render_table
-
-    console.print(render_table(summary))
-    for w in summary.get("warnings", []):
-        console.print(f"[bold red]WARNING:[/] {w}", highlight=False)
-    for variant, v in summary.get("variants", {}).items():
-        for cls, msg in (v.get("requests", {}).get("error_examples") or {}).items():
-            console.print(f"[red]{variant}: {cls}[/] e.g. {msg}", highlight=False, markup=True)
-    eq = summary.get("equivalence")
-    if eq and eq.get("compared"):
-        style = "green" if eq["matched"] == eq["compared"] else "bold red"
-        console.print(
-            f"[{style}]output equivalence: {eq['matched']}/{eq['compared']} greedy outputs identical ({eq['basis']})[/]"
         )

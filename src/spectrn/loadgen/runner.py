@@ -31,6 +31,8 @@ from spectrn.loadgen.metrics import acceptance_delta, parse_metrics, scrape
 from spectrn.loadgen.prompts import ScheduledRequest
 from spectrn.paths import atomic_write_text
 from spectrn.run.records import RequestRecord, RunMeta
+from spectrn.run.summary import Provenance
+from spectrn.spec.config import SpectrnConfig
 
 OnRecord = Callable[[RequestRecord], None]
 
@@ -65,6 +67,7 @@ class RunPlan:
     config: dict[str, Any] = field(default_factory=dict)
     engine: str = "spectrn"
     ramp_s: float = 0.0
+    provenance: Provenance | None = None
 
 
 @dataclass
@@ -355,7 +358,7 @@ def write_run_meta(plan: RunPlan, started: float, finished: float | None, interr
         finished_at=finished,
         endpoints={name: redact(url) for name, url in plan.endpoints.items()},  # no credentials on disk
         engine=plan.engine,
-        config=plan.config,
+        config=SpectrnConfig.model_validate(plan.config),
         interrupted=interrupted,
         notes=notes,
         model=plan.params.model,
@@ -365,6 +368,11 @@ def write_run_meta(plan: RunPlan, started: float, finished: float | None, interr
         mode=plan.mode,
         shard=plan.shard,
         shards=plan.shards,
+        planned_requests={
+            lv.label: sum(1 for r in plan.schedule if not r.warmup and r.index % plan.shards == plan.shard)
+            for lv in plan.levels
+        },
+        provenance=plan.provenance or Provenance(),
     )
     atomic_write_text(plan.out_dir / "run.json", meta.model_dump_json(indent=2))
 

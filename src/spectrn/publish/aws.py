@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from spectrn.errors import PublishError
-from spectrn.publish.emf import EMF_FILE
+from spectrn.run.folder import EMF as EMF_FILE
 
 
 class MetricsSink(Protocol):

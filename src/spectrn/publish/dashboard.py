@@ -7,12 +7,17 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from spectrn.analyze.run import ensure_summary
 from spectrn.errors import PublishError
 from spectrn.publish.datums import ALL_CLASSES
 from spectrn.publish.limits import MAX_DIMENSIONS, MAX_METRICS_PER_WIDGET, MAX_WIDGETS
-from spectrn.run.folder import RunData, _sorted_levels, config_section, dim_value
+from spectrn.run.folder import RunFolder, dim_value
+from spectrn.run.summary import Load, Summary
+
+if TYPE_CHECKING:
+    from spectrn.spec.config import SpectrnConfig
 
 VARIANT_COLORS = {"baseline": "#1f77b4", "speculative": "#ff7f0e"}
 
@@ -53,60 +58,54 @@ def dashboard_name(prefix: str, run_id: str) -> str:
     return name[:255]
 
 
-def dashboard_run(run: RunData, *, run_id: str | None = None, time_shift_s: float = 0.0) -> DashboardRun:
-    start, end = run.time_range()
+def dashboard_run(run: RunFolder, *, run_id: str | None = None, time_shift_s: float = 0.0) -> DashboardRun:
+    summary = ensure_summary(run)
+    start, end = summary.time_range or (run.meta.started_at, run.meta.finished_at or run.meta.started_at)
     return DashboardRun(
         run_id=dim_value(run_id or run.run_id),
-        config_label=dim_value(run.config_label),
-        levels=run.levels or ["unknown"],
-        prompt_classes=run.prompt_classes,
-        variants=run.variants or ["baseline", "speculative"],
+        config_label=dim_value(summary.config_label),
+        levels=[dim_value(lv) for lv in summary.level_labels] or ["unknown"],
+        prompt_classes=[dim_value(c) for c in summary.prompt_classes],
+        variants=summary.variant_names or ["baseline", "speculative"],
         start=start + time_shift_s,
         end=end + time_shift_s,
-        has_acceptance=run.has_acceptance,
-        markdown=run_markdown(run),
+        has_acceptance=summary.has_acceptance,
+        markdown=run_markdown(run.meta.config, summary),
     )
 
 
-def run_markdown(run: RunData) -> str:
-    """The dashboard's text widget: what ran and the speedups analyze measured."""
-    c = run.config
-    bench = config_section(c, "bench")
+def run_markdown(c: SpectrnConfig, s: Summary) -> str:
+    """The dashboard's text widget: what ran and the speedups analyze measured (per prompt class)."""
+    b = c.bench
     lines = [
-        f"# spectrn run {run.run_id}",
-        f"target **{c.get('target', '?')}**, draft **{c.get('draft', '?')}**, window "
-        f"**{c.get('num_speculative_tokens', '?')}**, mode {c.get('speculation_mode', '?')}, "
-        f"{c.get('instance_type', '?')} TP{c.get('tensor_parallel_size', '?')}, "
-        f"max-num-seqs {c.get('max_num_seqs', '?')}; prompts {bench.get('prompts', '?')}, "
-        f"{bench.get('requests', '?')} requests per endpoint, max_tokens {bench.get('max_tokens', '?')}, "
-        f"temperature {bench.get('temperature', '?')}",
+        f"# spectrn run {s.run_id}",
+        f"target **{c.target}**, draft **{c.draft}**, window **{c.num_speculative_tokens}**, mode "
+        f"{c.speculation_mode}, {c.instance_type} TP{c.tensor_parallel_size}, max-num-seqs {c.max_num_seqs}; "
+        f"prompts {b.prompts}, {b.requests} requests per endpoint, max_tokens {b.max_tokens}, "
+        f"temperature {b.temperature}",
     ]
-    s = run.summary or {}
-    by_class = s.get("speedup_by_prompt_class") or {}
-    rows = [("all", s.get("speedup") or {})] + sorted(by_class.items())
-    if any(r[1] for r in rows):
+    if s.provenance.time_scale != 1.0:
+        lines.append(f"simulated at time scale {s.provenance.time_scale:g}; figures rescaled to real time")
+    if not s.verdict.performance:
+        lines.append("**NOT A PERFORMANCE RESULT:** " + "; ".join(s.verdict.reasons))
+    lv = s.levels[0]
+    rows = [(cls, cs.speedup) for cls, cs in sorted(lv.by_prompt_class.items()) if cs.speedup is not None]
+    if rows:
         lines += ["", "| prompt class | TPOT p50 speedup | ITL p50 | e2e p50 | throughput |", "|---|---|---|---|---|"]
         for cls, sp in rows:
-            cells = [_fmt_speedup(sp.get(k)) for k in ("tpot_p50", "itl_p50", "e2e_p50", "throughput")]
+            assert sp is not None
+            cells = [
+                (x.text() if x is not None else "n/a") for x in (sp.tpot_p50, sp.itl_p50, sp.e2e_p50, sp.throughput)
+            ]
             lines.append(f"| {cls} | " + " | ".join(cells) + " |")
-    acc = run.acceptance_for("speculative", run.levels[0]) if run.levels else None
-    if acc and isinstance(acc.get("rate"), int | float):
-        lines.append(
-            f"\nacceptance rate {100 * acc['rate']:.1f} %, mean acceptance length "
-            f"{acc.get('mean_accepted_length', float('nan')):.2f}"
-        )
-    if s.get("clean") is False:
-        lines.append("\n**not clean:** " + "; ".join(str(w) for w in s.get("warnings", [])[:5]))
+    spec = lv.variants.get("speculative")
+    acc = spec.acceptance if spec is not None else None
+    if acc is not None and acc.rate is not None:
+        length = f"{acc.mean_accepted_length:.2f}" if acc.mean_accepted_length is not None else "n/a"
+        lines.append(f"\nacceptance ({acc.source}) rate {100 * acc.rate:.1f} %, mean acceptance length {length}")
+    if not s.clean:
+        lines.append("\n**not clean:** " + "; ".join(s.warnings()[:5]))
     return "\n".join(lines)
-
-
-def _fmt_speedup(sp: Any) -> str:
-    if not isinstance(sp, dict) or not isinstance(sp.get("value"), int | float):
-        return "n/a"
-    ci = sp.get("ci95")
-    if isinstance(ci, list | tuple) and len(ci) == 2 and all(isinstance(x, int | float) for x in ci):
-        return f"{sp['value']:.2f}x [{ci[0]:.2f}, {ci[1]:.2f}]"
-    return f"{sp['value']:.2f}x"
 
 
 def build_dashboard(runs: Sequence[DashboardRun], *, namespace: str, region: str) -> dict[str, Any]:
@@ -124,7 +123,7 @@ def build_dashboard(runs: Sequence[DashboardRun], *, namespace: str, region: str
     text = "\n\n---\n\n".join(r.markdown for r in runs if r.markdown) or f"# spectrn run {runs[0].run_id}"
     widgets.append({"type": "text", "x": 0, "y": 0, "width": 24, "height": 7, "properties": {"markdown": text}})
     y = 7
-    levels = _sorted_levels({lv for r in runs for lv in r.levels})
+    levels = sorted({lv for r in runs for lv in r.levels}, key=lambda lv: Load.parse(lv).sort_key())
     classes = sorted({c for r in runs for c in r.prompt_classes})
     panels: list[tuple[str, str, list[tuple[str, str]]]] = [
         ("TTFT (s)", "TTFT", [("p50", ""), ("p90", ""), ("p99", "")]),

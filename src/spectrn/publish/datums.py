@@ -9,10 +9,12 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import quote
 
-from spectrn.errors import AnalysisError, ConfigError, PublishError
+from spectrn.analyze.metrics import RequestMetrics, request_metrics
+from spectrn.analyze.run import ensure_summary
+from spectrn.errors import ConfigError, PublishError
 from spectrn.publish.limits import (
     MAX_DATUMS_PER_CALL,
     MAX_VALUES_PER_DATUM,
@@ -22,7 +24,7 @@ from spectrn.publish.limits import (
     validate_datum,
     validate_namespace,
 )
-from spectrn.run.folder import RunData, dim_value
+from spectrn.run.folder import RunFolder, dim_value
 from spectrn.run.records import RequestRecord
 
 # Dimension names, outermost first; PromptClass is dropped for the aggregate dimension set.
@@ -60,28 +62,12 @@ METRICS: dict[str, MetricSpec] = {
 }
 
 
-class RequestMetricsLike(Protocol):
-    """What ``spectrn.analyze.summary.request_metrics`` returns (only the fields published here)."""
-
-    ttft: float | None
-    tpot: float | None
-    e2e: float | None
-    itls: list[float]
-    output_tokens: int
-    throughput_tok_s: float | None
+MetricsFn = Callable[[RequestRecord], RequestMetrics | None]
 
 
-MetricsFn = Callable[[RequestRecord], RequestMetricsLike | None]
-
-
-def default_metrics_fn() -> MetricsFn:
-    try:
-        from spectrn.analyze.summary import request_metrics
-    except ImportError as e:  # pragma: no cover - only without the analyze stage installed
-        raise AnalysisError(
-            f"per-request metrics are unavailable: {e}", hint="install spectrn completely (spectrn.analyze.summary)"
-        ) from None
-    return request_metrics  # type: ignore[return-value]
+def default_metrics_fn(time_scale: float = 1.0) -> MetricsFn:
+    """Per-request metrics in real time (a simulated run's durations divided by its time scale)."""
+    return lambda rec: request_metrics(rec, time_scale)
 
 
 @dataclass
@@ -140,7 +126,7 @@ def _finite(x: float | None) -> bool:
 
 
 def build_metric_datums(
-    run: RunData,
+    run: RunFolder,
     *,
     namespace: str = "Spectrn",
     run_id: str | None = None,
@@ -167,14 +153,16 @@ def build_metric_datums(
         raise ConfigError(f"bucket_s={bucket_s} must be at least 1 second", hint="use 60 (one minute)")
     if not 1 <= sig_digits <= 6:
         raise ConfigError(f"sig_digits={sig_digits} must be within 1..6", hint="use 4")
-    metrics_fn = metrics_fn or default_metrics_fn()
+    summary = ensure_summary(run)
+    metrics_fn = metrics_fn or default_metrics_fn(summary.provenance.time_scale)
     rid = dim_value(run_id or run.run_id)
-    cfg = dim_value(run.config_label)
+    cfg = dim_value(summary.config_label)
+    start, end = summary.time_range or (run.meta.started_at, run.meta.finished_at or run.meta.started_at)
 
     # (variant, level, class, bucket) -> metric -> values
     groups: dict[tuple[str, str, str, int], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     bad: list[str] = []
-    for rec in run.records:
+    for rec in run.records():
         bucket = int(math.floor(rec.sent_at / bucket_s) * bucket_s)
         key = (dim_value(rec.variant), dim_value(rec.level), dim_value(rec.prompt_class), bucket)
         g = groups[key]
@@ -211,7 +199,7 @@ def build_metric_datums(
                 bad.append(f"ITL of {where} has {len(itls) - len(finite)} non-finite gaps")
                 g["ITL"].extend(finite)
 
-    accept_ts = int(math.floor(run.time_range()[1] / bucket_s) * bucket_s)
+    accept_ts = int(math.floor(end / bucket_s) * bucket_s)
     if bad and not skip_nonfinite:
         shown = "; ".join(bad[:5]) + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
         raise PublishError(
@@ -227,13 +215,13 @@ def build_metric_datums(
         for name, values in metrics.items():
             series[(name, (*base, ("PromptClass", pclass)), bucket)].extend(values)
             series[(name, base, bucket)].extend(values)
-    for level in run.levels:
-        for variant in run.variants:
-            acc = run.acceptance_for(variant, level)
-            if not acc:
+    for lv in summary.levels:
+        for variant, vs in lv.variants.items():
+            acc = vs.acceptance
+            if acc is None:
                 continue
-            base = (("RunId", rid), ("Config", cfg), ("Load", level), ("Variant", dim_value(variant)))
-            rate, length = acc.get("rate"), acc.get("mean_accepted_length")
+            base = (("RunId", rid), ("Config", cfg), ("Load", dim_value(lv.label)), ("Variant", dim_value(variant)))
+            rate, length = acc.rate, acc.mean_accepted_length
             if isinstance(rate, int | float):
                 if math.isfinite(rate):
                     series[("AcceptanceRate", base, accept_ts)].append(100.0 * float(rate))
@@ -269,7 +257,6 @@ def build_metric_datums(
                     "StorageResolution": storage_resolution,
                 }
             )
-    start, end = run.time_range()
     return DatumPlan(namespace, rid, datums, samples, bad, time_shift_s, start + time_shift_s, end + time_shift_s)
 
 

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from spectrn.analyze.run import ensure_summary
 from spectrn.publish.datums import (
     DIMS_AGGREGATE,
     DIMS_BY_CLASS,
@@ -16,13 +17,11 @@ from spectrn.publish.datums import (
     default_metrics_fn,
 )
 from spectrn.publish.limits import EMF_MAX_VALUES, validate_namespace
-from spectrn.run.folder import RunData, config_section, dim_value, load_run
-
-EMF_FILE = "metrics.emf.jsonl"
+from spectrn.run.folder import EMF, RunFolder, dim_value
 
 
 def emf_lines(
-    run: RunData,
+    run: RunFolder,
     *,
     namespace: str = "Spectrn",
     run_id: str | None = None,
@@ -33,9 +32,10 @@ def emf_lines(
     plus continuation lines for ITL gaps beyond EMF's 100 values per array). Returns (lines, non-finite
     values left out)."""
     validate_namespace(namespace)
-    metrics_fn = metrics_fn or default_metrics_fn()
+    summary = ensure_summary(run)
+    metrics_fn = metrics_fn or default_metrics_fn(summary.provenance.time_scale)
     rid = dim_value(run_id or run.run_id)
-    cfg = dim_value(run.config_label)
+    cfg = dim_value(summary.config_label)
     dimsets = [list(DIMS_BY_CLASS), list(DIMS_AGGREGATE)]
     skipped = 0
     lines: list[str] = []
@@ -49,7 +49,7 @@ def emf_lines(
         doc = {"_aws": {"Timestamp": ts_ms, "CloudWatchMetrics": [directive]}, **members, **values}
         return json.dumps(doc, separators=(",", ":"), allow_nan=False)
 
-    for rec in run.records:
+    for rec in run.records():
         members = {
             "RunId": rid,
             "Config": cfg,
@@ -85,18 +85,17 @@ def emf_lines(
         lines.append(line(ts_ms, members, values, dimsets))
         for i in range(EMF_MAX_VALUES, len(itls), EMF_MAX_VALUES):
             lines.append(line(ts_ms, members, {"ITL": itls[i : i + EMF_MAX_VALUES]}, dimsets))
-    end_ms = int(run.time_range()[1] * 1000)
-    for level in run.levels:
-        for variant in run.variants:
-            acc = run.acceptance_for(variant, level) or {}
+    end_ms = int((summary.time_range or (run.meta.started_at, run.meta.started_at))[1] * 1000)
+    for lv in summary.levels:
+        for variant, vs in lv.variants.items():
+            acc = vs.acceptance
             values = {}
-            if isinstance(acc.get("rate"), int | float) and math.isfinite(acc["rate"]):
-                values["AcceptanceRate"] = 100.0 * float(acc["rate"])
-            length = acc.get("mean_accepted_length")
-            if isinstance(length, int | float) and math.isfinite(length):
-                values["MeanAcceptanceLength"] = float(length)
+            if acc is not None and acc.rate is not None and math.isfinite(acc.rate):
+                values["AcceptanceRate"] = 100.0 * acc.rate
+            if acc is not None and acc.mean_accepted_length is not None and math.isfinite(acc.mean_accepted_length):
+                values["MeanAcceptanceLength"] = acc.mean_accepted_length
             if values:
-                members = {"RunId": rid, "Config": cfg, "Load": level, "Variant": dim_value(variant)}
+                members = {"RunId": rid, "Config": cfg, "Load": dim_value(lv.label), "Variant": dim_value(variant)}
                 lines.append(line(end_ms, members, values, [list(DIMS_AGGREGATE)]))
     return lines, skipped
 
@@ -111,11 +110,12 @@ def write_emf(
     """Write ``<run_dir>/metrics.emf.jsonl`` (the CloudWatch agent can ship it as-is); returns its path."""
     from spectrn.paths import atomic_write_text
 
-    run = load_run(run_dir)
-    cw = config_section(run.config, "cloudwatch")
-    ns = namespace or str(cw.get("namespace") or "Spectrn")
-    res = int(cw.get("storage_resolution") or 60)
-    lines, _ = emf_lines(run, namespace=ns, run_id=run_id, storage_resolution=res, metrics_fn=metrics_fn)
-    path = Path(run_dir) / EMF_FILE
+    run = RunFolder.open(run_dir)
+    cw = run.meta.config.cloudwatch
+    ns = namespace or cw.namespace
+    lines, _ = emf_lines(
+        run, namespace=ns, run_id=run_id, storage_resolution=cw.storage_resolution, metrics_fn=metrics_fn
+    )
+    path = run.file(EMF)
     atomic_write_text(path, "".join(f"{ln}\n" for ln in lines))
     return path

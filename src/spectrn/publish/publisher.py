@@ -12,15 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spectrn.analyze.run import ensure_summary
 from spectrn.errors import PublishError
 from spectrn.publish.aws import Boto3Sink, MetricsSink, require_aws
 from spectrn.publish.dashboard import build_dashboard, dashboard_name, dashboard_run
 from spectrn.publish.datums import MetricsFn, batch_datums, batch_hash, build_metric_datums
 from spectrn.publish.limits import MAX_DATUMS_PER_CALL, _iso, check_timestamps
-from spectrn.run.folder import RunData, config_section, load_run
-
-STATE_FILE = "publish.json"
-
+from spectrn.run.folder import PUBLISH_STATE as STATE_FILE
+from spectrn.run.folder import RunFolder
 
 STATE_VERSION = 1
 
@@ -99,7 +98,6 @@ def publish_run(
     run_dir: Path,
     sink: MetricsSink | None = None,
     *,
-    console: Any = None,
     region: str | None = None,
     endpoint_url: str | None = None,
     max_attempts: int = 8,
@@ -124,27 +122,20 @@ def publish_run(
     was not sent.
 
     Without ``sink``, CloudWatch through boto3 (``region`` or the run's ``cloudwatch.region`` or the AWS
-    chain; ``endpoint_url`` or ``AWS_ENDPOINT_URL_CLOUDWATCH``). With ``console`` (a rich Console), progress
-    and the outcome are printed there.
+    chain; ``endpoint_url`` or ``AWS_ENDPOINT_URL_CLOUDWATCH``). ``progress(done, total)`` is called after
+    every accepted call; the outcome is returned (``PublishResult.describe()`` for people), never printed.
     """
-    run_dir = Path(run_dir)
-    run = load_run(run_dir)
-    cw = config_section(run.config, "cloudwatch")
+    run = RunFolder.open(run_dir)
+    run_dir = run.path
+    summary = ensure_summary(run)
+    cw = run.meta.config.cloudwatch
     if sink is None:
         if endpoint_url is None:
-            require_aws(run_dir, region or cw.get("region") or None)
-        sink = Boto3Sink(
-            region=region or cw.get("region") or None, endpoint_url=endpoint_url, max_attempts=max_attempts
-        )
-    if console is not None and progress is None:
-
-        def progress(done: int, total: int) -> None:
-            if done == total or done % 50 == 0:
-                console.print(f"[dim]PutMetricData {done}/{total}[/]", highlight=False)
-
-    ns = namespace or str(cw.get("namespace") or "Spectrn")
-    res = int(storage_resolution or cw.get("storage_resolution") or 60)
-    prefix = dashboard_prefix or str(cw.get("dashboard_prefix") or "spectrn")
+            require_aws(run_dir, region or cw.region)
+        sink = Boto3Sink(region=region or cw.region, endpoint_url=endpoint_url, max_attempts=max_attempts)
+    ns = namespace or cw.namespace
+    res = int(storage_resolution or cw.storage_resolution)
+    prefix = dashboard_prefix or cw.dashboard_prefix
     now = time.time() if now is None else now
     with _run_lock(run_dir):
         state_path = run_dir / STATE_FILE
@@ -165,7 +156,8 @@ def publish_run(
                 )
             shift = recorded
         elif retime:
-            shift = recorded or math.floor((now - 120 - run.time_range()[1]) / 60) * 60
+            last_end = summary.time_range[1] if summary.time_range else run.meta.started_at
+            shift = recorded or math.floor((now - 120 - last_end) / 60) * 60
         else:
             shift = 0.0
         per_call = min(max_datums_per_call, MAX_DATUMS_PER_CALL)
@@ -273,16 +265,13 @@ def publish_run(
             time_shift_s=shift,
             warnings=warnings,
         )
-        if console is not None:
-            for line in result.describe():
-                console.print(line, highlight=False, soft_wrap=True)
         return result
 
 
 def recorded_time_shift(run_dir: Path, namespace: str, target: str | None = None) -> float:
     """The ``--retime`` shift an earlier publish of this run used (0 when none), so the dashboard's time range
     matches the data."""
-    path = Path(run_dir) / STATE_FILE
+    path = RunFolder(run_dir).file(STATE_FILE)
     if not path.exists():
         return 0.0
     targets = _load_state(path)["targets"]
@@ -293,7 +282,7 @@ def recorded_time_shift(run_dir: Path, namespace: str, target: str | None = None
 
 
 def publish_dashboard(
-    run: RunData | Sequence[RunData],
+    run: RunFolder | Sequence[RunFolder],
     sink: MetricsSink,
     *,
     namespace: str,
@@ -304,7 +293,7 @@ def publish_dashboard(
 ) -> tuple[str, list[str]]:
     """Build, validate and put one dashboard for one run, or for several (a sweep's cells, each published with
     the sweep's id as ``run_id``: one line per Config); returns (name, CloudWatch's validation messages)."""
-    runs = [run] if isinstance(run, RunData) else list(run)
+    runs = [run] if isinstance(run, RunFolder) else list(run)
     shifts = [time_shift_s] * len(runs) if isinstance(time_shift_s, int | float) else list(time_shift_s)
     views = [dashboard_run(r, run_id=run_id, time_shift_s=sh) for r, sh in zip(runs, shifts, strict=True)]
     body = build_dashboard(views, namespace=namespace, region=region or str(getattr(sink, "region", "us-east-1")))

@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spectrn.report.format import LATENCIES, SPEEDUPS, _get, _num, _speedup, fmt_speedup, level_views
-from spectrn.report.html import run_summary
-from spectrn.run.folder import RunData, load_run
+from spectrn.analyze.run import ensure_summary
+from spectrn.report.format import LATENCIES, SPEEDUPS, speedup_of, stat
+from spectrn.run.folder import RunFolder
+from spectrn.run.summary import Speedup, Summary
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -24,39 +25,66 @@ def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def compare_runs(a: Path | RunData, b: Path | RunData) -> dict[str, Any]:
-    """Compare run B against run A: configuration differences, p50s and speedups per class and variant.
+def _provenance(s: Summary) -> dict[str, Any]:
+    p = s.provenance
+    out: dict[str, Any] = {
+        "runtime": p.runtime,
+        "server profile": p.profile,
+        "time scale": p.time_scale,
+        "load generator": p.engine,
+        "load shape": p.load_shape,
+        "performance result": s.verdict.performance,
+    }
+    for v, ident in sorted(p.servers.items()):
+        out[f"{v} server"] = " ".join(str(x) for x in (ident.model, ident.version, ident.profile) if x) or None
+    return out
+
+
+def compare_runs(a: Path | RunFolder, b: Path | RunFolder) -> dict[str, Any]:
+    """Compare run B against run A: provenance and configuration differences, p50s and speedups per class.
 
     ``ratio`` is B / A (for latencies < 1 means B is faster); ``speedups`` lists each run's own
     baseline-vs-speculative speedup side by side. Load levels present in both runs are compared level by
-    level; without a common level, each run's first level is compared (``pairs`` says which).
+    level; without a common level, each run's first level is compared (``pairs`` says which). Runs of
+    different runtimes, profiles or time scales are compared, but ``warnings`` says loudly that their
+    numbers do not mean the same thing.
     """
-    ra = a if isinstance(a, RunData) else load_run(Path(a))
-    rb = b if isinstance(b, RunData) else load_run(Path(b))
-    sa, sb = run_summary(ra), run_summary(rb)
-    fa, fb = _flatten(ra.config), _flatten(rb.config)
+    ra = a if isinstance(a, RunFolder) else RunFolder.open(Path(a))
+    rb = b if isinstance(b, RunFolder) else RunFolder.open(Path(b))
+    sa, sb = ensure_summary(ra), ensure_summary(rb)
+    pa, pb = _provenance(sa), _provenance(sb)
+    prov = {k: [pa.get(k), pb.get(k)] for k in dict.fromkeys([*pa, *pb]) if pa.get(k) != pb.get(k)}
+    warnings = []
+    for key in ("runtime", "server profile", "time scale", "load generator"):
+        if key in prov:
+            warnings.append(
+                f"the runs differ in {key} ({prov[key][0]} vs {prov[key][1]}): their figures are not comparable "
+                "as performance results; compare speedups within each run only"
+            )
+    fa = _flatten(ra.meta.config.model_dump(mode="json"))
+    fb = _flatten(rb.meta.config.model_dump(mode="json"))
     diffs = {k: [fa.get(k), fb.get(k)] for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)}
-    va_levels, vb_levels = dict(level_views(sa)), dict(level_views(sb))
-    common = [lv for lv in va_levels if lv in vb_levels]
-    pairs = [(lv, lv) for lv in common] or [(next(iter(va_levels)), next(iter(vb_levels)))]
+    la = {lv.label: lv for lv in sa.levels}
+    lb = {lv.label: lv for lv in sb.levels}
+    common = [lv for lv in la if lv in lb]
+    pairs = [(lv, lv) for lv in common] or [(sa.levels[0].label, sb.levels[0].label)]
     rows: list[dict[str, Any]] = []
     speed: list[dict[str, Any]] = []
+    metrics = [(k, label, scale, unit) for k, label, scale, unit, _ in LATENCIES]
     for level_a, level_b in pairs:
-        view_a, view_b = va_levels[level_a], vb_levels[level_b]
+        view_a, view_b = dict(la[level_a].scopes()), dict(lb[level_b].scopes())
         level = level_a if level_a == level_b else f"{level_a} vs {level_b}"
-        classes = sorted(set(view_a.get("by_prompt_class") or {}) | set(view_b.get("by_prompt_class") or {}))
-        for cls in ["all", *classes]:
+        for cls in dict.fromkeys([*view_a, *view_b]):
+            ca, cb = view_a.get(cls), view_b.get(cls)
             for variant in ("baseline", "speculative"):
-                for key, label, scale, unit in [
-                    *LATENCIES,
-                    ("output_tokens_per_s.per_request", "tok/s per request", 1.0, "tok/s"),
-                ]:
-                    path = key.split(".")
-                    where: tuple[str, ...] = (
-                        ("variants", variant) if cls == "all" else ("by_prompt_class", cls, variant)
-                    )
-                    va = _num(_get(_get(view_a, *where, *path), "p50"))
-                    vb = _num(_get(_get(view_b, *where, *path), "p50"))
+                vsa = ca.variants.get(variant) if ca else None
+                vsb = cb.variants.get(variant) if cb else None
+                for key, label, scale, unit in [*metrics, ("tput", "tok/s per request", 1.0, "tok/s")]:
+                    if key == "tput":
+                        xa = vsa.output_tokens_per_s.per_request.p50 if vsa else None
+                        xb = vsb.output_tokens_per_s.per_request.p50 if vsb else None
+                    else:
+                        xa, xb = stat(vsa, key), stat(vsb, key)
                     rows.append(
                         {
                             "level": level,
@@ -64,21 +92,24 @@ def compare_runs(a: Path | RunData, b: Path | RunData) -> dict[str, Any]:
                             "variant": variant,
                             "metric": f"{label} p50",
                             "unit": unit,
-                            "a": va * scale if va is not None else None,
-                            "b": vb * scale if vb is not None else None,
-                            "ratio": (vb / va) if va and vb is not None else None,
+                            "a": xa * scale if xa is not None else None,
+                            "b": xb * scale if xb is not None else None,
+                            "ratio": (xb / xa) if xa and xb is not None else None,
                         }
                     )
             for key, label in SPEEDUPS:
-                sp_where: tuple[str, ...] = ("speedup",) if cls == "all" else ("speedup_by_prompt_class", cls)
-                (xa, cia), (xb, cib) = _speedup(_get(view_a, *sp_where, key)), _speedup(_get(view_b, *sp_where, key))
+                spa = speedup_of(ca.speedup if ca else None, key)
+                spb = speedup_of(cb.speedup if cb else None, key)
                 speed.append(
-                    {"level": level, "prompt_class": cls, "metric": label, "a": xa, "a_ci95": cia, "b": xb,
-                     "b_ci95": cib}
+                    {"level": level, "prompt_class": cls, "metric": label,
+                     "a": spa.value if spa else None, "a_ci95": list(spa.ci95) if spa and spa.ci95 else None,
+                     "b": spb.value if spb else None, "b_ci95": list(spb.ci95) if spb and spb.ci95 else None}
                 )  # fmt: skip
     return {
-        "a": {"run_id": ra.run_id, "config": ra.config_label, "clean": sa.get("clean", True)},
-        "b": {"run_id": rb.run_id, "config": rb.config_label, "clean": sb.get("clean", True)},
+        "a": {"run_id": sa.run_id, "config": sa.config_label, "clean": sa.clean},
+        "b": {"run_id": sb.run_id, "config": sb.config_label, "clean": sb.clean},
+        "provenance_differences": prov,
+        "warnings": warnings,
         "pairs": [list(p) for p in pairs],
         "config_differences": diffs,
         "rows": rows,
@@ -86,42 +117,47 @@ def compare_runs(a: Path | RunData, b: Path | RunData) -> dict[str, Any]:
     }
 
 
+def _sp(value: float | None, ci: list[float] | None) -> str:
+    return Speedup(value=value, ci95=(ci[0], ci[1]) if ci else None).text()
+
+
 def compare_table(cmp: dict[str, Any]) -> Table:
     from rich.table import Table
+    from rich.text import Text
 
     a, b = cmp["a"], cmp["b"]
-    t = Table(title=f"speedups: A = {a['run_id']} ({a['config']})  vs  B = {b['run_id']} ({b['config']})")
+    t = Table(title=Text(f"speedups: A = {a['run_id']} ({a['config']})  vs  B = {b['run_id']} ({b['config']})"))
     for col in ("load", "prompt class", "speedup of", "A [95% CI]", "B [95% CI]", "B - A"):
         t.add_column(col, justify="left" if col in ("load", "prompt class", "speedup of") else "right", no_wrap=True)
     last = None
     for r in cmp["speedups"]:
         diff = f"{r['b'] - r['a']:+.2f}" if r["a"] is not None and r["b"] is not None else "n/a"
-        t.add_row(
+        cells = [
             r["level"] if (r["level"], r["prompt_class"]) != last else "",
             r["prompt_class"] if (r["level"], r["prompt_class"]) != last else "",
             r["metric"],
-            fmt_speedup({"value": r["a"], "ci95": r["a_ci95"]}),
-            fmt_speedup({"value": r["b"], "ci95": r["b_ci95"]}),
+            _sp(r["a"], r["a_ci95"]),
+            _sp(r["b"], r["b_ci95"]),
             diff,
-        )
+        ]
+        t.add_row(*(Text(str(c)) for c in cells))
         last = (r["level"], r["prompt_class"])
     return t
 
 
 def compare_markdown(cmp: dict[str, Any]) -> str:
     a, b = cmp["a"], cmp["b"]
-    lines = [
-        f"### spectrn: `{b['run_id']}` ({b['config']}) vs `{a['run_id']}` ({a['config']})",
-        "",
-        "| load | prompt class | speedup of | A | B | B − A |",
-        "|---|---|---|---|---|---|",
-    ]
+    lines = [f"### spectrn: `{b['run_id']}` ({b['config']}) vs `{a['run_id']}` ({a['config']})", ""]
+    lines += [f"**WARNING: {w}**" for w in cmp.get("warnings", [])]
+    if cmp.get("provenance_differences"):
+        lines += ["", "Provenance differences (A → B):", ""]
+        lines += [f"- {k}: {json.dumps(v[0])} → {json.dumps(v[1])}" for k, v in cmp["provenance_differences"].items()]
+    lines += ["", "| load | prompt class | speedup of | A | B | B − A |", "|---|---|---|---|---|---|"]
     for r in cmp["speedups"]:
         diff = f"{r['b'] - r['a']:+.2f}" if r["a"] is not None and r["b"] is not None else "n/a"
         lines.append(
             f"| {r['level']} | {r['prompt_class']} | {r['metric']} | "
-            f"{fmt_speedup({'value': r['a'], 'ci95': r['a_ci95']})} | "
-            f"{fmt_speedup({'value': r['b'], 'ci95': r['b_ci95']})} | {diff} |"
+            f"{_sp(r['a'], r['a_ci95'])} | {_sp(r['b'], r['b_ci95'])} | {diff} |"
         )
     diffs = {k: v for k, v in cmp["config_differences"].items()}
     if diffs:

@@ -1,29 +1,23 @@
-"""Shared formatting of summary values: numbers, intervals, speedups, load levels, colours."""
+"""Shared formatting of summary values: numbers, load levels, provenance, colours (pure)."""
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    pass
-
+from spectrn.run.summary import Speedup, Speedups, Stats, Summary, VariantSummary
 
 VARIANT_COLORS = {"baseline": "#1f77b4", "speculative": "#ff7f0e"}
-
-
 OTHER_COLORS = ["#2ca02c", "#d62728", "#9467bd", "#8c564b"]
 
-
-# (summary key, label, scale, unit) for latency metrics; scale turns seconds into the shown unit.
+# (VariantSummary field, label, scale, unit, digits): scale turns seconds into the shown unit.
 LATENCIES = [
-    ("ttft_s", "TTFT", 1000.0, "ms"),
-    ("tpot_s", "TPOT", 1000.0, "ms"),
-    ("itl_s", "per-token ITL", 1000.0, "ms"),
-    ("e2e_s", "e2e latency", 1.0, "s"),
+    ("ttft_s", "TTFT", 1000.0, "ms", 1),
+    ("tpot_s", "TPOT", 1000.0, "ms", 1),
+    ("itl_s", "per-token ITL", 1000.0, "ms", 1),
+    ("e2e_s", "e2e latency", 1.0, "s", 2),
 ]
 
-
+# (Speedups field, label)
 SPEEDUPS = [
     ("tpot_p50", "TPOT p50"),
     ("itl_p50", "ITL p50"),
@@ -33,57 +27,76 @@ SPEEDUPS = [
 ]
 
 
-def _color(variant: str, i: int = 0) -> str:
+def color(variant: str, i: int = 0) -> str:
     return VARIANT_COLORS.get(variant, OTHER_COLORS[i % len(OTHER_COLORS)])
 
 
-def _num(x: Any) -> float | None:
-    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) else None
+def num(x: float | None, scale: float = 1.0, digits: int = 1) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"{x * scale:.{digits}f}"
 
 
-def _get(d: Any, *path: str) -> Any:
-    for p in path:
-        if not isinstance(d, dict):
-            return None
-        d = d.get(p)
-    return d
+def stat(vs: VariantSummary | None, field: str, which: str = "p50") -> float | None:
+    """One figure of a variant's distribution, e.g. ``stat(vs, "tpot_s")`` (None when absent)."""
+    if vs is None:
+        return None
+    s = getattr(vs, field)
+    value = getattr(s, which, None) if isinstance(s, Stats) else None
+    return value if isinstance(value, float | int) else None
 
 
-def _ci(stats: Any, which: str = "p50") -> tuple[float, float] | None:
-    ci = _get(stats, "ci95", which)
-    if isinstance(ci, list | tuple) and len(ci) == 2 and all(_num(c) is not None for c in ci):
-        return float(ci[0]), float(ci[1])
-    return None
+def speedup_of(sp: Speedups | None, key: str) -> Speedup | None:
+    return getattr(sp, key, None) if sp is not None else None
 
 
-def _speedup(sp: Any) -> tuple[float | None, tuple[float, float] | None]:
-    if not isinstance(sp, dict):
-        return None, None
-    ci = sp.get("ci95")
-    ci_t = (float(ci[0]), float(ci[1])) if isinstance(ci, list | tuple) and len(ci) == 2 and None not in ci else None
-    return _num(sp.get("value")), ci_t
+def speedup_text(sp: Speedup | None) -> str:
+    return sp.text() if sp is not None else "n/a"
 
 
-def fmt_speedup(sp: Any) -> str:
-    value, ci = _speedup(sp)
-    if value is None:
-        return "n/a"
-    return f"{value:.2f}x [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else f"{value:.2f}x"
+def significance(sp: Speedup | None) -> str:
+    verdict = sp.verdict if sp is not None else None
+    if verdict is None:
+        return ""
+    if verdict == "not significant":
+        return " (not significant: the CI includes 1.0)"
+    return f" (significant: {verdict})"
 
 
-def _fmt(x: Any, scale: float = 1.0, digits: int = 1) -> str:
-    v = _num(x)
-    return "n/a" if v is None else f"{v * scale:.{digits}f}"
+def usd(x: float | None) -> str:
+    return "n/a" if x is None else f"${x:.2f}"
 
 
-def level_views(summary: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """[(level, level summary)]: summary.json keeps the first level at top level and all under "levels"."""
-    levels = summary.get("levels")
-    if isinstance(levels, dict) and levels:
-        return [(str(k), v) for k, v in levels.items() if isinstance(v, dict)]
-    return [(str(summary.get("level", "")), summary)]
+def provenance_line(s: Summary) -> str:
+    """Where the numbers come from, in one line: runtime, profile, time scale, engine, load shape."""
+    p = s.provenance
+    parts = [f"runtime {p.runtime}" + (" (servers started by spectrn)" if p.started_by_spectrn else "")]
+    if p.profile:
+        parts.append(f"server profile {p.profile}")
+    if p.time_scale != 1.0:
+        parts.append(
+            f"simulated at time scale {p.time_scale:g}: figures rescaled to real time"
+            if p.rescaled
+            else f"simulated at time scale {p.time_scale:g}: figures are SCALED, not real time"
+        )
+    if p.engine != "spectrn":
+        parts.append(f"load generator {p.engine}")
+    if p.load_shape:
+        parts.append(f"load shape: {p.load_shape}")
+    return "; ".join(parts)
 
 
-def _variants(view: dict[str, Any]) -> list[str]:
-    order = {"baseline": 0, "speculative": 1}
-    return sorted((view.get("variants") or {}).keys(), key=lambda v: (order.get(v, 2), v))
+def verdict_line(s: Summary) -> str:
+    parts = ["clean run" if s.clean else "NOT A CLEAN RUN"]
+    if not s.verdict.performance:
+        parts.append("NOT A PERFORMANCE RESULT (" + "; ".join(s.verdict.reasons) + ")")
+    return "; ".join(parts)
+
+
+def headline_lines(s: Summary) -> list[str]:
+    """One line per headline item: ``[c4] structured: TPOT p50 speedup 3.01x [2.98, 3.12] (significant: faster)``."""
+    multi = len(s.levels) > 1
+    out = []
+    for h in s.headline:
+        where = f"[{h.level}] " if multi else ""
+        scope = "declared mix" if h.scope == "mix" else h.scope
+        out.append(f"{where}{scope}: TPOT p50 speedup {h.speedup.text()}{significance(h.speedup)}")
+    return out

@@ -10,20 +10,32 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spectrn.errors import AnalysisError
+from spectrn.analyze.run import ensure_summary
 from spectrn.publish.datums import MetricsFn, default_metrics_fn
-from spectrn.report.format import LATENCIES, _fmt, _get, _num, _speedup, _variants, fmt_speedup, level_views
+from spectrn.report.format import (
+    LATENCIES,
+    headline_lines,
+    num,
+    provenance_line,
+    speedup_of,
+    speedup_text,
+    stat,
+    usd,
+    verdict_line,
+)
 from spectrn.report.markdown import summary_markdown
 from spectrn.report.plots import (
-    _values_by_variant,
+    CDF_MAX_ITL_REQUESTS,
     plot_acceptance,
     plot_latency_by_class,
     plot_latency_cdfs,
     plot_load_levels,
     plot_speedups,
     plot_throughput,
+    values_by_variant,
 )
-from spectrn.run.folder import RunData, config_section, load_run
+from spectrn.run.folder import EMF, PUBLISH_STATE, REPORT, RunFolder
+from spectrn.run.summary import LevelSummary, Summary
 
 if TYPE_CHECKING:
     pass
@@ -31,7 +43,7 @@ if TYPE_CHECKING:
 
 _CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;max-width:1150px;color:#222;
-padding:0 1em}
+padding:0 1em;overflow-wrap:anywhere}.scroll{overflow-x:auto;max-width:100%}
 h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
 table{border-collapse:collapse;margin:.6em 0;font-size:.9em}th,td{border:1px solid #ccc;padding:.25em .6em;
 text-align:right}th{background:#f3f3f3}td.l,th.l{text-align:left}
@@ -61,125 +73,143 @@ def _html_table(header: list[str], rows: list[list[str]], left: int = 1) -> str:
         "<tr>" + "".join(f'<td class="{"l" if i < left else ""}">{_e(c)}</td>' for i, c in enumerate(r)) + "</tr>"
         for r in rows
     )
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+    return f'<div class="scroll"><table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
-def _comparison_rows(view: dict[str, Any]) -> list[list[str]]:
+def _comparison_rows(lv: LevelSummary) -> list[list[str]]:
     rows = []
-    groups = [("all", view.get("variants") or {}, view.get("speedup") or {})]
-    for cls, per in sorted((view.get("by_prompt_class") or {}).items()):
-        groups.append((cls, per, (view.get("speedup_by_prompt_class") or {}).get(cls) or {}))
-    for cls, per, sp in groups:
-        for key, label, scale, unit in LATENCIES:
+    for cls, cs in lv.scopes():
+        label = "all (pooled)" if cls == "all" else cls
+        b, s = cs.variants.get("baseline"), cs.variants.get("speculative")
+        for key, name, scale, unit, digits in LATENCIES:
             spk = {"ttft_s": "ttft_p50", "tpot_s": "tpot_p50", "itl_s": "itl_p50", "e2e_s": "e2e_p50"}[key]
-            digits = 2 if unit == "s" else 1
-            b, s = _get(per, "baseline", key), _get(per, "speculative", key)
             rows.append(
-                [
-                    cls,
-                    f"{label} ({unit})",
-                    _fmt(_get(b, "p50"), scale, digits),
-                    _fmt(_get(b, "p90"), scale, digits),
-                    _fmt(_get(b, "p99"), scale, digits),
-                    _fmt(_get(s, "p50"), scale, digits),
-                    _fmt(_get(s, "p90"), scale, digits),
-                    _fmt(_get(s, "p99"), scale, digits),
-                    fmt_speedup(sp.get(spk)),
-                ]
+                [label, f"{name} ({unit})"]
+                + [num(stat(b, key, q), scale, digits) for q in ("p50", "p90", "p99")]
+                + [num(stat(s, key, q), scale, digits) for q in ("p50", "p90", "p99")]
+                + [speedup_text(speedup_of(cs.speedup, spk))]
             )
-        tb = _get(per, "baseline", "output_tokens_per_s", "per_request")
-        ts = _get(per, "speculative", "output_tokens_per_s", "per_request")
+        tb = b.output_tokens_per_s.per_request if b else None
+        ts = s.output_tokens_per_s.per_request if s else None
         rows.append(
-            [cls, "tok/s per request"]
-            + [_fmt(_get(tb, q)) for q in ("p50", "p90", "p99")]
-            + [_fmt(_get(ts, q)) for q in ("p50", "p90", "p99")]
-            + [fmt_speedup(sp.get("throughput"))]
+            [label, "tok/s per request"]
+            + [num(getattr(tb, q, None)) for q in ("p50", "p90", "p99")]
+            + [num(getattr(ts, q, None)) for q in ("p50", "p90", "p99")]
+            + [speedup_text(speedup_of(cs.speedup, "throughput"))]
         )
     return rows
 
 
-def report_html(run: RunData, summary: dict[str, Any], images: list[tuple[str, Path, str]], markdown: str) -> str:
-    """The whole report as one HTML string (images inlined)."""
+def _variant_rows(lv: LevelSummary) -> list[list[str]]:
+    rows = []
+    for cls, cs in lv.scopes():
+        for v in lv.variant_names():
+            vs = cs.variants.get(v)
+            if vs is None:
+                continue
+            rq, acc, cost = vs.requests, vs.acceptance, vs.cost
+            agg = vs.output_tokens_per_s
+            ci = agg.aggregate_ci95
+            cost_ci = cost.usd_per_million_output_tokens_ci95 if cost else None
+            rows.append(
+                [
+                    "all (pooled)" if cls == "all" else cls,
+                    v,
+                    str(rq.completed) + (f" of {rq.planned}" if rq.planned is not None else ""),
+                    str(rq.errors),
+                    ", ".join(f"{k}: {n}" for k, n in rq.error_classes.items()) or "-",
+                    num(vs.tokens_per_chunk_mean, 1.0, 2),
+                    f"{100 * acc.rate:.1f}%" if acc is not None and acc.rate is not None else "-",
+                    num(acc.mean_accepted_length, 1.0, 2) if acc is not None else "-",
+                    acc.source or "-" if acc is not None else "-",
+                    num(agg.aggregate) + (f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci else ""),
+                    (usd(cost.usd_per_million_output_tokens) if cost else "n/a")
+                    + (f" [{cost_ci[0]:.2f}, {cost_ci[1]:.2f}]" if cost_ci else ""),
+                ]
+            )
+    return rows
+
+
+def report_html(folder: RunFolder, summary: Summary, images: list[tuple[str, Path, str]], markdown: str) -> str:
+    """The whole report as one HTML string (images inlined; every text from the run escaped)."""
     from spectrn import __version__
 
-    cfg = run.config
-    bench = config_section(cfg, "bench")
-    clean = summary.get("clean", True)
+    cfg = folder.meta.config
+    good = summary.clean and summary.verdict.performance
+    started = summary.provenance.started_by_spectrn
     parts = [
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
-        f"<title>spectrn report {_e(run.run_id)}</title><style>{_CSS}</style></head><body>",
-        f"<h1>spectrn run {_e(run.run_id)}</h1>",
-        f'<p class="{"ok" if clean else "bad"}">{"clean run" if clean else "NOT A CLEAN RUN"}</p>',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>spectrn report {_e(summary.run_id)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>spectrn run {_e(summary.run_id)}</h1>",
+        f'<p class="muted">{_e(provenance_line(summary))}</p>',
+        f'<p class="{"ok" if good else "bad"}">{_e(verdict_line(summary))}</p>',
     ]
-    for w in summary.get("warnings") or []:
+    for w in summary.warnings():
         parts.append(f'<div class="warn">{_e(w)}</div>')
-    value, ci = _speedup(_get(summary, "speedup", "tpot_p50"))
-    if value is not None:
+    heads = headline_lines(summary)
+    if heads:
+        parts.append("<h2>Headline: TPOT speedup per prompt class</h2><ul>")
+        parts += [f"<li><b>{_e(h)}</b></li>" for h in heads]
         parts.append(
-            f"<p><b>TPOT p50 speedup {_e(fmt_speedup(_get(summary, 'speedup', 'tpot_p50')))}</b> "
-            f"(baseline / speculative, paired by request, 95% bootstrap CI)</p>"
+            '</ul><p class="muted">baseline / speculative, paired by request, 95% bootstrap CI. Prompt classes '
+            "are reported apart: a median pooled over classes is not a headline.</p>"
         )
-    parts.append("<h2>Configuration</h2>")
+    parts.append("<h2>Configuration and provenance</h2>")
+    servers = summary.provenance.servers
     conf_rows = [
-        ["target", str(cfg.get("target"))],
-        ["draft", str(cfg.get("draft"))],
-        ["window (num_speculative_tokens)", str(cfg.get("num_speculative_tokens"))],
-        ["speculation mode", str(cfg.get("speculation_mode"))],
-        ["vLLM dialect", str(cfg.get("vllm_dialect"))],
-        ["instance", f"{cfg.get('instance_type')} TP{cfg.get('tensor_parallel_size')}"],
-        ["max-num-seqs / max-model-len", f"{cfg.get('max_num_seqs')} / {cfg.get('max_model_len')}"],
-        ["prompts", str(bench.get("prompts"))],
-        ["load", ", ".join(run.levels) or "?"],
-        ["requests per endpoint", str(bench.get("requests"))],
-        ["max_tokens / temperature", f"{bench.get('max_tokens')} / {bench.get('temperature')}"],
-        ["runtime", str(cfg.get("runtime"))],
-    ]
-    for variant, url in sorted(run.meta.endpoints.items()):
-        conf_rows.append([f"endpoint {variant}", _display_url(url)])
-    start, end = run.time_range()
-    conf_rows.append(["time (UTC)", f"{_utc(start)} to {_utc(end)}"])
-    conf_rows += _publish_rows(run.run_dir)
+        ["target", cfg.target],
+        ["draft", cfg.draft],
+        ["window (num_speculative_tokens)", str(cfg.num_speculative_tokens)],
+        ["speculation mode", cfg.speculation_mode],
+        ["vLLM dialect", cfg.vllm_dialect],
+        ["instance", f"{cfg.instance_type} TP{cfg.tensor_parallel_size}"],
+        ["max-num-seqs / max-model-len", f"{cfg.max_num_seqs} / {cfg.max_model_len}"],
+        ["prompts", cfg.bench.prompts],
+        ["load", ", ".join(summary.level_labels) or "?"],
+        ["requests per endpoint", str(cfg.bench.requests)],
+        ["max_tokens / temperature", f"{cfg.bench.max_tokens} / {cfg.bench.temperature}"],
+        ["runtime", summary.provenance.runtime + (" (started by spectrn)" if started else "")],
+        ["time scale", f"{summary.provenance.time_scale:g}" + (" (rescaled)" if summary.provenance.rescaled else "")],
+    ]  # fmt: skip
+    for variant, url in sorted(folder.meta.endpoints.items()):
+        ident = servers.get(variant)
+        extra = ""
+        if ident is not None:
+            bits = [x for x in (ident.model, ident.version and f"vLLM {ident.version}", ident.profile) if x]
+            if ident.draft or ident.window:
+                bits.append(f"draft {ident.draft or '?'} window {ident.window or '?'} ({ident.source})")
+            extra = f" ({', '.join(bits)})" if bits else ""
+        conf_rows.append([f"endpoint {variant}", _display_url(url) + extra])
+    if summary.time_range:
+        conf_rows.append(["time (UTC)", f"{_utc(summary.time_range[0])} to {_utc(summary.time_range[1])}"])
+    conf_rows += _publish_rows(folder.path)
     parts.append(_html_table(["setting", "value"], conf_rows, left=2))
-    for level, view in level_views(summary):
-        title = "Comparison" + (f" at load {level}" if len(level_views(summary)) > 1 else "")
+    for lv in summary.levels:
+        title = "Comparison" + (f" at load {lv.label}" if len(summary.levels) > 1 else "")
         parts.append(f"<h2>{_e(title)}</h2>")
         parts.append(
             _html_table(
                 ["prompt class", "metric", "base p50", "base p90", "base p99", "spec p50", "spec p90", "spec p99",
                  "speedup [95% CI]"],
-                _comparison_rows(view),
+                _comparison_rows(lv),
                 left=2,
             )
         )  # fmt: skip
-        req_rows = []
-        for v in _variants(view):
-            rq = _get(view, "variants", v, "requests") or {}
-            acc = _get(view, "variants", v, "acceptance")
-            req_rows.append(
-                [
-                    v,
-                    str(rq.get("completed", "?")),
-                    str(rq.get("errors", "?")),
-                    ", ".join(f"{k}: {n}" for k, n in (rq.get("error_classes") or {}).items()) or "-",
-                    _fmt(_get(view, "variants", v, "tokens_per_chunk_mean"), 1.0, 2),
-                    f"{100 * acc['rate']:.1f}%" if isinstance(acc, dict) and _num(acc.get("rate")) is not None else "-",
-                    _fmt(_get(acc, "mean_accepted_length"), 1.0, 2) if isinstance(acc, dict) else "-",
-                    _fmt(_get(view, "cost", v, "usd_per_million_output_tokens"), 1.0, 2),
-                ]
-            )
         parts.append(
             _html_table(
-                ["variant", "completed", "errors", "error classes", "tokens/chunk", "acceptance",
-                 "mean accepted length", "$/M output tokens"],
-                req_rows,
+                ["prompt class", "variant", "completed", "errors", "error classes", "tokens/event", "acceptance",
+                 "mean accepted length", "acceptance from", "aggregate tok/s [95% CI]", "$/M output tokens [95% CI]"],
+                _variant_rows(lv),
+                left=2,
             )
         )  # fmt: skip
-        eq = view.get("equivalence")
-        if isinstance(eq, dict) and eq.get("compared"):
-            same = eq.get("matched") == eq.get("compared")
+        eq = lv.equivalence
+        if eq is not None and eq.compared:
+            same = eq.matched == eq.compared
             parts.append(
-                f'<p class="{"ok" if same else "bad"}">output equivalence: {_e(eq.get("matched"))}/'
-                f"{_e(eq.get('compared'))} greedy outputs identical ({_e(eq.get('basis'))})</p>"
+                f'<p class="{"ok" if same else "bad"}">output equivalence: {eq.matched}/{eq.compared} greedy '
+                f"outputs identical ({_e(eq.basis)})</p>"
             )
     parts.append("<h2>Plots</h2>")
     for title, path, caption in images:
@@ -199,14 +229,11 @@ def report_html(run: RunData, summary: dict[str, Any], images: list[tuple[str, P
 
 def _publish_rows(run_dir: Path) -> list[list[str]]:
     """Where the run's metrics went: the EMF file and each CloudWatch target in publish.json."""
-    from spectrn.publish.emf import EMF_FILE
-    from spectrn.publish.publisher import STATE_FILE
-
     rows = []
-    if (run_dir / EMF_FILE).exists():
-        rows.append(["EMF metrics", EMF_FILE])
+    if (run_dir / EMF).exists():
+        rows.append(["EMF metrics", EMF])
     try:
-        targets = json.loads((run_dir / STATE_FILE).read_text(encoding="utf-8")).get("targets", {})
+        targets = json.loads((run_dir / PUBLISH_STATE).read_text(encoding="utf-8")).get("targets", {})
     except (OSError, ValueError, AttributeError):
         return rows
     for t in targets.values() if isinstance(targets, dict) else []:
@@ -228,35 +255,27 @@ def _utc(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts))
 
 
-def run_summary(run: RunData) -> dict[str, Any]:
-    if run.summary is not None:
-        return run.summary
-    from spectrn.analyze.summary import finite, summarize
-
-    if not run.records:
-        raise AnalysisError(f"run {run.run_id} has no measured requests", hint="check requests.jsonl")
-    return dict(finite(summarize(run.records, run_id=run.run_id, acceptance=run.acceptance, config=run.config)))
-
-
 def build_report(run_dir: Path, out_dir: Path | None = None, *, metrics_fn: MetricsFn | None = None) -> Path:
     """Write ``report/index.html``, ``report/*.png`` and ``report/summary.md``; returns the HTML path.
 
-    Uses ``summary.json`` when present (else computes the summary in memory without writing it).
+    Uses the run's summary.json (analysing the run first when it has none). Files are replaced atomically: a symlink
+    planted where a plot goes is replaced, never followed.
     """
     from spectrn.paths import atomic_write_text, safe_output_dir
 
-    run = load_run(Path(run_dir))
-    summary = run_summary(run)
-    out = safe_output_dir(Path(out_dir) if out_dir else Path(run_dir) / "report", what="report folder")
-    values = _values_by_variant(run, metrics_fn or default_metrics_fn())
-    first = level_views(summary)[0][1]
+    folder = RunFolder.open(run_dir)
+    summary = ensure_summary(folder)
+    out = safe_output_dir(Path(out_dir) if out_dir else folder.file(REPORT), what="report folder")
+    values = values_by_variant(folder, metrics_fn or default_metrics_fn(summary.provenance.time_scale))
+    first = summary.levels[0]
     images: list[tuple[str, Path, str]] = []
     if values:
         images.append(
             (
                 "Latency CDFs",
                 plot_latency_cdfs(values, out / "latency_cdf.png"),
-                "Empirical CDFs per variant over all measured requests; further left is faster.",
+                "Empirical CDFs per variant over all measured requests (per-token ITL: the first "
+                f"{CDF_MAX_ITL_REQUESTS} requests per variant); further left is faster.",
             )
         )
     images += [
@@ -273,26 +292,28 @@ def build_report(run_dir: Path, out_dir: Path | None = None, *, metrics_fn: Metr
         (
             "Acceptance",
             plot_acceptance(first, out / "acceptance.png"),
-            "Server-side acceptance per draft position (counter deltas) and client-side tokens per decode chunk.",
+            "Acceptance per draft position for each prompt class (server counters where they moved, else decode "
+            "event sizes), and client-side tokens per decode event.",
         ),
         (
             "Throughput",
-            plot_throughput(first, values, out / "throughput.png"),
-            "Per-request output tokens/s per prompt class, and aggregate throughput with cost per million tokens.",
+            plot_throughput(first, out / "throughput.png"),
+            "Per-request output tokens/s per prompt class, and aggregate throughput with cost per million tokens "
+            "(95% CIs).",
         ),
     ]
-    if len(level_views(summary)) > 1:
+    if len(summary.levels) > 1:
         images.append(
             (
                 "Load levels",
                 plot_load_levels(summary, out / "load.png"),
-                "TPOT and aggregate throughput across load levels: where speculation stops paying off.",
+                "TPOT and aggregate throughput across load levels (95% CIs): where speculation stops paying off.",
             )
         )
-    markdown = summary_markdown(summary, run.config)
+    markdown = summary_markdown(summary, folder.meta.config)
     atomic_write_text(out / "summary.md", markdown)
     index = out / "index.html"
-    atomic_write_text(index, report_html(run, summary, images, markdown))
-    for f in (index, out / "summary.md"):
+    atomic_write_text(index, report_html(folder, summary, images, markdown))
+    for f in (index, out / "summary.md", *(img for _, img, _ in images)):
         f.chmod(0o644)  # a report is meant to be shared (atomic writes create 0600 files)
     return index

@@ -2,88 +2,90 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from spectrn.report.format import _fmt, _get, _num, _speedup, fmt_speedup, level_views
-from spectrn.run.folder import config_section
+from spectrn.report.format import (
+    headline_lines,
+    num,
+    provenance_line,
+    speedup_of,
+    speedup_text,
+    stat,
+    usd,
+    verdict_line,
+)
+from spectrn.run.summary import Summary
 
 if TYPE_CHECKING:
-    pass
+    from spectrn.spec.config import SpectrnConfig
+
+COLUMNS = (  # (VariantSummary field, which, Speedups field, scale, digits)
+    ("tpot_s", "p50", "tpot_p50", 1e3, 1),
+    ("itl_s", "p50", "itl_p50", 1e3, 1),
+    ("e2e_s", "p50", "e2e_p50", 1.0, 2),
+)
 
 
-def summary_markdown(summary: dict[str, Any], config: dict[str, Any] | None = None) -> str:
-    """A pull-request comment: verdict, config line, per-class table, acceptance, warnings."""
-    cfg = config or {}
-    lines = [f"### spectrn run `{summary.get('run_id', '?')}`", ""]
-    if cfg:
-        bench = config_section(cfg, "bench")
+def _md(text: str) -> str:
+    """Text from the run (prompt classes, server messages) as Markdown data: no table breaks, no markup."""
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("*", "\\*").replace("_", "\\_").replace("`", "'")
+
+
+def summary_markdown(summary: Summary, config: SpectrnConfig | None = None) -> str:
+    """A pull-request comment: provenance, verdict, per-class headline, table, acceptance, cost, warnings."""
+    s = summary
+    lines = [f"### spectrn run `{s.run_id}`", ""]
+    if config is not None:
+        c = config
         lines.append(
-            f"target `{cfg.get('target')}`, draft `{cfg.get('draft')}`, window {cfg.get('num_speculative_tokens')}, "
-            f"mode {cfg.get('speculation_mode')}, {cfg.get('instance_type')} TP{cfg.get('tensor_parallel_size')}, "
-            f"prompts {bench.get('prompts')}, max_tokens {bench.get('max_tokens')}, "
-            f"temperature {bench.get('temperature')}"
+            f"target `{c.target}`, draft `{c.draft}`, window {c.num_speculative_tokens}, mode {c.speculation_mode}, "
+            f"{c.instance_type} TP{c.tensor_parallel_size}, prompts {c.bench.prompts}, max_tokens "
+            f"{c.bench.max_tokens}, temperature {c.bench.temperature}"
         )
-        lines.append("")
-    verdict = "clean run" if summary.get("clean", True) else "**NOT A CLEAN RUN**"
-    value, ci = _speedup(_get(summary, "speedup", "tpot_p50"))
-    if value is not None:
-        sig = ""
-        if ci:
-            sig = " (significant)" if ci[0] > 1 or ci[1] < 1 else " (not significant: the CI includes 1.0)"
-        lines.append(f"**TPOT p50 speedup {fmt_speedup(_get(summary, 'speedup', 'tpot_p50'))}**{sig}; {verdict}")
-    else:
-        lines.append(verdict)
+    lines += [provenance_line(s), "", f"**{verdict_line(s)}**", ""]
+    lines += [f"- {_md(h)}" for h in headline_lines(s)]
     lines.append("")
-    for level, view in level_views(summary):
-        if len(level_views(summary)) > 1:
-            lines += [f"#### load {level}", ""]
+    for lv in s.levels:
+        if len(s.levels) > 1:
+            lines += [f"#### load {lv.label}", ""]
         lines += [
             "| prompt class | TPOT p50 ms (base → spec) | speedup | ITL p50 ms | speedup | e2e p50 s | speedup "
-            "| tok/s/req p50 | speedup |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| tok/s/req p50 | speedup | acceptance (tokens/step) | $/M tokens (base → spec) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
-        groups = [("all", view.get("variants") or {}, view.get("speedup") or {})]
-        for cls, per in sorted((view.get("by_prompt_class") or {}).items()):
-            groups.append((cls, per, (view.get("speedup_by_prompt_class") or {}).get(cls) or {}))
-        for cls, per, sp in groups:
-            cells = [cls]
-            for key, spk, scale, digits in (
-                (("tpot_s", "p50"), "tpot_p50", 1e3, 1),
-                (("itl_s", "p50"), "itl_p50", 1e3, 1),
-                (("e2e_s", "p50"), "e2e_p50", 1.0, 2),
-                (("output_tokens_per_s", "per_request", "p50"), "throughput", 1.0, 1),
-            ):
-                b = _fmt(_get(per, "baseline", *key), scale, digits)
-                s = _fmt(_get(per, "speculative", *key), scale, digits)
-                cells += [f"{b} → {s}", fmt_speedup(sp.get(spk))]
+        for cls, cs in lv.scopes():
+            b, sp_v = cs.variants.get("baseline"), cs.variants.get("speculative")
+            cells = [_md("all (pooled)" if cls == "all" else cls)]
+            for field, which, key, scale, digits in COLUMNS:
+                cells += [
+                    f"{num(stat(b, field, which), scale, digits)} → {num(stat(sp_v, field, which), scale, digits)}",
+                    speedup_text(speedup_of(cs.speedup, key)),
+                ]
+            bt = b.output_tokens_per_s.per_request.p50 if b else None
+            st = sp_v.output_tokens_per_s.per_request.p50 if sp_v else None
+            cells += [f"{num(bt)} → {num(st)}", speedup_text(speedup_of(cs.speedup, "throughput"))]
+            acc = sp_v.acceptance if sp_v else None
+            if acc is not None and acc.mean_accepted_length is not None:
+                cells.append(f"{acc.mean_accepted_length:.2f} ({acc.source})")
+            else:
+                cells.append("not reported")
+            bc = b.cost.usd_per_million_output_tokens if b and b.cost else None
+            sc = sp_v.cost.usd_per_million_output_tokens if sp_v and sp_v.cost else None
+            cells.append(f"{usd(bc)} → {usd(sc)}")
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
-        acc = _get(view, "variants", "speculative", "acceptance")
-        if isinstance(acc, dict) and _num(acc.get("rate")) is not None:
-            length = _num(acc.get("mean_accepted_length"))
-            lines.append(
-                f"acceptance rate {100 * acc['rate']:.1f} %"
-                + (f", mean acceptance length {length:.2f}" if length is not None else "")
-            )
-        else:
-            tpc = _num(_get(view, "variants", "speculative", "tokens_per_chunk_mean"))
-            lines.append(
-                "acceptance: not reported by the server"
-                + (f" (tokens per decode chunk {tpc:.2f})" if tpc is not None else "")
-            )
-        cost = view.get("cost") or {}
-        cb = _num(_get(cost, "baseline", "usd_per_million_output_tokens"))
-        cs = _num(_get(cost, "speculative", "usd_per_million_output_tokens"))
-        if cb is not None and cs is not None:
-            lines.append(f"cost per million output tokens: ${cb:.2f} → ${cs:.2f}")
-        lines.append("")
-    warnings = summary.get("warnings") or []
+        spec = lv.variants.get("speculative")
+        acc = spec.acceptance if spec else None
+        if acc is not None and acc.agreement:
+            lines += [f"acceptance: {acc.agreement}", ""]
+    warnings = s.warnings()
     if warnings:
         lines.append("**Warnings**")
-        lines += [f"- {w}" for w in warnings]
+        lines += [f"- {_md(w)}" for w in warnings]
         lines.append("")
     lines.append(
         "_TPOT = (e2e − TTFT)/(tokens − 1); per-token ITL splits multi-token chunks; speedup = baseline / "
-        "speculative (throughput: speculative / baseline); 95 % bootstrap CIs._"
+        "speculative (throughput: speculative / baseline); 95 % bootstrap CIs; 'all (pooled)' mixes prompt "
+        "classes and is not a headline._"
     )
     return "\n".join(lines) + "\n"

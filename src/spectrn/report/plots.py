@@ -1,30 +1,19 @@
-"""PNG plots of a run (matplotlib, imported lazily)."""
+"""PNG plots of a run (matplotlib, imported lazily). Every figure is in real time (see ``Summary.provenance``)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from spectrn.errors import ConfigError
 from spectrn.publish.datums import MetricsFn
-from spectrn.report.format import (
-    LATENCIES,
-    SPEEDUPS,
-    VARIANT_COLORS,
-    _ci,
-    _color,
-    _get,
-    _num,
-    _speedup,
-    _variants,
-    level_views,
-)
-from spectrn.run.folder import RunData
+from spectrn.report.format import LATENCIES, SPEEDUPS, VARIANT_COLORS, color, speedup_of
+from spectrn.run.folder import RunFolder
+from spectrn.run.summary import Interval, LevelSummary, Stats, Summary, VariantSummary
 
-if TYPE_CHECKING:
-    pass
+CDF_MAX_ITL_REQUESTS = 2000  # the ITL CDF draws the tokens of at most this many requests per variant
 
 
 def _figure(w: float, h: float) -> Any:
@@ -35,13 +24,31 @@ def _figure(w: float, h: float) -> Any:
 
 
 def _save(fig: Any, path: Path) -> Path:
-    fig.savefig(path, format="png", dpi=100, metadata={"Software": "spectrn"})
+    """Write the PNG beside ``path`` and rename it over: a symlink planted at ``path`` is replaced, not followed."""
+    import os
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            fig.savefig(f, format="png", dpi=100, metadata={"Software": "spectrn"})
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return path
 
 
-def _values_by_variant(run: RunData, metrics_fn: MetricsFn) -> dict[str, dict[str, list[float]]]:
+def _num(x: Any) -> float | None:
+    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) else None
+
+
+def values_by_variant(run: RunFolder, metrics_fn: MetricsFn) -> dict[str, dict[str, list[float]]]:
+    """Per variant: one TTFT, TPOT, e2e and throughput per request; per-token ITL of the first
+    ``CDF_MAX_ITL_REQUESTS`` requests (bounded memory for long runs)."""
     out: dict[str, dict[str, list[float]]] = {}
-    for rec in run.records:
+    itl_requests: dict[str, int] = {}
+    for rec in run.records():
         rm = metrics_fn(rec) if rec.ok else None
         if rm is None:
             continue
@@ -49,7 +56,9 @@ def _values_by_variant(run: RunData, metrics_fn: MetricsFn) -> dict[str, dict[st
         for key, v in (("ttft_s", rm.ttft), ("tpot_s", rm.tpot), ("e2e_s", rm.e2e), ("tput", rm.throughput_tok_s)):
             if v is not None and math.isfinite(v):
                 d[key].append(float(v))
-        d["itl_s"].extend(x for x in rm.itls or [] if math.isfinite(x))
+        if itl_requests.get(rec.variant, 0) < CDF_MAX_ITL_REQUESTS:
+            itl_requests[rec.variant] = itl_requests.get(rec.variant, 0) + 1
+            d["itl_s"].extend(x for x in rm.itls if math.isfinite(x))
     return out
 
 
@@ -59,7 +68,7 @@ def plot_latency_cdfs(values: dict[str, dict[str, list[float]]], path: Path) -> 
     fig = _figure(11, 7.5)
     axes = fig.subplots(2, 2)
     order = sorted(values, key=lambda v: ({"baseline": 0, "speculative": 1}.get(v, 2), v))
-    for ax, (key, label, scale, unit) in zip(axes.flat, LATENCIES, strict=True):
+    for ax, (key, label, scale, unit, _) in zip(axes.flat, LATENCIES, strict=True):
         for i, variant in enumerate(order):
             xs = np.sort(np.asarray(values[variant][key], dtype=float)) * scale
             if xs.size == 0:
@@ -69,19 +78,25 @@ def plot_latency_cdfs(values: dict[str, dict[str, list[float]]], path: Path) -> 
             if xs.size > 4000:  # millions of ITL gaps: 4000 evenly spaced quantiles draw the same curve
                 keep = np.linspace(0, xs.size - 1, 4000).astype(int)
                 xs, ys = xs[keep], ys[keep]
-            ax.step(xs, ys, where="post", color=_color(variant, i), lw=1.8, label=f"{variant} (p50 {med:.3g} {unit})")
-            ax.axvline(med, color=_color(variant, i), ls=":", lw=1)
+            ax.step(xs, ys, where="post", color=color(variant, i), lw=1.8, label=f"{variant} (p50 {med:.3g} {unit})")
+            ax.axvline(med, color=color(variant, i), ls=":", lw=1)
         ax.set_title(f"{label} CDF")
         ax.set_xlabel(f"{label} ({unit})")
         ax.set_ylabel("fraction of samples ≤ x")
         ax.set_ylim(0, 1.02)
         ax.grid(alpha=0.3)
-        ax.legend(loc="lower right", fontsize=8)
-    fig.suptitle("Latency distributions, all prompt classes (dotted: medians)")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="lower right", fontsize=8)
+        else:
+            ax.text(0.5, 0.5, "not measured by this load generator", ha="center", va="center", transform=ax.transAxes)
+    fig.suptitle("Latency distributions, all prompt classes pooled (dotted: medians)")
     return _save(fig, path)
 
 
-def _grouped_bars(ax: Any, classes: list[str], series: list[tuple[str, list[float | None], list[Any]]]) -> None:
+Series = list[tuple[str, list[float | None], list[Interval | None]]]
+
+
+def _grouped_bars(ax: Any, classes: list[str], series: Series) -> None:
     import numpy as np
 
     x = np.arange(len(classes))
@@ -91,7 +106,7 @@ def _grouped_bars(ax: Any, classes: list[str], series: list[tuple[str, list[floa
         heights = [v if v is not None else 0.0 for v in vals]
         lo = [max(0.0, v - c[0]) if v is not None and c else 0.0 for v, c in zip(vals, cis, strict=True)]
         hi = [max(0.0, c[1] - v) if v is not None and c else 0.0 for v, c in zip(vals, cis, strict=True)]
-        ax.bar(pos, heights, width * 0.95, color=_color(variant, i), label=variant)
+        ax.bar(pos, heights, width * 0.95, color=color(variant, i), label=variant)
         with_ci = [k for k, c in enumerate(cis) if c is not None and vals[k] is not None]
         if with_ci:
             ax.errorbar(
@@ -116,24 +131,38 @@ def _bar_legend(ax: Any) -> None:
     ax.legend(fontsize=8, loc="upper center", ncol=4, frameon=False)
 
 
-def plot_latency_by_class(view: dict[str, Any], path: Path) -> Path:
+def _scaled(ci: Interval | None, scale: float) -> Interval | None:
+    return (ci[0] * scale, ci[1] * scale) if ci else None
+
+
+def _series(lv: LevelSummary, pick: Any) -> tuple[list[str], Series]:
+    """Bars per scope ("all (pooled)" first, then each class) and variant: ``pick(VariantSummary) -> (v, ci)``."""
+    scopes = lv.scopes()
+    labels = ["all (pooled)" if cls == "all" else cls for cls, _ in scopes]
+    series: Series = []
+    for v in lv.variant_names():
+        vals: list[float | None] = []
+        cis: list[Interval | None] = []
+        for _, cs in scopes:
+            vs = cs.variants.get(v)
+            value, ci = pick(vs) if vs is not None else (None, None)
+            vals.append(value)
+            cis.append(ci)
+        series.append((v, vals, cis))
+    return labels, series
+
+
+def plot_latency_by_class(lv: LevelSummary, path: Path) -> Path:
     fig = _figure(13, 4.5)
     axes = fig.subplots(1, 3)
-    per_class = view.get("by_prompt_class") or {}
-    classes = ["all", *sorted(per_class)]
-    variants = _variants(view)
-    for ax, (key, label, scale, unit) in zip(axes, [LATENCIES[1], LATENCIES[2], LATENCIES[3]], strict=True):
-        series = []
-        for v in variants:
-            vals, cis = [], []
-            for cls in classes:
-                stats = _get(view, "variants", v, key) if cls == "all" else _get(per_class, cls, v, key)
-                p50 = _num(_get(stats, "p50"))
-                ci = _ci(stats)
-                vals.append(p50 * scale if p50 is not None else None)
-                cis.append((ci[0] * scale, ci[1] * scale) if ci else None)
-            series.append((v, vals, cis))
-        _grouped_bars(ax, classes, series)
+    for ax, (key, label, scale, unit, _) in zip(axes, LATENCIES[1:], strict=True):
+
+        def pick(vs: VariantSummary, key: str = key, scale: float = scale) -> tuple[float | None, Interval | None]:
+            st: Stats = getattr(vs, key)
+            return (st.p50 * scale if st.p50 is not None else None), _scaled(st.ci95.p50 if st.ci95 else None, scale)
+
+        labels, series = _series(lv, pick)
+        _grouped_bars(ax, labels, series)
         ax.set_title(f"{label} p50 per prompt class")
         ax.set_ylabel(f"{label} ({unit})")
         _bar_legend(ax)
@@ -141,11 +170,10 @@ def plot_latency_by_class(view: dict[str, Any], path: Path) -> Path:
     return _save(fig, path)
 
 
-def plot_speedups(view: dict[str, Any], path: Path) -> Path:
+def plot_speedups(lv: LevelSummary, path: Path) -> Path:
     import numpy as np
 
-    per_class = view.get("speedup_by_prompt_class") or {}
-    groups = [("all", view.get("speedup") or {}), *sorted(per_class.items())]
+    groups = [("all (pooled)" if cls == "all" else cls, cs) for cls, cs in lv.scopes()]
     fig = _figure(11, 1.2 + 0.9 * len(groups))
     ax = fig.subplots(1, 1)
     keys = [k for k in SPEEDUPS if k[0] != "ttft_p50"]
@@ -154,8 +182,10 @@ def plot_speedups(view: dict[str, Any], path: Path) -> Path:
     colors = ["#ff7f0e", "#2ca02c", "#9467bd", "#8c564b"]
     for i, (key, label) in enumerate(keys):
         vals, lo, hi = [], [], []
-        for _, sp in groups:
-            value, ci = _speedup(sp.get(key))
+        for _, cs in groups:
+            sp = speedup_of(cs.speedup, key)
+            value = sp.value if sp is not None else None
+            ci = sp.ci95 if sp is not None else None
             vals.append(value if value is not None else 0.0)
             lo.append(max(0.0, value - ci[0]) if value is not None and ci else 0.0)
             hi.append(max(0.0, ci[1] - value) if value is not None and ci else 0.0)
@@ -176,94 +206,97 @@ def plot_speedups(view: dict[str, Any], path: Path) -> Path:
     return _save(fig, path)
 
 
-def plot_acceptance(view: dict[str, Any], path: Path) -> Path:
+def plot_acceptance(lv: LevelSummary, path: Path) -> Path:
+    """Per-position acceptance for each prompt class (and pooled), and tokens per decode event."""
+    import numpy as np
+
     fig = _figure(11, 4.2)
     ax1, ax2 = fig.subplots(1, 2)
-    acc = _get(view, "variants", "speculative", "acceptance")
-    per_pos = acc.get("per_position") if isinstance(acc, dict) else None
-    if isinstance(per_pos, list) and per_pos and all(_num(p) is not None for p in per_pos):
-        pos = list(range(1, len(per_pos) + 1))
-        ax1.bar(pos, [100 * float(p) for p in per_pos], color=VARIANT_COLORS["speculative"])
-        for p, v in zip(pos, per_pos, strict=True):
-            ax1.text(p, 100 * float(v), f"{100 * float(v):.0f}%", ha="center", va="bottom", fontsize=8)
-        ax1.set_xticks(pos)
-        ax1.set_ylim(0, 105)
-        rate, length = _num(acc.get("rate")), _num(acc.get("mean_accepted_length"))
-        sub = []
-        if rate is not None:
-            sub.append(f"rate {100 * rate:.1f}%")
-        if length is not None:
-            sub.append(f"mean acceptance length {length:.2f}")
-        ax1.set_title("Acceptance per draft position" + (f"\n({', '.join(sub)})" if sub else ""))
+    curves = []
+    for cls, cs in lv.scopes():
+        spec = cs.variants.get("speculative")
+        acc = spec.acceptance if spec is not None else None
+        if acc is not None and acc.per_position:
+            curves.append(
+                ("all (pooled)" if cls == "all" else cls, acc.per_position, acc.source, acc.mean_accepted_length)
+            )
+    if curves:
+        width = 0.8 / len(curves)
+        for i, (label, per_pos, source, length) in enumerate(curves):
+            pos = np.arange(1, len(per_pos) + 1) - 0.4 + width * (i + 0.5)
+            extra = f", {length:.2f} tok/step" if length is not None else ""
+            ax1.bar(pos, [100 * p for p in per_pos], width * 0.95, label=f"{label} ({source}{extra})",
+                    color=VARIANT_COLORS["speculative"] if label.startswith("all") else None)  # fmt: skip
+        ax1.set_xticks(range(1, max(len(c[1]) for c in curves) + 1))
+        ax1.set_ylim(0, 110)
+        ax1.legend(fontsize=7, loc="upper right")
+        ax1.set_title("Acceptance per draft position, per prompt class")
     else:
-        ax1.text(0.5, 0.5, "the server reported no\nper-position acceptance counters", ha="center", va="center")
+        ax1.text(
+            0.5, 0.5, "no acceptance: neither counters\nnor decode events to read it from", ha="center", va="center"
+        )
         ax1.set_title("Acceptance per draft position")
-    ax1.set_xlabel("draft position")
-    ax1.set_ylabel("accepted (%)")
+    ax1.set_xlabel("draft position (proposal)")
+    ax1.set_ylabel("P(first i proposals all accepted) (%)")
     ax1.grid(axis="y", alpha=0.3)
-    per_class = view.get("by_prompt_class") or {}
-    classes = ["all", *sorted(per_class)]
-    series = []
-    for v in _variants(view):
-        vals = []
-        for cls in classes:
-            node = _get(view, "variants", v) if cls == "all" else _get(per_class, cls, v)
-            vals.append(_num(_get(node, "tokens_per_chunk_mean")))
-        series.append((v, vals, [None] * len(classes)))
-    _grouped_bars(ax2, classes, series)
+    labels, series = _series(lv, lambda vs: (vs.tokens_per_chunk_mean, None))
+    _grouped_bars(ax2, labels, series)
     ax2.axhline(1.0, color="black", lw=0.8)
-    ax2.set_title("Tokens per decode chunk (client side; 1 = no speculation)")
-    ax2.set_ylabel("tokens per chunk")
+    ax2.set_title("Tokens per decode event (client side; 1 = no speculation)")
+    ax2.set_ylabel("tokens per event")
     _bar_legend(ax2)
     return _save(fig, path)
 
 
-def plot_throughput(view: dict[str, Any], values: dict[str, dict[str, list[float]]], path: Path) -> Path:
+def plot_throughput(lv: LevelSummary, path: Path) -> Path:
     fig = _figure(11, 4.2)
     ax1, ax2 = fig.subplots(1, 2, width_ratios=[2, 1])
-    per_class = view.get("by_prompt_class") or {}
-    classes = ["all", *sorted(per_class)]
-    series = []
-    for v in _variants(view):
-        vals: list[float | None] = []
-        cis: list[Any] = []
-        for cls in classes:
-            node = _get(view, "variants", v) if cls == "all" else _get(per_class, cls, v)
-            vals.append(_num(_get(node, "output_tokens_per_s", "per_request", "p50")))
-            cis.append(None)
-        series.append((v, vals, cis))
-    _grouped_bars(ax1, classes, series)
-    ax1.set_title("Output tokens/s per request (p50) per prompt class")
+
+    def pick(vs: VariantSummary) -> tuple[float | None, Interval | None]:
+        st = vs.output_tokens_per_s.per_request
+        return st.p50, st.ci95.p50 if st.ci95 else None
+
+    labels, series = _series(lv, pick)
+    _grouped_bars(ax1, labels, series)
+    ax1.set_title("Output tokens/s per request (p50, 95% CI) per prompt class")
     ax1.set_ylabel("tokens/s")
     _bar_legend(ax1)
-    variants = _variants(view)
-    agg = [_num(_get(view, "variants", v, "output_tokens_per_s", "aggregate")) or 0.0 for v in variants]
-    ax2.bar(variants, agg, color=[_color(v, i) for i, v in enumerate(variants)])
-    for i, (v, a) in enumerate(zip(variants, agg, strict=True)):
-        cost = _num(_get(view, "cost", v, "usd_per_million_output_tokens"))
+    variants = lv.variant_names()
+    agg_series: Series = [
+        (v, [lv.variants[v].output_tokens_per_s.aggregate], [lv.variants[v].output_tokens_per_s.aggregate_ci95])
+        for v in variants
+    ]
+    _grouped_bars(ax2, ["all requests"], agg_series)
+    for i, v in enumerate(variants):
+        vs = lv.variants[v]
+        a = vs.output_tokens_per_s.aggregate or 0.0
+        cost = vs.cost.usd_per_million_output_tokens if vs.cost else None
         label = f"{a:.1f} tok/s" + (f"\n${cost:.2f}/M tok" if cost is not None else "")
-        ax2.text(i, a, label, ha="center", va="bottom", fontsize=8)
-    ax2.set_title("Aggregate output throughput")
+        ax2.text(-0.4 + 0.8 / len(variants) * (i + 0.5), a, label, ha="center", va="bottom", fontsize=8)
+    ax2.set_title("Aggregate output throughput (95% CI)")
     ax2.set_ylabel("tokens/s (all requests)")
-    ax2.set_ylim(0, max(agg + [1.0]) * 1.3)
-    ax2.grid(axis="y", alpha=0.3)
+    _bar_legend(ax2)
     return _save(fig, path)
 
 
-def plot_load_levels(summary: dict[str, Any], path: Path) -> Path:
+def plot_load_levels(summary: Summary, path: Path) -> Path:
+    """TPOT p50 and aggregate throughput per load level, with 95% CIs."""
     fig = _figure(11, 4.2)
     ax1, ax2 = fig.subplots(1, 2)
-    views = level_views(summary)
-    labels = [lv for lv, _ in views]
-    variants = sorted({v for _, view in views for v in _variants(view)})
-    for i, v in enumerate(variants):
-        tpot = [_num(_get(view, "variants", v, "tpot_s", "p50")) for _, view in views]
-        agg = [_num(_get(view, "variants", v, "output_tokens_per_s", "aggregate")) for _, view in views]
-        ax1.plot(labels, [x * 1e3 if x is not None else float("nan") for x in tpot], "o-", color=_color(v, i), label=v)
-        ax2.plot(labels, [x if x is not None else float("nan") for x in agg], "o-", color=_color(v, i), label=v)
-    ax1.set_title("TPOT p50 by load level")
+    labels = summary.level_labels
+    for i, v in enumerate(summary.variant_names):
+        rows = [lv.variants.get(v) for lv in summary.levels]
+        tpot = [r.tpot_s.p50 * 1e3 if r and r.tpot_s.p50 is not None else float("nan") for r in rows]
+        tci = [r.tpot_s.ci95.p50 if r and r.tpot_s.ci95 and r.tpot_s.ci95.p50 else None for r in rows]
+        agg = [r.output_tokens_per_s.aggregate if r and r.output_tokens_per_s.aggregate else float("nan") for r in rows]
+        aci = [r.output_tokens_per_s.aggregate_ci95 if r else None for r in rows]
+        for ax, ys, cis, scale in ((ax1, tpot, tci, 1e3), (ax2, agg, aci, 1.0)):
+            lo = [y - c[0] * scale if c else 0.0 for y, c in zip(ys, cis, strict=True)]
+            hi = [c[1] * scale - y if c else 0.0 for y, c in zip(ys, cis, strict=True)]
+            ax.errorbar(labels, ys, yerr=[lo, hi], fmt="o-", color=color(v, i), label=v, capsize=3)
+    ax1.set_title("TPOT p50 by load level (95% CI)")
     ax1.set_ylabel("ms")
-    ax2.set_title("Aggregate output throughput by load level")
+    ax2.set_title("Aggregate output throughput by load level (95% CI)")
     ax2.set_ylabel("tokens/s")
     for ax in (ax1, ax2):
         ax.set_ylim(bottom=0)
@@ -279,10 +312,12 @@ def sweep_heatmap(
     *,
     title: str = "TPOT p50 speedup by draft and window",
     value_label: str = "speedup",
+    recommended: Mapping[str, tuple[str, int]] | None = None,
 ) -> Path:
     """A window x draft heatmap per prompt class from cells ``{draft, window, prompt_class, speedup, ci95}``.
 
-    Cells are annotated with the value and its CI; the best cell of each class is outlined; missing
+    Cells are annotated with the value and its CI; the recommended cell of each class (``recommended``: class
+    -> (draft, window), the sweep's choice after its tie rule) is outlined, else the largest value; missing
     combinations stay grey. The colour scale is centred on 1.0 (no change).
     """
     import numpy as np
@@ -332,9 +367,15 @@ def sweep_heatmap(
         for (i, j), note in notes.items():
             dark = abs(float(norm(grid[i, j])) - 0.5) > 0.35  # deep red or green: white text stays readable
             ax.text(j, i, note, ha="center", va="center", fontsize=8, color="white" if dark else "black")
-        if np.isfinite(grid).any():
-            bi, bj = np.unravel_index(np.nanargmax(grid), grid.shape)
-            ax.add_patch(Rectangle((bj - 0.5, bi - 0.5), 1, 1, fill=False, ec="black", lw=2.5))
+        chosen = (recommended or {}).get(cls)
+        cell: tuple[int, int] | None = None
+        if chosen is not None and chosen[0] in drafts and chosen[1] in windows:
+            cell = drafts.index(chosen[0]), windows.index(chosen[1])
+        elif recommended is None and np.isfinite(grid).any():
+            flat = np.unravel_index(np.nanargmax(grid), grid.shape)
+            cell = int(flat[0]), int(flat[1])
+        if cell is not None:
+            ax.add_patch(Rectangle((cell[1] - 0.5, cell[0] - 0.5), 1, 1, fill=False, ec="black", lw=2.5))
         ax.set_xticks(range(len(windows)), [str(w) for w in windows])
         ax.set_yticks(range(len(drafts)), drafts)
         ax.set_xlabel("window (num_speculative_tokens)")
@@ -344,6 +385,7 @@ def sweep_heatmap(
         ax.set_visible(False)
     if image is not None:
         fig.colorbar(image, ax=fig.axes[:ncls], label=value_label, shrink=0.8)
-    fig.suptitle(f"{title} (outlined: best; grey: not measured)")
+    what = "recommended" if recommended is not None else "best"
+    fig.suptitle(f"{title} (outlined: {what}; grey: not measured)")
     path.parent.mkdir(parents=True, exist_ok=True)
     return _save(fig, path)

@@ -1,58 +1,66 @@
-"""The terminal comparison table."""
+"""The terminal comparison table (text from the run is shown as data, never as markup)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from spectrn.report.format import _fmt, _get, fmt_speedup, level_views
+from spectrn.report.format import num, speedup_of, speedup_text, stat, usd
+from spectrn.run.summary import ClassSummary, Summary
 
 if TYPE_CHECKING:
     from rich.table import Table
 
+ROWS = [  # (label, VariantSummary field, which, scale, digits, Speedups field)
+    ("TTFT ms", "ttft_s", "p50", 1e3, 1, "ttft_p50"),
+    ("TPOT ms", "tpot_s", "p50", 1e3, 1, "tpot_p50"),
+    ("ITL ms", "itl_s", "p50", 1e3, 1, "itl_p50"),
+    ("e2e s", "e2e_s", "p50", 1.0, 2, "e2e_p50"),
+]
 
-def render_table(summary: dict[str, Any]) -> Table:
-    """Baseline vs speculative per prompt class ("all" first): p50s and speedups with 95 % CIs."""
+
+def _rows(cs: ClassSummary) -> list[tuple[str, str, str, str]]:
+    b, s = cs.variants.get("baseline"), cs.variants.get("speculative")
+    out = [
+        (label, num(stat(b, f, w), sc, d), num(stat(s, f, w), sc, d), speedup_text(speedup_of(cs.speedup, k)))
+        for label, f, w, sc, d, k in ROWS
+    ]
+    bt = b.output_tokens_per_s.per_request.p50 if b else None
+    st = s.output_tokens_per_s.per_request.p50 if s else None
+    out.append(("tok/s/req", num(bt, 1.0, 1), num(st, 1.0, 1), speedup_text(speedup_of(cs.speedup, "throughput"))))
+    acc = s.acceptance if s is not None else None
+    if acc is not None and acc.mean_accepted_length is not None:
+        rate = f"{acc.rate:.0%}" if acc.rate is not None else "n/a"
+        out.append(("acceptance", "", f"{acc.mean_accepted_length:.2f} tok/step, {rate} ({acc.source})", ""))
+    bc = b.cost.usd_per_million_output_tokens if b and b.cost else None
+    sc = s.cost.usd_per_million_output_tokens if s and s.cost else None
+    if bc is not None or sc is not None:
+        ratio = f"{bc / sc:.2f}x" if bc and sc else "n/a"
+        out.append(("$/M tokens", usd(bc), usd(sc), ratio))
+    return out
+
+
+def render_table(summary: Summary) -> Table:
+    """Baseline vs speculative per prompt class ("all" = pooled, first): p50s, acceptance, cost, speedups."""
     from rich.table import Table
+    from rich.text import Text
 
-    run_id = summary.get("run_id", "?")
-    views = level_views(summary)
-    multi = len(views) > 1
-    where = "" if multi or not views[0][0] else f" at {views[0][0]}"
-    table = Table(title=f"spectrn {run_id}{where}: baseline vs speculative (p50; speedup with 95% CI)")
+    multi = len(summary.levels) > 1
+    where = "" if multi else f" at {summary.levels[0].label}"
+    title = f"spectrn {summary.run_id}{where}: baseline vs speculative (p50; speedup with 95% CI)"
+    table = Table(title=Text(title))
     columns = [("prompt class", "left"), ("metric", "left"), ("baseline", "right"), ("speculative", "right")]
     columns.append(("speedup [95% CI]", "right"))
     if multi:
         columns.insert(0, ("load", "left"))
     for col, justify in columns:
         table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
-    for level, view in level_views(summary):
-        classes: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
-            ("all", view.get("variants") or {}, view.get("speedup") or {})
-        ]
-        for cls, per in sorted((view.get("by_prompt_class") or {}).items()):
-            classes.append((cls, per, (view.get("speedup_by_prompt_class") or {}).get(cls) or {}))
-        for n, (cls, per, sp) in enumerate(classes):
-            rows = [
-                ("TTFT ms", _get(per, "baseline", "ttft_s", "p50"), _get(per, "speculative", "ttft_s", "p50"), 1e3,
-                 sp.get("ttft_p50")),
-                ("TPOT ms", _get(per, "baseline", "tpot_s", "p50"), _get(per, "speculative", "tpot_s", "p50"), 1e3,
-                 sp.get("tpot_p50")),
-                ("ITL ms", _get(per, "baseline", "itl_s", "p50"), _get(per, "speculative", "itl_s", "p50"), 1e3,
-                 sp.get("itl_p50")),
-                ("e2e s", _get(per, "baseline", "e2e_s", "p50"), _get(per, "speculative", "e2e_s", "p50"), 1.0,
-                 sp.get("e2e_p50")),
-                ("tok/s/req", _get(per, "baseline", "output_tokens_per_s", "per_request", "p50"),
-                 _get(per, "speculative", "output_tokens_per_s", "per_request", "p50"), 1.0, sp.get("throughput")),
-            ]  # fmt: skip
-            for i, (name, b, s, scale, spv) in enumerate(rows):
-                cells = [
-                    cls if i == 0 else "",
-                    name,
-                    _fmt(b, scale, 2 if scale == 1.0 else 1),
-                    _fmt(s, scale, 2 if scale == 1.0 else 1),
-                    fmt_speedup(spv),
-                ]
+    for lv in summary.levels:
+        for n, (cls, cs) in enumerate(lv.scopes()):
+            rows = _rows(cs)
+            for i, (name, b, s, sp) in enumerate(rows):
+                label = ("all (pooled)" if cls == "all" else cls) if i == 0 else ""
+                cells = [label, name, b, s, sp]
                 if multi:
-                    cells.insert(0, level if (n == 0 and i == 0) else "")
-                table.add_row(*cells, end_section=(i == len(rows) - 1))
+                    cells.insert(0, lv.label if (n == 0 and i == 0) else "")
+                table.add_row(*(Text(c) for c in cells), end_section=(i == len(rows) - 1))
     return table

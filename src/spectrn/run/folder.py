@@ -1,145 +1,167 @@
-"""run data (moved)"""
+"""``results/<run-id>/``: the one module that knows the run folder's files, reads them and writes them.
+
+    run.json            RunMeta (written by the load generator, at start and at the end)
+    requests.jsonl      one RequestRecord per finished request, appended as each finishes
+    acceptance.json     spec-decode counter deltas per ``variant@level`` (null: not reported)
+    metrics/            raw /metrics scrapes
+    summary.json        Summary (analysis)
+    <variant>/          llmperf-compatible files (analysis)
+    metrics.emf.jsonl   CloudWatch Embedded Metric Format lines
+    publish.json        the CloudWatch publish ledger
+    report/             index.html, *.png, summary.md
+
+Every reader asks this module, so a missing or damaged file gives the same error everywhere. Records are
+streamed, never loaded whole: a run of a million requests is read in bounded memory.
+"""
 
 from __future__ import annotations
 
 import json
-import math
-import re
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterator
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from spectrn.errors import AnalysisError, one_line
-from spectrn.run.records import RequestRecord, RunMeta, read_records
+from spectrn.run.records import RequestRecord, RunMeta, iter_records
+from spectrn.run.summary import SCHEMA_VERSION, Acceptance, Summary
+
+RUN_JSON = "run.json"
+REQUESTS = "requests.jsonl"
+ACCEPTANCE = "acceptance.json"
+SUMMARY = "summary.json"
+EMF = "metrics.emf.jsonl"
+PUBLISH_STATE = "publish.json"
+REPORT = "report"
+METRICS = "metrics"
 
 
-@dataclass
-class RunData:
-    """A run folder read back: metadata, measured (non-warm-up) records, summary and acceptance."""
+class RunFolder:
+    """A run folder read back (lazily) and the writes analysis makes into it."""
 
-    run_dir: Path
-    meta: RunMeta
-    records: list[RequestRecord]
-    summary: dict[str, Any] | None
-    acceptance: dict[str, Any]
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    @classmethod
+    def open(cls, path: Path | str) -> RunFolder:
+        """A run folder that exists and holds a run.json; AnalysisError naming the problem otherwise."""
+        folder = cls(Path(path))
+        if not folder.path.is_dir():
+            raise AnalysisError(
+                f"run folder {folder.path} does not exist", hint="pass a folder such as results/<run-id>"
+            )
+        if not (folder.path / RUN_JSON).is_file():
+            raise AnalysisError(
+                f"{folder.path / RUN_JSON} is missing", hint="pass a run folder written by `spectrn bench`"
+            )
+        return folder
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    # ---- reading ----------------------------------------------------------------------------------------
+
+    @cached_property
+    def meta(self) -> RunMeta:
+        path = self.file(RUN_JSON)
+        try:
+            return RunMeta.model_validate_json(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise AnalysisError(f"{path} is missing", hint="pass a run folder written by `spectrn bench`") from None
+        except (OSError, ValueError) as e:
+            raise AnalysisError(
+                f"{path} is not valid run metadata: {one_line(e)}", hint="restore run.json, or re-run the bench"
+            ) from None
 
     @property
     def run_id(self) -> str:
         return self.meta.run_id
 
-    @property
-    def config(self) -> dict[str, Any]:
-        return dict(self.meta.config)
+    def records(self, *, measured: bool = True) -> Iterator[RequestRecord]:
+        """The run's records in file order (warm-up requests left out unless ``measured=False``)."""
+        for rec in iter_records(self.file(REQUESTS)):
+            if measured and rec.warmup:
+                continue
+            yield rec
 
-    @property
-    def config_label(self) -> str:
-        return config_label(self.config)
+    def acceptance(self) -> dict[str, Any]:
+        """``acceptance.json``: {``variant@level``: counter delta or null}; {} when absent."""
+        raw = self._json(ACCEPTANCE)
+        if raw is None:
+            return {}
+        if isinstance(raw, dict) and isinstance(raw.get("variants"), dict):
+            raw = raw["variants"]
+        if not isinstance(raw, dict) or not all(v is None or isinstance(v, dict) for v in raw.values()):
+            raise AnalysisError(
+                f"{self.file(ACCEPTANCE)} is not an object of counter deltas",
+                hint="restore it from the original run, or delete it (acceptance then comes from the stream)",
+            )
+        return raw
 
-    @property
-    def prompt_classes(self) -> list[str]:
-        return sorted({dim_value(r.prompt_class) for r in self.records})
+    def summary(self) -> Summary | None:
+        """``summary.json`` as a ``Summary``; None when the run was not analysed yet."""
+        raw = self._json(SUMMARY)
+        if raw is None:
+            return None
+        if not isinstance(raw, dict) or raw.get("schema_version") != SCHEMA_VERSION:
+            raise AnalysisError(
+                f"{self.file(SUMMARY)} is not a summary of schema version {SCHEMA_VERSION}",
+                hint=f"re-analyse the run: `spectrn analyze {self.path}`",
+            )
+        try:
+            return Summary.model_validate(raw)
+        except ValueError as e:
+            raise AnalysisError(
+                f"{self.file(SUMMARY)} does not match the summary schema: {one_line(e)}",
+                hint=f"re-analyse the run: `spectrn analyze {self.path}`",
+            ) from None
 
-    @property
-    def levels(self) -> list[str]:
-        return _sorted_levels({dim_value(r.level) for r in self.records})
+    def require_summary(self) -> Summary:
+        summary = self.summary()
+        if summary is None:
+            raise AnalysisError(f"{self.path} has no summary.json", hint=f"run `spectrn analyze {self.path}` first")
+        return summary
 
-    @property
-    def variants(self) -> list[str]:
-        order = {"baseline": 0, "speculative": 1}
-        return sorted({r.variant for r in self.records}, key=lambda v: (order.get(v, 2), v))
+    def acceptance_for(self, variant: str, level: str) -> Acceptance | None:
+        summary = self.summary()
+        if summary is None:
+            return None
+        try:
+            vs = summary.level(level).variants.get(variant)
+        except KeyError:
+            return None
+        return vs.acceptance if vs is not None else None
 
-    def acceptance_for(self, variant: str, level: str) -> dict[str, Any] | None:
-        """Acceptance of one variant at one load level: ``acceptance.json`` (keys ``variant@level`` or
-        ``variant``, as analyze reads them), else the summary's ``acceptance`` of that variant."""
-        value = self.acceptance.get(f"{variant}@{level}", self.acceptance.get(variant))
-        if isinstance(value, dict):
-            return value
-        s = self.summary or {}
-        lv = (s.get("levels") or {}).get(level) if isinstance(s.get("levels"), dict) else None
-        if lv is None and s.get("level", level) == level:
-            lv = s
-        acc = ((lv or {}).get("variants") or {}).get(variant, {}) if isinstance(lv, dict) else {}
-        acc = acc.get("acceptance") if isinstance(acc, dict) else None
-        return acc if isinstance(acc, dict) else None
+    def _json(self, name: str) -> Any:
+        path = self.file(name)
+        if not path.exists():
+            return None
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise AnalysisError(
+                f"{path} is not valid JSON: {one_line(e)}", hint="restore it, or remove it and re-run `spectrn analyze`"
+            ) from None
 
-    @property
-    def has_acceptance(self) -> bool:
-        return any(self.acceptance_for(v, lv) for v in self.variants for lv in self.levels)
+    # ---- writing ----------------------------------------------------------------------------------------
 
-    def time_range(self) -> tuple[float, float]:
-        """(first send, last completion) in Unix seconds; falls back to run.json's start/end."""
-        if not self.records:
-            return self.meta.started_at, self.meta.finished_at or self.meta.started_at
-        start = min(r.sent_at for r in self.records)
-        end = max(r.sent_at + (r.e2e if r.e2e is not None and math.isfinite(r.e2e) else 0.0) for r in self.records)
-        return start, end
+    def write_summary(self, summary: Summary) -> Path:
+        from spectrn.paths import atomic_write_text
 
+        path = self.file(SUMMARY)
+        atomic_write_text(path, summary.model_dump_json(indent=2) + "\n")
+        return path
 
-def config_section(config: Any, key: str) -> dict[str, Any]:
-    """``config[key]`` when it is a mapping (run.json holds the config dump), else an empty one."""
-    value = config.get(key) if isinstance(config, dict) else None
-    return value if isinstance(value, dict) else {}
+    def write_meta(self, meta: RunMeta) -> Path:
+        from spectrn.paths import atomic_write_text
 
-
-def config_label(config: dict[str, Any]) -> str:
-    """``<draft>/k<window>`` (``medusa/k<window>`` for Medusa): one value naming the speculative setup."""
-    window = config.get("num_speculative_tokens")
-    draft = "medusa" if config.get("speculation_mode") == "medusa" else config.get("draft")
-    if draft is None and window is None:
-        return "default"
-    return f"{draft or 'draft'}/k{window if window is not None else '?'}"
-
-
-def _sorted_levels(levels: Iterable[str]) -> list[str]:
-    def key(level: str) -> tuple[str, float, str]:
-        m = re.fullmatch(r"([a-z]+)([0-9.]+)", level)
-        if m:
-            try:
-                return (m.group(1), float(m.group(2)), level)
-            except ValueError:
-                pass
-        return ("~", 0.0, level)
-
-    return sorted(set(levels), key=key)
-
-
-def load_run(run_dir: Path) -> RunData:
-    """Read ``run.json``, ``requests.jsonl`` and, when present, ``summary.json`` and ``acceptance.json``."""
-    run_dir = Path(run_dir)
-    meta_path = run_dir / "run.json"
-    if not run_dir.is_dir():
-        raise AnalysisError(f"run folder {run_dir} does not exist", hint="pass a folder such as results/<run-id>")
-    if not meta_path.exists():
-        raise AnalysisError(f"{meta_path} is missing", hint="pass a run folder written by `spectrn bench`")
-    try:
-        meta = RunMeta.model_validate_json(meta_path.read_text(encoding="utf-8"))
-    except ValueError as e:
-        raise AnalysisError(
-            f"{meta_path} is not valid run metadata: {one_line(e)}", hint="restore run.json, or re-run the bench"
-        ) from None
-    records = [r for r in read_records(run_dir / "requests.jsonl") if not r.warmup]
-    summary = _read_json(run_dir / "summary.json")
-    acceptance = _acceptance(_read_json(run_dir / "acceptance.json"))
-    return RunData(run_dir, meta, records, summary, acceptance)
-
-
-def _read_json(path: Path) -> Any:
-    if not path.exists():
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as e:
-        raise AnalysisError(f"{path} is not valid JSON: {e}", hint="re-run `spectrn analyze` or remove it") from None
-
-
-def _acceptance(raw: Any) -> dict[str, Any]:
-    """``acceptance.json`` as written by loadgen: {variant or "variant@level": {...} | null}."""
-    if isinstance(raw, dict) and isinstance(raw.get("variants"), dict):
-        raw = raw["variants"]
-    return dict(raw) if isinstance(raw, dict) else {}
+        path = self.file(RUN_JSON)
+        atomic_write_text(path, meta.model_dump_json(indent=2) + "\n")
+        self.__dict__.pop("meta", None)
+        return path
 
 
 def dim_value(v: str | None) -> str:
+    """A label as CloudWatch and reports show it: trimmed, at most 1024 characters, ``unknown`` when empty."""
     v = (v or "").strip()
     return v[:1024] if v else "unknown"

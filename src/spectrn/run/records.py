@@ -19,6 +19,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from spectrn.errors import AnalysisError, one_line
+from spectrn.run.summary import Provenance
+from spectrn.spec.config import SpectrnConfig
 
 Variant = Literal["baseline", "speculative"]
 VARIANTS: tuple[Variant, Variant] = ("baseline", "speculative")
@@ -52,6 +54,9 @@ class RequestRecord(BaseModel):
     error_msg: str | None = None
     output_text: str | None = None
     output_token_ids: list[int] | None = None
+    llmperf_itl: float | None = Field(
+        default=None, description="llmperf's own inter-token latency (ingested llmperf responses: no event times)."
+    )
 
     @property
     def ok(self) -> bool:
@@ -65,19 +70,30 @@ class RequestRecord(BaseModel):
 
 
 class RunMeta(BaseModel):
-    """``run.json``: what was run, against what, when."""
+    """``run.json``: what was run, against what, when, and where its numbers come from."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")
 
     run_id: str
     spectrn_version: str
     started_at: float
     finished_at: float | None = None
-    endpoints: dict[str, str] = Field(default_factory=dict, description="variant -> base URL")
+    endpoints: dict[str, str] = Field(default_factory=dict, description="variant -> base URL (credentials removed)")
     engine: str = "spectrn"
-    config: dict[str, object] = Field(default_factory=dict)
+    config: SpectrnConfig = Field(default_factory=SpectrnConfig, description="The run's full configuration.")
     interrupted: bool = False
     notes: list[str] = Field(default_factory=list)
+    model: str | None = None
+    api: str | None = None
+    max_tokens: int | None = None
+    levels: list[str] = Field(default_factory=list)
+    mode: str | None = None
+    shard: int = 0
+    shards: int = 1
+    planned_requests: dict[str, int] = Field(
+        default_factory=dict, description="load level -> measured requests planned per endpoint"
+    )
+    provenance: Provenance = Field(default_factory=Provenance)
 
 
 def write_records(path: Path, records: Iterable[RequestRecord]) -> None:

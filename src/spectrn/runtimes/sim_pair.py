@@ -61,6 +61,11 @@ def wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: 
     raise SimError(f"server {url} not healthy after {timeout_s:g}s", hint=f"see its log {log}")
 
 
+def sim_profile(cfg: SpectrnConfig) -> str:
+    """The server profile the simulator runs for ``cfg`` (what it does on the wire, its window semantics)."""
+    return "upstream"
+
+
 class SimPair:
     """``with SimPair(cfg, work_dir) as pair: pair.endpoints -> {"baseline": url, "speculative": url}``."""
 
@@ -81,6 +86,7 @@ class SimPair:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.endpoints: dict[str, str] = {}
         self.model = cfg.target_spec.hf_id
+        self.profile = sim_profile(cfg)
 
     def _command(self, variant: str, port: int) -> list[str]:
         cfg = self.cfg

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,8 +59,6 @@ class Manifest:
         return m
 
     def save(self) -> None:
-        from spectrn.analyze.summary import finite
-
         atomic_write_text(self.path, json.dumps(finite(self.data), indent=2, allow_nan=False))
 
     def done(self, cell: Cell) -> bool:
@@ -74,3 +73,14 @@ class Manifest:
         for entry in self.data["cells"].values():
             out.append((Cell(entry["draft"], int(entry["window"]), entry["level"]), entry))
         return out
+
+
+def finite(o: Any) -> Any:
+    """Replace NaN/Inf (e.g. a ratio over an empty class) by None, recursively, for strict JSON."""
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {k: finite(v) for k, v in o.items()}
+    if isinstance(o, list | tuple):
+        return [finite(v) for v in o]
+    return o

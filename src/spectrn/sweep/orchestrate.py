@@ -16,7 +16,7 @@ from rich.console import Console
 from spectrn.errors import AnalysisError, ConfigError, Interrupted, SpectrnError
 from spectrn.paths import atomic_write_text, safe_output_dir
 from spectrn.spec.config import SpectrnConfig
-from spectrn.sweep.cells import _level_view, aggregate_equivalence, cell_acceptance, cell_inputs
+from spectrn.sweep.cells import aggregate_equivalence, cell_inputs
 from spectrn.sweep.grid import (
     Cell,
     cell_config,
@@ -27,9 +27,10 @@ from spectrn.sweep.grid import (
     grid,
     levels_of,
 )
-from spectrn.sweep.manifest import Manifest
-from spectrn.sweep.recommend import ALL, CellInput
+from spectrn.sweep.manifest import Manifest, finite
+from spectrn.sweep.recommend import CellInput
 from spectrn.sweep.runners import CellRunner, _LazyRunner
+from spectrn.windows import Semantics
 
 
 def _sweep_lock(sweep_dir: Path, sweep_id: str) -> AbstractContextManager[None]:
@@ -155,7 +156,7 @@ class Sweep:
             spent_est += estimates[cell.key]
 
     def run_one(self, cell: Cell, runner: CellRunner) -> None:
-        from spectrn.analyze.summary import analyze_run
+        from spectrn.finish import finish
 
         cfg = cell_config(self.cfg, cell)
         out_root = self._cell_dir(cell)
@@ -164,15 +165,9 @@ class Sweep:
             shutil.rmtree(stale)
         t0 = time.time()
         run_dir = runner.run(cfg, cell, out_root, self.console, self.opts.quiet)
-        summary = analyze_run(run_dir)
-        try:
-            from spectrn.publish.emf import write_emf
-
-            write_emf(run_dir)
-        except SpectrnError as e:  # the cell's numbers stand; EMF can be rewritten by `spectrn analyze`
-            self.console.print(f"[yellow]warning:[/] EMF lines for {cell.key} not written: {e}")
-        acc = cell_acceptance(run_dir, cell.window) if (run_dir / "requests.jsonl").exists() else {}
-        eq = _level_view(summary, cell.level).get("equivalence") or {}
+        summary = finish(run_dir, report=False).summary  # the same finish as every run; one report for the sweep
+        view = summary.level(cell.level) if cell.level in summary.level_labels else summary.levels[0]
+        eq = view.equivalence
         self.manifest.record(
             cell,
             {
@@ -183,20 +178,20 @@ class Sweep:
                 "started_at": t0,
                 "finished_at": time.time(),
                 "duration_s": time.time() - t0,
-                "clean": summary.get("clean"),
-                "acceptance_by_class": acc,
-                "equivalence": {k: eq.get(k) for k in ("compared", "matched", "match_rate")},
+                "clean": summary.clean,
+                "equivalence": eq.model_dump(include={"compared", "matched", "match_rate"}) if eq else {},
             },
         )
-        sp = (_level_view(summary, cell.level).get("speedup") or {}).get("tpot_p50") or {}
-        if sp.get("value") is not None:
-            ci = sp.get("ci95")
-            cis = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
-            self.console.print(f"    TPOT p50 speedup {sp['value']:.2f}x{cis}", highlight=False)
-        if eq.get("compared") and eq.get("matched") != eq.get("compared"):
+        for cls, cs in sorted(view.by_prompt_class.items()):
+            sp = cs.speedup.tpot_p50 if cs.speedup else None
+            if sp is not None and sp.value is not None:
+                self.console.print(f"    {cls}: TPOT p50 speedup {sp.text()}", highlight=False, markup=False)
+        if eq is not None and eq.compared and eq.matched != eq.compared:
             self.console.print(
-                f"[bold red]    OUTPUT DIVERGENCE in {cell.key}: {eq['compared'] - eq['matched']} of "
-                f"{eq['compared']} greedy outputs differ[/]"
+                f"    OUTPUT DIVERGENCE in {cell.key}: {eq.compared - eq.matched} of {eq.compared} greedy outputs "
+                "differ",
+                style="bold red",
+                markup=False,
             )
 
     # ---- the two modes ----
@@ -258,23 +253,24 @@ class Sweep:
             mine = [c for c in cells if c.draft == draft]
             big = max(mine, key=lambda c: c.window)
             k = big.window
-            view = _level_view(big.summary, level)
+            semantics = big.semantics
             per_cls: dict[str, Any] = {}
             base_tpot: dict[str, float] = {}
             notes: list[str] = []
-            for cls, acc in sorted(big.acceptance_by_class.items()):
-                if cls == ALL:
-                    continue
-                byc = (view.get("by_prompt_class") or {}).get(cls) or {}
-                tb = ((byc.get("baseline") or {}).get("tpot_s") or {}).get("p50")
-                ts = ((byc.get("speculative") or {}).get("tpot_s") or {}).get("p50")
-                length = acc.get("mean_length")
-                if not (tb and ts and length and acc.get("steps")):
+            for cls, cs in sorted(big.view.by_prompt_class.items()):
+                b, sv = cs.variants.get("baseline"), cs.variants.get("speculative")
+                tb = b.tpot_s.p50 if b else None
+                ts = sv.tpot_s.p50 if sv else None
+                acc = sv.acceptance if sv else None
+                length = acc.mean_accepted_length if acc else None
+                if not (tb and ts and length and acc and acc.per_position):
                     notes.append(f"{cls}: not enough data in the window-{k} run")
                     continue
                 try:
                     fit = fit_costs([StepPoint(0, tb, 1.0, "baseline"), StepPoint(k, ts, length, f"k{k}")])
-                    p = predict_tpot(acc["per_position"], fit, windows=range(1, k + 1), baseline_tpot_s=tb)
+                    p = predict_tpot(
+                        acc.per_position, fit, windows=range(1, k + 1), baseline_tpot_s=tb, semantics=semantics
+                    )
                 except AnalysisError as e:
                     notes.append(f"{cls}: {e.message}")
                     continue
@@ -302,7 +298,7 @@ class Sweep:
                 "best_window": k_best,
                 "notes": notes,
             }
-            refined = self._refined(mine, level, per_cls, base_tpot, usable, cand)
+            refined = self._refined(mine, per_cls, base_tpot, usable, cand, semantics)
             if refined:
                 out["drafts"][draft]["refined"] = refined
             key = (mix["tpot_s"][k_best], k_best, draft)
@@ -312,10 +308,10 @@ class Sweep:
             for cls, p in per_cls.items():
                 measured = {}
                 for c in mine:
-                    v = ((_level_view(c.summary, level).get("by_prompt_class") or {}).get(cls) or {}).get("speculative")
-                    m = ((v or {}).get("tpot_s") or {}).get("p50")
-                    if m:
-                        measured[c.window] = m
+                    part = c.view.by_prompt_class.get(cls)
+                    sv = part.variants.get("speculative") if part else None
+                    if sv is not None and sv.tpot_s.p50:
+                        measured[c.window] = sv.tpot_s.p50
                 for row in compare_prediction(p.tpot_s, measured):
                     out["comparison"].append({"draft": draft, "prompt_class": cls, **row,
                                               "from_window": k, "fitted": row["window"] == k})  # fmt: skip
@@ -326,11 +322,11 @@ class Sweep:
     @staticmethod
     def _refined(
         mine: Sequence[CellInput],
-        level: str,
         predictions: dict[str, Any],
         base_tpot: dict[str, float],
         weights: dict[str, float],
         candidates: Sequence[int],
+        semantics: Semantics,
     ) -> dict[str, Any] | None:
         """Once a second window is measured (the confirmation), refit the cost line through every measured
         step of this draft (baseline + each window) and predict again from the same per-position acceptance."""
@@ -342,17 +338,21 @@ class Sweep:
         for cls, p in predictions.items():
             pts = []
             for c in mine:
-                byc = ((_level_view(c.summary, level).get("by_prompt_class") or {}).get(cls)) or {}
-                tb = ((byc.get("baseline") or {}).get("tpot_s") or {}).get("p50")
-                ts = ((byc.get("speculative") or {}).get("tpot_s") or {}).get("p50")
-                length = (c.acceptance_by_class.get(cls) or {}).get("mean_length")
+                part = c.view.by_prompt_class.get(cls)
+                b = part.variants.get("baseline") if part else None
+                sv = part.variants.get("speculative") if part else None
+                tb = b.tpot_s.p50 if b else None
+                ts = sv.tpot_s.p50 if sv else None
+                length = sv.acceptance.mean_accepted_length if sv and sv.acceptance else None
                 if tb:
                     pts.append(StepPoint(0, tb, 1.0, "baseline"))
                 if ts and length:
                     pts.append(StepPoint(c.window, ts, length, f"k{c.window}"))
             try:
                 fit = fit_costs(pts)
-                refined[cls] = predict_tpot(p.per_position, fit, baseline_tpot_s=base_tpot.get(cls))
+                refined[cls] = predict_tpot(
+                    p.per_position, fit, baseline_tpot_s=base_tpot.get(cls), semantics=semantics
+                )
             except AnalysisError:
                 continue
         usable = {c: w for c, w in weights.items() if c in refined}
@@ -368,7 +368,6 @@ class Sweep:
         }
 
     def analyse(self) -> dict[str, Any]:
-        from spectrn.analyze.summary import finite
         from spectrn.sweep.recommend import analyse_sweep
 
         cells = cell_inputs(self.sweep_dir, self.manifest)

@@ -5,16 +5,15 @@ is expensive. One run at a large window K already holds what every window k <= K
 
 Acceptance. vLLM's per-position counter ``accepted_tokens_per_pos[i]`` counts steps in which draft position
 i was accepted; position i is only reached when positions 0..i-1 were accepted, so ``P_i = count_i / drafts``
-is the probability that the first i + 1 positions are all accepted. A step at window k emits the accepted
-prefix (capped at k) plus the target's bonus token, hence
+is the probability that the first i + 1 proposals are all accepted. The same P_i are read per prompt class
+from the stream (``spectrn.analyze.acceptance``: one event per engine step carries accepted + 1 tokens). A
+step at window k has p(k) proposals (``spectrn.windows``: k - 1 on NxDI, k upstream) and emits the accepted
+prefix plus one token, hence
 
-    L(k) = 1 + sum_{i < k} P_i            (expected tokens per step; L(0) = 1 is plain decoding)
+    L(k) = 1 + sum_{i < p(k)} P_i         (expected tokens per step; L(0) = 1 is plain decoding)
 
-The same P_i can be read per prompt class from the client side: one SSE chunk per engine step carries
-``accepted + 1`` tokens, so ``P_i`` = share of decode chunks with more than ``i + 1`` tokens
-(``per_position_from_chunks``). The first chunk (prefill) and the last (cut by ``max_tokens``) are skipped.
-
-Cost. One speculative step at window k runs the draft k times and verifies once:
+Cost. One speculative step at window k runs the draft k times (on NxDI too: the k-th pass fills the draft's
+KV cache) and verifies once:
 ``step(k) = c_verify + k * c_draft``, and plain decoding is ``step(0) = c_target``. Each measured run gives a
 point ``(k, TPOT_k * L_k)`` (the baseline gives ``(0, TPOT_base)``); two points fix the line, more are fitted
 by least squares. The slope absorbs the verify pass's growth with k (verifying k + 1 tokens costs a little
@@ -34,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from spectrn.errors import AnalysisError
+from spectrn.windows import Semantics, proposals
 
 # ---- acceptance -------------------------------------------------------------------------------------
 
@@ -58,18 +58,26 @@ def clean_per_position(per_position: Sequence[float | None]) -> tuple[list[float
     return out, notes
 
 
-def acceptance_lengths(per_position: Sequence[float], max_window: int | None = None) -> list[float]:
-    """``[L(0), L(1), ..., L(K)]``: expected tokens per step for every window up to K = len(per_position)."""
+def measured_window(per_position: Sequence[float], semantics: Semantics) -> int:
+    """The window whose steps gave ``per_position`` (one entry per proposal)."""
+    return len(per_position) + (1 if semantics == "nxdi" else 0)
+
+
+def acceptance_lengths(
+    per_position: Sequence[float], max_window: int | None = None, semantics: Semantics = "upstream"
+) -> list[float]:
+    """``[L(0), L(1), ..., L(K)]``: expected tokens per step for every window up to the measured one."""
     probs, _ = clean_per_position(per_position)
-    k_max = len(probs) if max_window is None else max_window
-    if k_max > len(probs):
+    k_top = measured_window(probs, semantics)
+    k_max = k_top if max_window is None else max_window
+    if k_max > k_top:
         raise AnalysisError(
-            f"window {k_max} is larger than the measured window {len(probs)}",
+            f"window {k_max} is larger than the measured window {k_top}",
             hint="predict only windows up to the one that was measured; run a larger window to go further",
         )
     out = [1.0]
-    for i in range(k_max):
-        out.append(out[-1] + probs[i])
+    for k in range(1, k_max + 1):
+        out.append(1.0 + sum(probs[: proposals(semantics, k)]))
     return out
 
 
@@ -83,47 +91,15 @@ def conditional_acceptance(per_position: Sequence[float]) -> list[float | None]:
     return out
 
 
-def iid_expected_length(a: float, k: int) -> float:
-    """The textbook expectation (1 - a^(k+1)) / (1 - a): every position accepted independently with rate a."""
+def iid_expected_length(a: float, k: int, semantics: Semantics = "upstream") -> float:
+    """The textbook expectation (1 - a^(p+1)) / (1 - a) for p = p(k) proposals, each accepted independently
+    with rate a (p = k upstream, k - 1 on NxDI)."""
     if k < 0:
         raise ValueError("window must be >= 0")
+    p = proposals(semantics, k) if k >= 1 else 0
     if a >= 1.0:
-        return float(k + 1)
-    return (1.0 - a ** (k + 1)) / (1.0 - a)
-
-
-@dataclass
-class ChunkAcceptance:
-    """Per-position acceptance read from client-side chunk sizes."""
-
-    per_position: list[float]
-    steps: int
-    mean_length: float | None  # mean tokens per counted step (the observed acceptance length)
-
-
-def per_position_from_chunks(chunk_tokens: Iterable[Sequence[int]], window: int) -> ChunkAcceptance:
-    """``P_i`` from the token counts of each request's SSE chunks (one chunk per engine step).
-
-    The first chunk is the prefill's token and the last may be cut short by ``max_tokens``: both are skipped.
-    Chunks larger than ``window + 1`` (several steps coalesced by a slow client) count as full acceptance.
-    """
-    if window < 1:
-        raise ValueError("window must be >= 1")
-    hits = [0] * window
-    steps = 0
-    tokens = 0
-    for toks in chunk_tokens:
-        for n in list(toks)[1:-1]:
-            if n <= 0:
-                continue
-            accepted = min(n - 1, window)
-            steps += 1
-            tokens += accepted + 1
-            for i in range(accepted):
-                hits[i] += 1
-    if steps == 0:
-        return ChunkAcceptance([0.0] * window, 0, None)
-    return ChunkAcceptance([h / steps for h in hits], steps, tokens / steps)
+        return float(p + 1)
+    return (1.0 - a ** (p + 1)) / (1.0 - a)
 
 
 # ---- cost model -------------------------------------------------------------------------------------
@@ -239,14 +215,15 @@ def predict_tpot(
     *,
     windows: Iterable[int] | None = None,
     baseline_tpot_s: float | None = None,
+    semantics: Semantics = "upstream",
 ) -> Prediction:
     """TPOT(k) = step(k) / L(k) for each window (default 1..K); the best is the smallest TPOT.
 
     On equal predictions the smaller window wins (cheaper to compile and to run).
     """
     probs, notes = clean_per_position(per_position)
-    k_max = len(probs)
-    if k_max < 1:
+    k_max = measured_window(probs, semantics) if probs else 0
+    if not probs:
         raise AnalysisError("no per-position acceptance to predict from", hint="measure a speculative window first")
     wanted = sorted(set(windows)) if windows is not None else list(range(1, k_max + 1))
     too_big = [k for k in wanted if k > k_max or k < 1]
@@ -255,7 +232,7 @@ def predict_tpot(
             f"cannot predict window(s) {too_big}: the measured window is {k_max}",
             hint=f"predict windows 1..{k_max}, or measure a larger window first",
         )
-    lengths_all = acceptance_lengths(probs)
+    lengths_all = acceptance_lengths(probs, semantics=semantics)
     lengths = {k: lengths_all[k] for k in wanted}
     tpot = {k: cost.step_s(k) / lengths[k] for k in wanted}
     base = baseline_tpot_s if baseline_tpot_s is not None else cost.target_s

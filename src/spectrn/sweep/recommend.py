@@ -17,7 +17,8 @@ Rules, stated in every output that uses them:
 - Load crossover (per draft, window and prompt class or mix): the lowest load level where speculation stops
   paying: the speedup CI reaches down to 1 (lower bound <= 1), or the throughput ratio is significantly < 1
   (CI upper bound < 1). A configuration that does not pay even at the lowest level is reported as such.
-- Explanation: the observed mean accepted length L vs the textbook (1 - a^(k+1)) / (1 - a) with a the
+- Explanation: the observed mean accepted length L vs the textbook (1 - a^(p+1)) / (1 - a) (p proposals per
+  step at window k: k - 1 on NxDI, k upstream; ``spectrn.windows``) with a the
   first-position acceptance (and with a the accepted/drafted rate), the per-position conditional acceptance,
   and the cost of one more window token (a draft pass plus the verify pass's growth) relative to one target
   step, fitted from the measured steps (``spectrn.sweep.predict.fit_costs``).
@@ -29,11 +30,13 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from spectrn.errors import AnalysisError, ConfigError
+from spectrn.run.summary import ClassSummary, Interval, LevelSummary, Load, Summary
 from spectrn.sweep.predict import CostFit, StepPoint, conditional_acceptance, fit_costs, iid_expected_length
+from spectrn.windows import Semantics, proposals
 
 ALL = "all"
 MIX = "mix"
@@ -43,13 +46,26 @@ DISAGREE_REL = 0.10
 
 @dataclass
 class CellInput:
-    """One measured configuration as the sweep stored it."""
+    """One measured configuration as the sweep stored it: its run's summary, at the cell's load level."""
 
     draft: str
     window: int
     level: str
-    summary: dict[str, Any]
-    acceptance_by_class: dict[str, dict[str, Any]] = field(default_factory=dict)  # class -> ChunkAcceptance dict
+    summary: Summary
+
+    @property
+    def view(self) -> LevelSummary:
+        return self.summary.level(self.level)
+
+    @property
+    def semantics(self) -> Semantics:
+        """Window semantics the cell's acceptance was read with (the speculative server's)."""
+        for _, cs in self.view.scopes():
+            spec = cs.variants.get("speculative")
+            if spec and spec.acceptance and spec.acceptance.stream and spec.acceptance.stream.semantics:
+                return spec.acceptance.stream.semantics
+        server = self.summary.provenance.servers.get("speculative")
+        return server.window_semantics if server and server.window_semantics else "upstream"
 
 
 @dataclass
@@ -68,92 +84,59 @@ class Row:
     length: float | None = None  # observed tokens per step (mean accepted length incl. the bonus token)
     acceptance_rate: float | None = None  # accepted / drafted
     per_position: list[float] | None = None
+    acceptance_source: str | None = None  # counters or stream
+    semantics: Semantics = "upstream"
     requests: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def _num(x: Any) -> float | None:
-    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) else None
+def _ci(x: Interval | None) -> list[float] | None:
+    return [float(x[0]), float(x[1])] if x is not None else None
 
 
-def _ci(x: Any) -> list[float] | None:
-    if isinstance(x, list | tuple) and len(x) == 2 and all(_num(v) is not None for v in x):
-        return [float(x[0]), float(x[1])]
-    return None
-
-
-def _get(d: Any, *path: str) -> Any:
-    for p in path:
-        if not isinstance(d, dict):
-            return None
-        d = d.get(p)
-    return d
-
-
-def _row(cell: CellInput, cls: str, sp: Any, base: Any, spec: Any, acc: Any) -> Row:
+def _row(cell: CellInput, cls: str, cs: ClassSummary) -> Row:
+    sp = cs.speedup
+    base, spec = cs.variants.get("baseline"), cs.variants.get("speculative")
+    tpot = sp.tpot_p50 if sp else None
+    thr = sp.throughput if sp else None
     row = Row(
         draft=cell.draft,
         window=cell.window,
         level=cell.level,
         prompt_class=cls,
-        speedup=_num(_get(sp, "tpot_p50", "value")),
-        ci95=_ci(_get(sp, "tpot_p50", "ci95")),
-        throughput=_num(_get(sp, "throughput", "value")),
-        throughput_ci95=_ci(_get(sp, "throughput", "ci95")),
-        tpot_base_s=_num(_get(base, "tpot_s", "p50")),
-        tpot_spec_s=_num(_get(spec, "tpot_s", "p50")),
-        tpot_spec_ci95=_ci(_get(spec, "tpot_s", "ci95", "p50")),
-        requests=int(_get(sp, "paired_requests") or 0),
+        speedup=tpot.value if tpot else None,
+        ci95=_ci(tpot.ci95) if tpot else None,
+        throughput=thr.value if thr else None,
+        throughput_ci95=_ci(thr.ci95) if thr else None,
+        tpot_base_s=base.tpot_s.p50 if base else None,
+        tpot_spec_s=spec.tpot_s.p50 if spec else None,
+        tpot_spec_ci95=_ci(spec.tpot_s.ci95.p50) if spec and spec.tpot_s.ci95 else None,
+        requests=sp.paired_requests if sp else 0,
+        semantics=cell.semantics,
     )
-    if isinstance(acc, dict):
-        row.length = _num(acc.get("mean_length", acc.get("mean_accepted_length")))
-        pp = acc.get("per_position")
-        if isinstance(pp, list) and pp and all(_num(v) is not None for v in pp):
-            row.per_position = [float(v) for v in pp]
-        rate = _num(acc.get("rate"))
-        if rate is None and row.length is not None and cell.window:
-            rate = (row.length - 1.0) / cell.window
-        row.acceptance_rate = rate
+    acc = spec.acceptance if spec else None
+    if acc is not None:
+        row.length = acc.mean_accepted_length
+        row.per_position = list(acc.per_position) or None
+        row.acceptance_rate = acc.rate
+        row.acceptance_source = acc.source
     return row
 
 
 def build_matrix(cells: Iterable[CellInput]) -> list[Row]:
-    """One row per (cell, prompt class), plus class ``all`` per cell."""
-    rows: list[Row] = []
-    for cell in cells:
-        s = cell.summary
-        if "levels" in s and cell.level in s["levels"]:
-            s = s["levels"][cell.level]
-        counters = _get(s, "variants", "speculative", "acceptance")
-        # The server's counters are the ground truth for the whole run; chunk sizes give the per-class view.
-        has_counters = isinstance(counters, dict) and counters.get("mean_accepted_length") is not None
-        overall = counters if has_counters else cell.acceptance_by_class.get(ALL)
-        rows.append(
-            _row(cell, ALL, s.get("speedup"), _get(s, "variants", "baseline"), _get(s, "variants", "speculative"),
-                 overall)
-        )  # fmt: skip
-        for cls, sp in sorted((s.get("speedup_by_prompt_class") or {}).items()):
-            byc = _get(s, "by_prompt_class", cls) or {}
-            rows.append(_row(cell, cls, sp, byc.get("baseline"), byc.get("speculative"),
-                             cell.acceptance_by_class.get(cls)))  # fmt: skip
-    return rows
+    """One row per (cell, prompt class), plus class ``all`` per cell (every class pooled)."""
+    return [_row(cell, cls, cs) for cell in cells for cls, cs in cell.view.scopes()]
 
 
 def prompt_classes(rows: Iterable[Row]) -> list[str]:
     return sorted({r.prompt_class for r in rows if r.prompt_class not in (ALL, MIX)})
 
 
-def level_key(level: str) -> tuple[str, float, str]:
+def level_key(level: str) -> tuple[int, float, str]:
     """Order load levels by kind then size: c1 < c4 < c16; r0.5 < r2."""
-    m = re.fullmatch(r"([a-z]+)([0-9.]+)", level)
-    if m:
-        try:
-            return (m.group(1), float(m.group(2)), level)
-        except ValueError:
-            pass
-    return (level, 0.0, level)
+    return Load.parse(level).sort_key()
 
 
 # ---- ranking --------------------------------------------------------------------------------------------
@@ -425,12 +408,12 @@ def explain_row(row: Row, fit: CostFit | None) -> dict[str, Any]:
     }
     notes: list[str] = out["disagreements"]
     if row.acceptance_rate is not None:
-        out["expected_length_rate"] = iid_expected_length(row.acceptance_rate, k)
+        out["expected_length_rate"] = iid_expected_length(row.acceptance_rate, k, row.semantics)
     if row.per_position:
         a0 = row.per_position[0]
         out["first_position"] = a0
-        out["expected_length_first_position"] = iid_expected_length(a0, k)
-        cond = conditional_acceptance(row.per_position[:k])
+        out["expected_length_first_position"] = iid_expected_length(a0, k, row.semantics)
+        cond = conditional_acceptance(row.per_position[: proposals(row.semantics, k)])
         out["conditional"] = cond
         obs = row.length
         exp = out["expected_length_first_position"]
@@ -444,13 +427,13 @@ def explain_row(row: Row, fit: CostFit | None) -> dict[str, Any]:
                     else "later positions are never reached"
                 )
                 notes.append(
-                    f"observed L = {obs:.2f} is {exp / obs - 1:.0%} below (1 - a^(k+1))/(1 - a) = {exp:.2f} with "
+                    f"observed L = {obs:.2f} is {exp / obs - 1:.0%} below (1 - a^(p+1))/(1 - a) = {exp:.2f} with "
                     f"a = {a0:.2f} (position 0): the formula assumes every position is accepted as often as the "
                     f"first, but {drop}, so each extra position of window {k} adds less than the formula says"
                 )
             else:
                 notes.append(
-                    f"observed L = {obs:.2f} is above (1 - a^(k+1))/(1 - a) = {exp:.2f} with a = {a0:.2f}: "
+                    f"observed L = {obs:.2f} is above (1 - a^(p+1))/(1 - a) = {exp:.2f} with a = {a0:.2f}: "
                     "later positions are accepted more readily than the first (acceptance is bursty)"
                 )
     if fit is not None and row.length:

@@ -125,11 +125,17 @@ class LocalSimRunner:
         return url
 
     def run(self, cfg: SpectrnConfig, cell: Cell, out_root: Path, console: Console, quiet: bool) -> Path:
-        from spectrn.loadgen.bench import execute, plan_from_config
+        from spectrn.loadgen.bench import endpoint_provenance, execute, plan_from_config
+        from spectrn.runtimes.sim_pair import sim_profile
 
         assert self.baseline is not None, "LocalSimRunner used outside its with-block"
         endpoints = {"baseline": self.baseline[1], "speculative": self._speculative(cfg)}
-        plan = plan_from_config(cfg, endpoints, run_id=self.run_id(cell), out_root=out_root, model=self.model)
+        prov = endpoint_provenance(
+            cfg, endpoints, runtime="sim", started=True, profile=sim_profile(cfg), time_scale=self.time_scale
+        )
+        plan = plan_from_config(
+            cfg, endpoints, run_id=self.run_id(cell), out_root=out_root, model=self.model, provenance=prov
+        )
         return execute(plan, cfg, console, quiet=quiet).run_dir
 
     def probe_tpot(self, cfg: SpectrnConfig) -> float | None:

@@ -1,0 +1,231 @@
+"""Numbers -> distributions with bootstrap confidence intervals (pure, numpy).
+
+Two kinds of distribution:
+- one value per request (TTFT, TPOT, e2e, throughput): kept exactly in compact float arrays, so quantiles are
+  exact and the bootstrap resamples requests;
+- one value per token or per event (per-token ITL, chunk latency), millions in a long run: summarised by a
+  DDSketch (``ddsketch`` from PyPI) with relative accuracy ``SKETCH_ACCURACY`` (every quantile within 0.5% of
+  the exact one); mean, min, max and standard deviation stay exact. Their confidence intervals resample whole
+  requests (tokens of one request are correlated) from a fixed-size sample of requests.
+
+Bootstrap: percentile intervals, seeded, ``BOOT_RESAMPLES`` resamples; above ``BOOT_MAX_REQUESTS`` units the
+resampling runs on a seeded sub-sample (point estimates always use every value).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from spectrn.run.summary import CI95, Interval, Stats
+
+if TYPE_CHECKING:
+    from ddsketch import DDSketch
+
+QUANTILES = (50, 90, 95, 99)
+BOOT_RESAMPLES = 1000
+BOOT_MAX_REQUESTS = 2000
+SKETCH_ACCURACY = 0.005
+
+
+def rng(seed: int) -> Any:
+    import numpy as np
+
+    return np.random.default_rng(seed)
+
+
+def describe(values: Any) -> Stats:
+    """Exact mean, quantiles, min, max and standard deviation of ``values`` (any sequence or array)."""
+    import numpy as np
+
+    a = np.asarray(values, dtype=float)
+    a = a[np.isfinite(a)]
+    if a.size == 0:
+        return Stats()
+    qs = np.percentile(a, QUANTILES)
+    return Stats(
+        n=int(a.size),
+        mean=float(a.mean()),
+        **{f"p{q}": float(v) for q, v in zip(QUANTILES, qs, strict=True)},
+        min=float(a.min()),
+        max=float(a.max()),
+        stddev=float(a.std(ddof=1)) if a.size > 1 else 0.0,
+    )
+
+
+def bootstrap(
+    stat: Callable[[Any], Any],
+    n: int,
+    *,
+    resamples: int = BOOT_RESAMPLES,
+    seed: int = 0,
+    vectorized: bool = False,
+) -> Interval | None:
+    """95% percentile-bootstrap interval of ``stat(indices)`` over ``n`` units, or None if n < 2.
+
+    With ``vectorized``, ``stat`` takes a (resamples x n) index matrix and returns one value per row, which
+    replaces a Python loop of ``resamples`` calls by a few array operations.
+    """
+    import numpy as np
+
+    if n < 2:
+        return None
+    gen = rng(seed)
+    if vectorized:
+        chunks = []
+        for start in range(0, resamples, 250):  # bounded memory: 250 x n indices at a time
+            rows = gen.integers(0, n, (min(250, resamples - start), n))
+            chunks.append(np.asarray(stat(rows), dtype=float))
+        arr = np.concatenate(chunks)
+        vals = arr[np.isfinite(arr)]
+    else:
+        out = []
+        for _ in range(resamples):
+            v = stat(gen.integers(0, n, n))
+            if v is not None and math.isfinite(v):
+                out.append(v)
+        vals = np.asarray(out, dtype=float)
+    if vals.size < resamples // 2:
+        return None
+    lo, hi = np.percentile(vals, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+def subsample(n: int, seed: int) -> Any:
+    """Indices of at most ``BOOT_MAX_REQUESTS`` of ``n`` units (all of them when fewer), sorted."""
+    import numpy as np
+
+    if n <= BOOT_MAX_REQUESTS:
+        return np.arange(n)
+    return np.sort(rng(seed + 7).choice(n, BOOT_MAX_REQUESTS, replace=False))
+
+
+def stats_with_ci(values: Any, *, seed: int = 0, resamples: int = BOOT_RESAMPLES) -> Stats:
+    """``describe`` plus bootstrap CIs of the mean and the median."""
+    import numpy as np
+
+    out = describe(values)
+    a = np.asarray(values, dtype=float)
+    a = a[np.isfinite(a)]
+    sub = a[subsample(a.size, seed)]
+    out.ci95 = CI95(
+        mean=bootstrap(lambda i: sub[i].mean(axis=-1), sub.size, seed=seed, resamples=resamples, vectorized=True),
+        p50=bootstrap(
+            lambda i: np.median(sub[i], axis=-1), sub.size, seed=seed + 1, resamples=resamples, vectorized=True
+        ),
+    )
+    return out
+
+
+def new_sketch() -> DDSketch:
+    from ddsketch import DDSketch
+
+    return DDSketch(relative_accuracy=SKETCH_ACCURACY)
+
+
+class TokenDistribution:
+    """A per-token (or per-event) distribution accumulated request by request in bounded memory.
+
+    ``add(values, weights)`` takes one request's values (e.g. its event gaps divided by the tokens they carry,
+    weighted by those tokens). Exact: count, sum, sum of squares, min, max. Quantiles: a DDSketch.
+    """
+
+    def __init__(self) -> None:
+        self.sketch = new_sketch()
+        self.count = 0.0
+        self.total = 0.0
+        self.total_sq = 0.0
+        self.lo = math.inf
+        self.hi = -math.inf
+
+    def add(self, values: Sequence[float], weights: Sequence[float] | None = None) -> None:
+        ws = weights if weights is not None else [1.0] * len(values)
+        for v, w in zip(values, ws, strict=True):
+            if w <= 0 or not math.isfinite(v):
+                continue
+            v = max(v, 0.0)
+            self.sketch.add(v, w)
+            self.count += w
+            self.total += v * w
+            self.total_sq += v * v * w
+            self.lo = min(self.lo, v)
+            self.hi = max(self.hi, v)
+
+    def merge(self, other: TokenDistribution) -> None:
+        if other.count == 0:
+            return
+        self.sketch.merge(other.sketch)
+        self.count += other.count
+        self.total += other.total
+        self.total_sq += other.total_sq
+        self.lo = min(self.lo, other.lo)
+        self.hi = max(self.hi, other.hi)
+
+    def stats(self) -> Stats:
+        if self.count == 0:
+            return Stats()
+        n = self.count
+        mean = self.total / n
+        var = max(self.total_sq / n - mean * mean, 0.0) * (n / (n - 1) if n > 1 else 0.0)
+        qs = {f"p{q}": _clip(self.sketch.get_quantile_value(q / 100.0), self.lo, self.hi) for q in QUANTILES}
+        return Stats(
+            n=int(round(n)),
+            mean=mean,
+            **qs,
+            min=self.lo,
+            max=self.hi,
+            stddev=math.sqrt(var),
+            relative_error=SKETCH_ACCURACY,
+        )
+
+
+def _clip(v: float | None, lo: float, hi: float) -> float | None:
+    return None if v is None else min(max(float(v), lo), hi)
+
+
+def clustered_ci(groups: Sequence[tuple[Any, Any]], *, seed: int = 0, resamples: int = 300) -> CI95:
+    """CIs of the mean and median of weighted values, resampling whole groups (requests).
+
+    ``groups``: per request, (values, weights) arrays, e.g. event gaps / tokens and the tokens.
+    """
+    import numpy as np
+
+    groups = [(np.asarray(v, dtype=float), np.asarray(w, dtype=float)) for v, w in groups]
+    groups = [(v, w) for v, w in groups if v.size]
+    if len(groups) < 2:
+        return CI95()
+
+    def pick(idx: Any) -> tuple[Any, Any]:
+        return np.concatenate([groups[i][0] for i in idx]), np.concatenate([groups[i][1] for i in idx])
+
+    def mean(idx: Any) -> float:
+        v, w = pick(idx)
+        return float(np.sum(v * w) / np.sum(w)) if w.sum() > 0 else math.nan
+
+    def median(idx: Any) -> float:
+        v, w = pick(idx)
+        return weighted_median(v, w)
+
+    return CI95(
+        mean=bootstrap(mean, len(groups), seed=seed, resamples=resamples),
+        p50=bootstrap(median, len(groups), seed=seed + 1, resamples=resamples),
+    )
+
+
+def weighted_median(values: Any, weights: Any) -> float:
+    """The median of ``values`` where each value counts ``weights`` times (the weights' midpoint)."""
+    import numpy as np
+
+    v = np.asarray(values, dtype=float)
+    w = np.asarray(weights, dtype=float)
+    if v.size == 0 or w.sum() <= 0:
+        return math.nan
+    order = np.argsort(v, kind="stable")
+    v, w = v[order], w[order]
+    cum = np.cumsum(w)
+    total = cum[-1]
+    # numpy's percentile on the expanded list: average of the two middle elements when the count is even
+    lo = int(np.searchsorted(cum, (total - 1) / 2.0, side="right"))
+    hi = int(np.searchsorted(cum, total / 2.0, side="right"))
+    return float((v[min(lo, v.size - 1)] + v[min(hi, v.size - 1)]) / 2.0)

