@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import unicodedata
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -918,11 +919,14 @@ def yaml_value(raw: str, *, what: str = "value") -> Any:
 
 def _read_yaml_text(path: Path, what: str, max_bytes: int) -> str:
     try:
-        size = path.stat().st_size
+        info = path.stat()
     except FileNotFoundError:
         raise ConfigError(f"{what} {path} does not exist", hint="check the path") from None
     except OSError as e:
-        raise ConfigError(f"{what} {path} cannot be read: {e.strerror}") from None
+        raise ConfigError(f"{what} {path} cannot be read: {e.strerror}", hint="check the path") from None
+    if not stat.S_ISREG(info.st_mode):  # a folder, or a device such as /dev/zero that never ends
+        raise ConfigError(f"{what} {path} is not a regular file", hint="give the path of a YAML file")
+    size = info.st_size
     if size > max_bytes:
         raise ConfigError(
             f"{what} {path} is {size} bytes, over the {max_bytes}-byte limit", hint="split or trim the file"
@@ -931,6 +935,8 @@ def _read_yaml_text(path: Path, what: str, max_bytes: int) -> str:
         return path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as e:
         raise ConfigError(f"{what} {path} is not UTF-8 (byte {e.start})", hint="save it as UTF-8") from None
+    except OSError as e:  # a folder, a device, no permission
+        raise ConfigError(f"{what} {path} cannot be read: {e.strerror}", hint="give the path of a YAML file") from None
 
 
 def _yaml_problem(e: yaml.YAMLError, what: str, path: Path) -> ConfigError:
