@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import yaml
@@ -153,7 +153,7 @@ def scripts(objs: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def baseline(field: str, value: str, runtime: str, source: str, engine: str) -> tuple[Any, list[str]]:
     objs = _render(_config(field, value, runtime, source), engine)
     return [(o["apiVersion"], o["kind"], structure(o)) for o in objs], scripts(objs)
