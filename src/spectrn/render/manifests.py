@@ -331,7 +331,8 @@ def prompts_data(cfg: SpectrnConfig) -> dict[str, str]:
     if user is not None:
         from spectrn.spec.config import load_yaml
 
-        load_yaml(user, what="bench.prompts file", max_bytes=900_000)  # readable, safe YAML, fits a ConfigMap
+        what = f"bench.prompts file ({cfg.source_of('bench.prompts')})"
+        load_yaml(user, what=what, max_bytes=900_000)  # readable, safe YAML, fits a ConfigMap
         data[USER_PROMPTS_KEY] = user.read_text(encoding="utf-8")
     size = sum(len(v.encode()) for v in data.values())
     if size > 1_000_000:
