@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv vllm-cpu checkov test test-fast demo check lint fmt bench-sim bench-loadgen bench-load-10k wheel docs clean kind-smoke
+.PHONY: venv vllm-cpu checkov test test-fast demo check lint fmt bench-sim bench-loadgen bench-load-10k wheel docs golden image clean kind-smoke
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -64,6 +64,17 @@ check: lint
 
 docs: venv
 	$(BIN)/spectrn config-reference --write README.md
+
+# Rewrite the render golden files after a deliberate manifest change; review the diff it prints before committing.
+golden: venv
+	$(BIN)/python tests/render/update_golden.py
+	git --no-pager diff --stat -- tests/render/golden
+
+# spectrn's own image (load Job, simulator). A cluster pulls it from a registry: build it with the registry's
+# name and push it (docs/kubernetes.md), e.g. make image IMAGE=<account>.dkr.ecr.<region>.amazonaws.com/spectrn:0.1.0
+IMAGE ?= spectrn:$(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' src/spectrn/__init__.py)
+image:
+	docker build -t $(IMAGE) .
 
 # End-to-end on a throwaway kind cluster with the simulated Neuron runtime (needs kind, kubectl, docker).
 kind-smoke: venv

@@ -27,11 +27,19 @@ from relhelp import Behaviour, FaultyServer, bench_argv, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 ALLOWLIST = ROOT / "security" / "checkov-allowlist.yaml"
-BASE = ["--set", "s3.bucket=my-models", "--run-id", "r1"]
+REGISTRY = "123456789012.dkr.ecr.us-east-2.amazonaws.com"
+BASE = ["--set", "s3.bucket=my-models", "--job", "--run-id", "r1", "--set", f"spectrn_image={REGISTRY}/spectrn:0.1.0"]
 CONFIGS: dict[str, list[str]] = {
     "default": [],
     "device-plugin": ["--set", "resources_mode=device-plugin"],
-    "sim": ["--set", "runtime=sim", "--set", "resources_mode=device-plugin"],
+    "sim": [
+        "--set",
+        "runtime=sim",
+        "--set",
+        "resources_mode=device-plugin",
+        "--set",
+        f"sim.image={REGISTRY}/spectrn:0.1.0",
+    ],
     "llmperf": ["--engine", "llmperf"],
 }
 DIGEST = "sha256:" + "0123456789abcdef" * 4
@@ -81,7 +89,12 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("rendered")
     for name, extra in CONFIGS.items():
         _render(root / name, *extra)
-    pinned = ["--set", f"image=public.ecr.aws/neuron/vllm@{DIGEST}", "--set", f"spectrn_image=x@{DIGEST}"]
+    pinned = [
+        "--set",
+        f"image=public.ecr.aws/neuron/vllm@{DIGEST}",
+        "--set",
+        f"spectrn_image={REGISTRY}/spectrn@{DIGEST}",
+    ]
     _render(root / "digest", *pinned)
     _compile_jobs(root / "compile")
     return root

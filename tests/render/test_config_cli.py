@@ -29,10 +29,12 @@ def _write(tmp_path: Path, text: str, name: str = "spectrn.yaml") -> str:
     return str(path)
 
 
-def test_valid_config_renders(cli):
-    code, out, err = cli("render", "--no-job")
+def test_valid_config_renders_the_services_only(cli):
+    code, out, err = cli("render")
     assert code == 0, err
     assert "kind: Deployment" in out and "name: qwen-sd-vllm" in out
+    assert "kind: Job" not in out  # the load Job is `spectrn bench`'s, or explicit with --job
+    assert cli("render", "--no-job")[1] == out  # the old spelling still works
 
 
 def test_tokenizer_mismatch(cli, tmp_path):
@@ -65,7 +67,7 @@ def test_window_outside_1_to_32(cli, window):
 
 @pytest.mark.parametrize("window", ["3", "20"])
 def test_window_outside_tuned_range_warns(cli, window):
-    code, out, err = cli("render", "--no-job", "--window", window)
+    code, out, err = cli("render", "--window", window)
     assert code == 0
     assert f"num_speculative_tokens: {window} is outside the tuned range 5..15" in " ".join(err.split())
     assert f'"num_speculative_tokens": {window}' in out
@@ -146,7 +148,16 @@ def test_iam_policy_flag(cli):
 
 
 def test_output_folder(cli, tmp_path):
-    code, out, err = cli("render", "--run-id", "r1", "-o", str(tmp_path / "manifests"))
+    code, out, err = cli(
+        "render",
+        "--job",
+        "--run-id",
+        "r1",
+        "--set",
+        "spectrn_image=registry.example.com/spectrn:1",
+        "-o",
+        str(tmp_path / "manifests"),
+    )
     assert code == 0, err
     names = sorted(p.name for p in (tmp_path / "manifests").iterdir())
     assert names[0] == "01-namespace-spectrn.yaml"

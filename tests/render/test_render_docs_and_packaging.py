@@ -94,7 +94,7 @@ def test_wheel_ships_data_and_renders_outside_the_tree(tmp_path):
         "print(spectrn.__file__, p.data_dir('manifests'), file=__import__('sys').stderr); main()"
     )
     proc = subprocess.run(
-        [sys.executable, "-c", code, "render", "--run-id", "wheel"],
+        [sys.executable, "-c", code, "render", "--job", "--run-id", "wheel", "--set", "spectrn_image_preloaded=true"],
         capture_output=True,
         text=True,
         cwd=work,

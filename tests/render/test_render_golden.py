@@ -1,35 +1,25 @@
-"""Golden files: the exact YAML `spectrn render` produces for the default config and every
-dialect x mode x resources combination, plus the simulator, hub, sharded and llmperf variants.
+"""Golden files: the exact YAML `spectrn render` produces for the default config, every configuration each
+Neuron server can run (``SUPPORTED``) in every resources mode, and the simulator, hub, sharded and llmperf
+variants.
 
-A deliberate change to the manifests shows up here as a diff. Review it, then regenerate with
-
-    SPECTRN_UPDATE_GOLDEN=1 .venv/bin/pytest tests/render/test_render_golden.py
-
-The prompt ConfigMap renders a fixed prompt set so that editing prompts/ does not churn these files.
+A deliberate change to the manifests shows up here as a failing test. The tests never write: review the
+change, then rewrite the files with `make golden` (tests/render/update_golden.py) and read its `git diff`
+before committing. The prompt ConfigMap renders a fixed prompt set so that editing prompts/ does not churn
+these files.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _render_support import FIXED_PROMPTS
+from _render_support import FIXED_PROMPTS, RESOURCES, SUPPORTED
 
 from spectrn.render import manifests as render
+from spectrn.spec.config import build_config
 
 GOLDEN = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("SPECTRN_UPDATE_GOLDEN") == "1"
-
-DIALECT_MODES = [
-    ("legacy-neuron", "fused"),
-    ("legacy-neuron", "vanilla"),
-    ("legacy-neuron", "eagle"),
-    ("legacy-neuron", "medusa"),
-    ("vllm-neuron", "eagle"),
-]
-RESOURCES = ["dra-v1", "dra-v1beta1", "device-plugin"]
 
 CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "default": ({}, {"run_id": "golden"}),
@@ -48,29 +38,40 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "loadgen-sharded": ({"bench": {"loadgen_pods": 4}}, {"components": ["loadgen"], "run_id": "golden"}),
     "llmperf": ({}, {"components": ["loadgen"], "run_id": "golden", "engine": "llmperf"}),
 }
-for _dialect, _mode in DIALECT_MODES:
+for _name, _data in SUPPORTED.items():
     for _res in RESOURCES:
-        CASES[f"{_dialect}-{_mode}-{_res}"] = (
-            {"vllm_dialect": _dialect, "speculation_mode": _mode, "resources_mode": _res},
+        CASES[f"{_name}-{_res}"] = (
+            {**_data, "resources_mode": _res},
             {"components": ["devices", "baseline", "speculative"]},
         )
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_golden(make_cfg, name):
+def render_case(name: str) -> str:
     data, kwargs = CASES[name]
-    cfg = make_cfg(data)
-    text = render.to_yaml(render.render_objects(cfg, prompts=FIXED_PROMPTS, **kwargs))
+    cfg = build_config(data, environ={})
+    return render.to_yaml(render.render_objects(cfg, prompts=FIXED_PROMPTS, **kwargs))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_golden(name):
     path = GOLDEN / f"{name}.yaml"
-    if UPDATE:
-        GOLDEN.mkdir(exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    assert path.exists(), f"missing golden file {path.name}; run with SPECTRN_UPDATE_GOLDEN=1"
-    assert text == path.read_text(encoding="utf-8"), (
-        f"{path.name} differs from the rendered output; review, then run with SPECTRN_UPDATE_GOLDEN=1"
+    assert path.exists(), f"missing golden file {path.name}; review the output, then run `make golden`"
+    assert render_case(name) == path.read_text(encoding="utf-8"), (
+        f"{path.name} differs from the rendered output; review the change, then run `make golden` and read its diff"
     )
 
 
-def test_no_stray_golden_files():
-    expected = {f"{name}.yaml" for name in CASES}
-    assert {p.name for p in GOLDEN.glob("*.yaml")} <= expected
+def test_golden_files_match_the_cases_exactly():
+    assert {p.name for p in GOLDEN.glob("*.yaml")} == {f"{name}.yaml" for name in CASES}
+
+
+def test_a_stale_golden_file_fails_and_is_left_alone(tmp_path, monkeypatch):
+    # Rewriting is an explicit `make golden` (a reviewed diff), never a side effect of running the tests,
+    # whatever the environment says.
+    monkeypatch.setattr(__import__(__name__), "GOLDEN", tmp_path)
+    monkeypatch.setenv("SPECTRN_UPDATE_GOLDEN", "1")
+    stale = tmp_path / "default.yaml"
+    stale.write_text("old\n", encoding="utf-8")
+    with pytest.raises(AssertionError, match="make golden"):
+        test_golden("default")
+    assert stale.read_text(encoding="utf-8") == "old\n"

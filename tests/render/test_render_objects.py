@@ -10,19 +10,10 @@ from typing import Any
 
 import pytest
 import yaml
-from _render_support import FIXED_PROMPTS, validate_k8s
+from _render_support import FIXED_PROMPTS, RESOURCES, SUPPORTED, k8s_expand, validate_k8s
 
 from spectrn.errors import ConfigError, RenderError
 from spectrn.render import manifests as render
-
-COMBOS = [
-    ("legacy-neuron", "fused"),
-    ("legacy-neuron", "vanilla"),
-    ("legacy-neuron", "eagle"),
-    ("legacy-neuron", "medusa"),
-    ("vllm-neuron", "eagle"),
-]
-RESOURCES = ["dra-v1", "dra-v1beta1", "device-plugin"]
 
 
 def _by_kind(objs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -46,9 +37,9 @@ def _flag(args: list[str], name: str) -> str | None:
 
 
 @pytest.mark.parametrize("resources_mode", RESOURCES)
-@pytest.mark.parametrize(("dialect", "mode"), COMBOS)
-def test_every_object_validates_against_k8s_134(make_cfg, dialect, mode, resources_mode):
-    cfg = make_cfg(vllm_dialect=dialect, speculation_mode=mode, resources_mode=resources_mode)
+@pytest.mark.parametrize("combo", sorted(SUPPORTED))
+def test_every_object_validates_against_k8s_134(make_cfg, combo, resources_mode):
+    cfg = make_cfg({**SUPPORTED[combo], "resources_mode": resources_mode})
     objs = render.render_objects(cfg, run_id="schema", prompts=FIXED_PROMPTS)
     kinds = {o["kind"] for o in objs}
     assert {"Namespace", "ServiceAccount", "PersistentVolume", "PersistentVolumeClaim", "ConfigMap"} <= kinds
@@ -109,11 +100,13 @@ def structural_diff(a: Any, b: Any, path: str = "") -> list[str]:
     return [] if a == b else [path]
 
 
-ALLOWED_DIFF_PREFIXES = (
+# The only places the two Deployments may differ: each entry allows exactly that path and what lies below it
+# (``metadata.name`` does not allow ``metadata.namespace``).
+ALLOWED_DIFF_PATHS = (
     "metadata.name",
-    "metadata.labels.",
-    "spec.selector.matchLabels.",
-    "spec.template.metadata.labels.",
+    "metadata.labels",
+    "spec.selector.matchLabels",
+    "spec.template.metadata.labels",
     "spec.template.spec.containers[0].args",
     "spec.template.spec.containers[0].env",
 )
@@ -127,10 +120,15 @@ SPECULATION_KEYS = {
 }
 
 
+def unexpected_paths(diff: list[str]) -> list[str]:
+    return [p for p in diff if not any(p == a or p.startswith((f"{a}.", f"{a}[")) for a in ALLOWED_DIFF_PATHS)]
+
+
 def _override(args: list[str]) -> dict[str, Any]:
     if "--override-neuron-config" in args:
         return json.loads(_flag(args, "--override-neuron-config") or "{}")
-    return json.loads(_flag(args, "--additional-config") or "{}")["override_neuron_config"]
+    extra = json.loads(_flag(args, "--additional-config") or "{}")
+    return extra.get("override_neuron_config", extra.get("neuron_config", {}))
 
 
 def _without(args: list[str], *flags: str) -> list[str]:
@@ -146,15 +144,14 @@ def _without(args: list[str], *flags: str) -> list[str]:
 
 
 @pytest.mark.parametrize("resources_mode", RESOURCES)
-@pytest.mark.parametrize(("dialect", "mode"), COMBOS)
-def test_deployments_differ_only_in_speculation(make_cfg, dialect, mode, resources_mode):
-    cfg = make_cfg(vllm_dialect=dialect, speculation_mode=mode, resources_mode=resources_mode)
+@pytest.mark.parametrize("combo", sorted(SUPPORTED))
+def test_deployments_differ_only_in_speculation(make_cfg, combo, resources_mode):
+    cfg = make_cfg({**SUPPORTED[combo], "resources_mode": resources_mode})
     deps = _deployments(render.render_objects(cfg, prompts=FIXED_PROMPTS))
     base, spec = deps["baseline"], deps["speculative"]
     diff = structural_diff(base, spec)
     assert diff, "the two Deployments are identical"
-    unexpected = [p for p in diff if not p.startswith(ALLOWED_DIFF_PREFIXES)]
-    assert unexpected == [], f"Deployments differ outside speculation: {unexpected}"
+    assert unexpected_paths(diff) == [], f"Deployments differ outside speculation: {unexpected_paths(diff)}"
 
     # Arguments: identical once the speculation flags are removed; overrides differ only in speculation keys.
     b_args, s_args = _container(base)["args"], _container(spec)["args"]
@@ -171,16 +168,34 @@ def test_deployments_differ_only_in_speculation(make_cfg, dialect, mode, resourc
     changed = {n for n in b_env.keys() | s_env.keys() if b_env.get(n) != s_env.get(n)}
     assert changed <= {"DRAFT_MODEL_ID", "NEURON_COMPILED_ARTIFACTS"}
     assert "NEURON_COMPILED_ARTIFACTS" in changed
-    assert ("DRAFT_MODEL_ID" in changed) == (mode != "medusa")
+    assert ("DRAFT_MODEL_ID" in changed) == (cfg.speculation_mode != "medusa")
 
 
 def test_sim_deployments_differ_only_in_speculation(make_cfg):
     cfg = make_cfg(runtime="sim", resources_mode="device-plugin")
     deps = _deployments(render.render_objects(cfg, prompts=FIXED_PROMPTS))
     diff = structural_diff(deps["baseline"], deps["speculative"])
-    assert [p for p in diff if not p.startswith(ALLOWED_DIFF_PREFIXES)] == []
+    assert unexpected_paths(diff) == []
     b_args, s_args = _container(deps["baseline"])["args"], _container(deps["speculative"])["args"]
     assert _without(s_args, "--draft", "--window") == [*b_args[:-2], "--speculative", *b_args[-2:]]
+
+
+def test_structural_diff_catches_another_namespace(make_cfg):
+    # The allowed path metadata.name must not let metadata.namespace (same prefix) through.
+    deps = _deployments(render.render_objects(make_cfg(), prompts=FIXED_PROMPTS))
+    moved = json.loads(json.dumps(deps["speculative"]))
+    moved["metadata"]["namespace"] = "elsewhere"
+    diff = structural_diff(deps["baseline"], moved)
+    assert "metadata.namespace" in diff
+    assert unexpected_paths(diff) == ["metadata.namespace"]
+    # and the other prefix holes of the same kind
+    moved["spec"]["template"]["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "x"}}]
+    moved["metadata"]["labelsExtra"] = {"a": "b"}
+    assert set(unexpected_paths(structural_diff(deps["baseline"], moved))) == {
+        "metadata.namespace",
+        "metadata.labelsExtra",
+        "spec.template.spec.containers[0].envFrom",
+    }
 
 
 def test_structural_diff_catches_a_resource_difference(make_cfg):
@@ -223,38 +238,66 @@ def test_default_reproduces_the_published_experiment(make_cfg):
     assert deps["speculative"]["metadata"]["name"] == "qwen-sd-vllm"
 
 
-def test_vllm_neuron_dialect_uses_additional_config_and_eagle(make_cfg):
-    cfg = make_cfg(vllm_dialect="vllm-neuron", speculation_mode="eagle", num_speculative_tokens=5)
-    spec = _container(_deployments(render.render_objects(cfg, prompts=FIXED_PROMPTS))["speculative"])
+def _spec_container(cfg: Any) -> dict[str, Any]:
+    return _container(_deployments(render.render_objects(cfg, prompts=FIXED_PROMPTS))["speculative"])
+
+
+def test_vllm_neuron_current_plugin_uses_neuron_config_and_eagle3(make_cfg):
+    cfg = make_cfg(SUPPORTED["vllm-neuron-eagle3"], num_speculative_tokens=5)
+    assert (
+        cfg.server_image
+        == "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.24.0.1.1.0-neuronx-py313-sdk2.32.0-ubuntu24.04"
+    )
+    spec = _spec_container(cfg)
+    assert spec["image"] == cfg.server_image
     assert "--override-neuron-config" not in spec["args"]
-    extra = json.loads(_flag(spec["args"], "--additional-config"))
-    assert extra["override_neuron_config"]["enable_eagle_speculation"] is True
-    assert extra["override_neuron_config"]["enable_fused_speculation"] is True
-    sc = json.loads(_flag(spec["args"], "--speculative-config"))
-    assert sc["method"] == "eagle" and sc["num_speculative_tokens"] == 5
+    assert json.loads(_flag(spec["args"], "--additional-config")) == {"neuron_config": {}}
+    assert "--no-enable-prefix-caching" in spec["args"]  # the plugin then sets block_size = max_model_len
+    assert json.loads(_flag(spec["args"], "--speculative-config")) == {
+        "method": "eagle3",
+        "model": "/var/mdl/models/yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+        "num_speculative_tokens": 5,
+    }
     assert "VLLM_NEURON_FRAMEWORK" not in {e["name"] for e in spec["env"]}
 
 
+def test_vllm_neuron_0_2_uses_override_neuron_config_and_eagle_v1(make_cfg):
+    cfg = make_cfg(SUPPORTED["vllm-neuron-0.2-eagle"])
+    assert cfg.server_image.endswith(":0.11.0-neuronx-py312-sdk2.27.1-ubuntu24.04")
+    spec = _spec_container(cfg)
+    # plugin 0.2.x sets the fused/EAGLE keys itself from the speculative config
+    assert json.loads(_flag(spec["args"], "--additional-config")) == {
+        "override_neuron_config": {"save_sharded_checkpoint": True}
+    }
+    assert "--no-enable-prefix-caching" in spec["args"]
+    sc = json.loads(_flag(spec["args"], "--speculative-config"))
+    assert sc["method"] == "eagle" and sc["num_speculative_tokens"] == 7
+
+
+def test_image_override_wins_over_the_dialect_default(make_cfg):
+    cfg = make_cfg(SUPPORTED["vllm-neuron-eagle3"], image="123456789012.dkr.ecr.us-east-2.amazonaws.com/vllm:x")
+    assert _spec_container(cfg)["image"] == "123456789012.dkr.ecr.us-east-2.amazonaws.com/vllm:x"
+
+
 @pytest.mark.parametrize(
-    ("mode", "expected"),
+    ("combo", "expected", "method"),
     [
-        ("fused", {"enable_fused_speculation": True}),
-        ("vanilla", {"enable_fused_speculation": False}),
-        ("eagle", {"enable_fused_speculation": True, "enable_eagle_speculation": True}),
+        ("legacy-neuron-fused", {"enable_fused_speculation": True}, None),
+        ("legacy-neuron-eagle", {"enable_fused_speculation": True, "enable_eagle_speculation": True}, "eagle"),
     ],
 )
-def test_legacy_modes(make_cfg, mode, expected):
-    cfg = make_cfg(speculation_mode=mode)
-    spec = _container(_deployments(render.render_objects(cfg, prompts=FIXED_PROMPTS))["speculative"])
+def test_legacy_modes(make_cfg, combo, expected, method):
+    spec = _spec_container(make_cfg(SUPPORTED[combo]))
     over = json.loads(_flag(spec["args"], "--override-neuron-config"))
     assert {k: v for k, v in over.items() if k != "save_sharded_checkpoint"} == expected
     sc = json.loads(_flag(spec["args"], "--speculative-config"))
-    assert ("method" in sc) == (mode == "eagle")
+    assert sc.get("method") == method
+    assert "--no-enable-prefix-caching" not in spec["args"]
 
 
 def test_medusa_has_heads_and_no_draft(make_cfg):
-    cfg = make_cfg(speculation_mode="medusa", num_speculative_tokens=4)
-    spec = _container(_deployments(render.render_objects(cfg, prompts=FIXED_PROMPTS))["speculative"])
+    cfg = make_cfg(SUPPORTED["legacy-neuron-medusa"], num_speculative_tokens=4)
+    spec = _spec_container(cfg)
     over = json.loads(_flag(spec["args"], "--override-neuron-config"))
     assert over["is_medusa"] is True
     assert over["num_medusa_heads"] == 4
@@ -277,11 +320,13 @@ def test_artifact_paths_are_per_configuration(make_cfg):
         path(make_cfg(max_num_seqs=8), True),
         path(make_cfg(max_model_len=2048), True),
         path(make_cfg(tensor_parallel_size=64, resources__neuron_devices=16), True),
-        path(make_cfg(speculation_mode="vanilla"), True),
+        path(make_cfg(image="123456789012.dkr.ecr.us-east-2.amazonaws.com/vllm:other"), True),
     }
     assert len(seen) == 8
     assert all(p.startswith("/var/mdl/compiled/") for p in seen)
     assert path(make_cfg(num_speculative_tokens=5), False) == path(a, False)  # baseline reused across windows
+    # the default image resolves to the same string as before, so existing compiled artifacts keep their key
+    assert path(a, False) == path(make_cfg(image=a.server_image), False)
 
 
 def test_hub_source_uses_hf_id_and_secret_ref(make_cfg):
@@ -503,37 +548,84 @@ def test_empty_prompts_folder_renders_empty_configmap(make_cfg):
     validate_k8s(cm)
 
 
+def _llmperf_job(cfg: Any, run_id: str) -> dict[str, Any]:
+    _, job = render.render_load_job(cfg, run_id, "llmperf", prompts=FIXED_PROMPTS)
+    return job
+
+
 def test_llmperf_job_runs_the_samples_benchmark(make_cfg):
     cfg = make_cfg()
-    _, job = render.render_load_job(cfg, "run-4", "llmperf", prompts=FIXED_PROMPTS)
-    c = job["spec"]["template"]["spec"]["containers"][0]
+    c = _llmperf_job(cfg, "run-4")["spec"]["template"]["spec"]["containers"][0]
     assert c["image"] == render.LLMPERF_IMAGE
-    script = c["args"][0]
-    assert render.LLMPERF_REF in script
-    for flag in (
-        "--model Qwen/Qwen3-32B",
-        "--mean-input-tokens 64",
-        "--stddev-input-tokens 0",
-        "--mean-output-tokens 600",
-        "--stddev-output-tokens 0",
-        "--num-concurrent-requests 4",
-        "--llm-api openai",
-        "'{\"temperature\": 0.0}'",
-    ):
-        assert flag in script
-    assert "OPENAI_API_BASE=http://qwen-vllm.spectrn.svc.cluster.local:8000/v1" in script
-    assert "OPENAI_API_BASE=http://qwen-sd-vllm.spectrn.svc.cluster.local:8000/v1" in script
-    assert '"$OUT/llmperf/$slug/baseline"' in script and '"$OUT/llmperf/$slug/speculative"' in script
+    env = {e["name"]: e["value"] for e in c["env"]}
+    assert env["SPECTRN_LLMPERF_REF"] == render.LLMPERF_REF
+    assert env["SPECTRN_MODEL"] == "Qwen/Qwen3-32B"
+    assert (env["SPECTRN_INPUT_LEN"], env["SPECTRN_OUTPUT_LEN"], env["SPECTRN_CONCURRENCY"]) == ("64", "600", "4")
+    assert env["SPECTRN_SAMPLING_PARAMS"] == '{"temperature": 0.0}'
+    assert env["SPECTRN_ENDPOINTS"].splitlines() == [
+        "baseline http://qwen-vllm.spectrn.svc.cluster.local:8000/v1",
+        "speculative http://qwen-sd-vllm.spectrn.svc.cluster.local:8000/v1",
+    ]
+    assert len(env["SPECTRN_CASES"].splitlines()) == len(render.LLMPERF_TEST_CASES)
+    assert env["SPECTRN_OUT"] == "/results/run-4"
     assert {"name": "OPENAI_API_KEY", "value": "dummy"} in c["env"]
+    script = c["args"][0]
+    for flag in ("--model", "--mean-input-tokens", "--stddev-input-tokens 0", "--llm-api openai", "--timeout"):
+        assert flag in script
+    assert '"$OUT/llmperf/$slug/$variant"' in script
     assert "git clone" not in script and "apt-get" not in script
+
+
+def test_llmperf_timeout_is_the_whole_runs_budget(make_cfg):
+    # llmperf's --timeout stops the whole run (token_benchmark_ray.py "The amount of time to run the load test
+    # for"), so it must cover every wave of requests, not one request.
+    cfg = make_cfg(bench={"requests": 32, "concurrency": [4], "timeout_s": 1200})
+    env = {e["name"]: e["value"] for e in _llmperf_job(cfg, "t")["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert int(env["SPECTRN_RUN_TIMEOUT_S"]) == 1200 * 8 == render.llmperf_run_timeout_s(cfg)
+    assert render.llmperf_run_timeout_s(make_cfg(bench={"requests": 33, "concurrency": [4]})) == 1200 * 9
+
+
+def test_llmperf_script_is_the_same_text_for_every_configuration(make_cfg):
+    a = _llmperf_job(make_cfg(), "r1")["spec"]["template"]["spec"]["containers"][0]["args"][0]
+    other = make_cfg(bench={"requests": 7, "max_tokens": 9, "concurrency": [2]}, namespace="elsewhere")
+    b = _llmperf_job(other, "r2")["spec"]["template"]["spec"]["containers"][0]["args"][0]
+    assert a == b
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_llmperf_script_is_valid_bash(make_cfg):
-    _, job = render.render_load_job(make_cfg(), "run-5", "llmperf", prompts=FIXED_PROMPTS)
-    script = job["spec"]["template"]["spec"]["containers"][0]["args"][0]
+    script = _llmperf_job(make_cfg(), "run-5")["spec"]["template"]["spec"]["containers"][0]["args"][0]
     proc = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_llmperf_script_runs_each_case_against_each_endpoint(make_cfg, tmp_path):
+    """The script's loops with llmperf, pip and the download replaced by stand-ins: every (case, variant)
+    pair gets its own results folder and run, with the values exactly as the env carried them."""
+    job = _llmperf_job(make_cfg(), "run-7")
+    c = job["spec"]["template"]["spec"]["containers"][0]
+    script = c["args"][0]
+    start = script.index("OUT=")
+    body = script[start:].replace("/work/venv/bin/python token_benchmark_ray.py", "record")
+    body = body.replace("/work/venv/bin/python -c", "python3 -c").replace("/work/sonnet.orig.txt", "sonnet.orig")
+    stub = (
+        "set -euo pipefail\n"
+        'record() { printf "%s|%s\\n" "$OPENAI_API_BASE" "$*" >> calls.txt; }\n'
+        "mkdir -p src/llmperf && touch sonnet.orig\n"
+    )
+    env = {e["name"]: e["value"] for e in c["env"]}
+    env.update(SPECTRN_OUT=str(tmp_path / "out"), SPECTRN_HOLD_S="0", PATH="/usr/bin:/bin")
+    proc = subprocess.run(["bash", "-c", stub + body], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    calls = (tmp_path / "calls.txt").read_text().splitlines()
+    assert len(calls) == 2 * len(render.LLMPERF_TEST_CASES)
+    assert sum("qwen-sd-vllm" in line for line in calls) == len(render.LLMPERF_TEST_CASES)
+    assert all("--model Qwen/Qwen3-32B" in line and "--timeout 9600" in line for line in calls)
+    assert "llmperf finished; results in" in proc.stdout
+    assert sorted(p.name for p in (tmp_path / "out" / "llmperf").iterdir()) == sorted(
+        {"sonnet" if t == render.LLMPERF_KEEP_SONNET else render._slug(t) for t in render.LLMPERF_TEST_CASES}
+    )
 
 
 def test_wait_for_servers_script_compiles(make_cfg):
@@ -624,7 +716,143 @@ def test_write_objects_one_file_each(make_cfg, tmp_path):
     assert not list((tmp_path / "out").glob(".*"))  # no temp files left behind
 
 
-def test_write_objects_refuses_dotdot(make_cfg, tmp_path):
+def test_write_objects_into_a_dotdot_path_stays_inside_it(make_cfg, tmp_path):
+    # `render -o ../out` is the user's chosen folder: allowed, and every file lands directly inside it
+    objs = render.render_objects(make_cfg(), prompts=FIXED_PROMPTS)
+    (tmp_path / "here").mkdir()
+    paths = render.write_objects(objs, tmp_path / "here" / ".." / "out")
+    assert {p.resolve().parent for p in paths} == {(tmp_path / "out").resolve()}
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(p.name for p in paths)
+    assert [p for p in tmp_path.rglob("*") if p.is_file() and p.parent.name != "out"] == []
+
+
+def test_write_objects_refuses_a_planted_symlink_and_a_file(make_cfg, tmp_path):
     objs = render.render_objects(make_cfg(), components=["namespace"])
-    with pytest.raises(ConfigError, match=r"'\.\.'"):
-        render.write_objects(objs, tmp_path / "a" / ".." / "b")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / render.object_filename(1, objs[0])).symlink_to(tmp_path / "elsewhere.yaml")
+    with pytest.raises(ConfigError, match="does not lead into"):
+        render.write_objects(objs, out)
+    assert not (tmp_path / "elsewhere.yaml").exists()
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ConfigError, match="is not a folder"):
+        render.write_objects(objs, tmp_path / "file")
+
+
+# ---- a real trn2 cluster: the S3 volume, the scheduler, Kubernetes' own expansion ------------------------------
+
+
+def _all_pods(make_cfg: Any) -> list[tuple[str, dict[str, Any]]]:
+    """(where, pod spec) of every pod spectrn renders: each supported configuration in each resources mode,
+    the simulator, the hub source, both load engines and the compile Jobs."""
+    from spectrn.deploy.compile import compile_jobs
+
+    out = []
+    configs = {f"{c}-{r}": make_cfg({**SUPPORTED[c], "resources_mode": r}) for c in SUPPORTED for r in RESOURCES}
+    configs["sim"] = make_cfg(runtime="sim", resources_mode="device-plugin")
+    configs["hub"] = make_cfg(model_source="hub", hf_token_secret={"name": "hf"})
+    for name, cfg in configs.items():
+        for engine in ("spectrn", "llmperf"):
+            for obj in render.render_objects(cfg, run_id="pods", engine=engine, prompts=FIXED_PROMPTS):
+                if obj["kind"] in ("Deployment", "Job"):
+                    out.append((f"{name} {engine} {obj['metadata']['name']}", obj["spec"]["template"]["spec"]))
+        if cfg.runtime == "neuron":
+            for job in compile_jobs(cfg, [cfg.draft], [cfg.num_speculative_tokens]):
+                out.append((f"{name} {job['metadata']['name']}", job["spec"]["template"]["spec"]))
+    return out
+
+
+def test_pods_that_write_the_s3_volume_have_an_fs_group(make_cfg):
+    """The rule: a pod that mounts the Mountpoint S3 claim with a container that is not root, or is root with
+    every capability dropped (no CAP_DAC_OVERRIDE), sets fsGroup; the CSI driver v2 then mounts with
+    gid=fsGroup and group-writable modes, otherwise the bucket's files belong to uid 1000 with mode 755."""
+    checked = 0
+    for where, spec in _all_pods(make_cfg):
+        claims = {
+            v["name"]
+            for v in spec["volumes"]
+            if (v.get("persistentVolumeClaim") or {}).get("claimName") == "spectrn-s3"
+        }
+        if not claims:
+            continue
+        pod_sc = spec.get("securityContext") or {}
+        for c in spec["containers"]:
+            if not claims & {m["name"] for m in c.get("volumeMounts", [])}:
+                continue
+            sc = c.get("securityContext") or {}
+            non_root = (
+                sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot"))
+                or sc.get("runAsUser", pod_sc.get("runAsUser", 0)) != 0
+            )
+            caps_dropped = "ALL" in ((sc.get("capabilities") or {}).get("drop") or [])
+            if non_root or caps_dropped:
+                assert isinstance(pod_sc.get("fsGroup"), int) and pod_sc["fsGroup"] > 0, where
+                checked += 1
+    assert checked >= 2 * len(SUPPORTED) * len(RESOURCES)  # both Deployments of every neuron configuration
+
+
+def test_the_fs_group_rule_can_fail(make_cfg):
+    dep = _deployments(render.render_objects(make_cfg(), prompts=FIXED_PROMPTS))["baseline"]
+    spec = dep["spec"]["template"]["spec"]
+    assert spec["securityContext"]["fsGroup"] == 1000
+    assert (
+        _deployments(render.render_objects(make_cfg(s3={"fs_group": 4242}), prompts=FIXED_PROMPTS))["baseline"]["spec"][
+            "template"
+        ]["spec"]["securityContext"]["fsGroup"]
+        == 4242
+    )
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({"resources_mode": "device-plugin"}, "my-scheduler"),
+        ({"resources_mode": "device-plugin", "scheduler_name": "neuron-scheduler"}, "neuron-scheduler"),
+        ({"resources_mode": "device-plugin", "scheduler_name": ""}, None),
+        ({"resources_mode": "dra-v1"}, None),
+        ({"resources_mode": "dra-v1beta1"}, None),
+        ({"resources_mode": "device-plugin", "runtime": "sim"}, None),
+    ],
+)
+def test_neuron_scheduler_extension_in_device_plugin_mode_only(make_cfg, overrides, expected):
+    from spectrn.deploy.compile import compile_jobs
+
+    cfg = make_cfg(**overrides)
+    specs = [
+        d["spec"]["template"]["spec"] for d in _deployments(render.render_objects(cfg, prompts=FIXED_PROMPTS)).values()
+    ]
+    if cfg.runtime == "neuron":
+        specs += [j["spec"]["template"]["spec"] for j in compile_jobs(cfg, ["qwen3-1.7b"], [7])]
+    assert [s.get("schedulerName") for s in specs] == [expected] * len(specs)
+
+
+def test_a_value_reaches_the_container_as_written_not_expanded(make_cfg):
+    # Kubernetes expands $(NAME) in command, args and env values: a configured value must come out as typed.
+    cfg = make_cfg(runtime="sim", model_source="hub", hf_token_secret={"name": "hf"}, sim={"preset": "$(HF_TOKEN)$$x"})
+    spec = _deployments(render.render_objects(cfg, prompts=FIXED_PROMPTS))["speculative"]
+    c = _container(spec)
+    env = {"HF_TOKEN": "hf_SECRETSECRETSECRET", "MODEL_ID": "m"}
+    assert _flag(c["args"], "--preset") == "$$(HF_TOKEN)$$$$x"
+    assert k8s_expand(_flag(c["args"], "--preset"), env) == "$(HF_TOKEN)$$x"
+    assert k8s_expand("$(HF_TOKEN)", env) == "hf_SECRETSECRETSECRET"  # what an unescaped value would become
+
+
+def test_every_rendered_container_string_survives_kubernetes_expansion(make_cfg):
+    """Scripts and values alike: with every env name defined, expansion changes nothing but the escapes, and
+    the only deliberate reference is the shard index of a sharded load Job."""
+    for where, spec in _all_pods(make_cfg):
+        for c in [*(spec.get("initContainers") or []), *spec["containers"]]:
+            defined = {e["name"]: "INJECTED" for e in c.get("env") or []}
+            defined["JOB_COMPLETION_INDEX"] = "INJECTED"
+            for text in [*c.get("command", []), *c.get("args", []), *(e.get("value", "") for e in c.get("env") or [])]:
+                assert "INJECTED" not in k8s_expand(text, defined) or text == "$(JOB_COMPLETION_INDEX)", (where, text)
+
+
+def test_scripts_hold_no_configured_value(make_cfg):
+    from spectrn.deploy.compile import WRAPPER, compile_jobs
+
+    odd = make_cfg(namespace="other-ns", port=9123, s3={"mount_path": "/mnt/weights", "bucket": "b-u-c"})
+    (job,) = compile_jobs(odd, ["qwen3-1.7b"], [7], baseline=False)
+    script = job["spec"]["template"]["spec"]["containers"][0]["command"][2]
+    assert script == WRAPPER
+    assert not any(v in script for v in ("9123", "/mnt/weights", "other-ns", odd.artifact_key(True)))

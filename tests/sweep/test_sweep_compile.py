@@ -155,3 +155,29 @@ def test_compile_wrapper_runs_against_a_stand_in_vllm(mode: str, tmp_path: Path)
     assert "artifact_key" in marker and "compiled_at" in marker
     again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=20)
     assert again.returncode == 0 and "already present" in again.stdout
+
+
+def test_compile_jobs_have_their_own_cpu_and_the_deployments_pod_settings(cfg: SpectrnConfig) -> None:
+    big = build_config({**cfg.model_dump(mode="json"), "compile": {"cpu": "190"}}, environ={})
+    (job,) = compile_jobs(big, ["qwen3-1.7b"], [7], baseline=False)
+    dep = next(o for o in render.render_objects(big, components=["speculative"]) if o["kind"] == "Deployment")
+    jc, dc = _container(job), _container(dep)
+    assert jc["resources"]["requests"]["cpu"] == jc["resources"]["limits"]["cpu"] == "190"
+    assert dc["resources"]["requests"]["cpu"] == "90"  # the service keeps resources.cpu
+    others = {k: v for k, v in jc["resources"]["requests"].items() if k != "cpu"}
+    assert others == {k: v for k, v in dc["resources"]["requests"].items() if k != "cpu"}  # devices, memory
+    pod, dpod = job["spec"]["template"]["spec"], dep["spec"]["template"]["spec"]
+    assert pod["securityContext"]["fsGroup"] == dpod["securityContext"]["fsGroup"] == 1000  # writes the bucket
+    assert pod["schedulerName"] == dpod["schedulerName"] == "my-scheduler"  # device-plugin mode
+
+
+def test_the_wrapper_holds_no_configured_value(cfg: SpectrnConfig) -> None:
+    from spectrn.deploy.compile import WRAPPER
+
+    odd = build_config(
+        {**cfg.model_dump(mode="json"), "port": 9321, "s3": {"bucket": "b-1", "mount_path": "/w"}}, environ={}
+    )
+    for job in compile_jobs(odd, ["qwen3-0.6b"], [5]):
+        c = _container(job)
+        assert c["command"] == ["/bin/bash", "-c", WRAPPER, "spectrn-compile"]
+    assert "9321" not in WRAPPER and "/w/" not in WRAPPER and "$(" not in WRAPPER

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from spectrn.errors import ConfigError
 
@@ -60,20 +61,72 @@ def parse_sets(items: list[str] | None) -> dict[str, Any]:
     return out
 
 
+# The flag each command uses for a configuration key (for messages that say where a bad value came from).
+FLAG_NAMES = {
+    "draft": "--draft",
+    "num_speculative_tokens": "--window",
+    "runtime": "--local",
+    "bench.prompts": "--prompts",
+    "bench.concurrency": "--concurrency",
+    "bench.request_rate": "--rate",
+    "bench.requests": "--requests",
+    "bench.max_tokens": "--max-tokens",
+    "bench.api": "--api",
+    "bench.input_tokens": "--input-tokens",
+    "bench.schedule": "--mode",
+    "sim.time_scale": "--time-scale",
+}
+# Commands that render or deploy objects for a cluster (unless run with --local).
+CLUSTER_COMMANDS = frozenset({"render", "deploy", "compile", "sweep", "bench"})
+# ... and those of them that start spectrn's load Job (which needs spectrn's image).
+LOAD_JOB_COMMANDS = frozenset({"sweep", "bench"})
+
+
+def _running_command() -> tuple[str | None, dict[str, Any]]:
+    """The name and parameters of the command being run (Click's context), or (None, {}) outside one."""
+    import click
+
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return None, {}
+    return ctx.info_name, dict(ctx.params)
+
+
 def config_from_cli(
     config: Path | None,
     sets: list[str] | None = None,
     *,
     console: Console | None = None,
+    cluster: bool | None = None,
+    load_job: bool | None = None,
     **flags: Any,
 ) -> SpectrnConfig:
-    """Load the config, apply ``--set`` then explicit flags (``draft=..., num_speculative_tokens=...``)."""
+    """Load the config, apply ``--set`` then explicit flags (``draft=..., num_speculative_tokens=...``).
+
+    ``cluster``: the command renders or deploys for a cluster, so cluster-only warnings are shown (the
+    placeholder bucket, DRA on Auto Mode) and a spectrn image without a registry is refused (for the
+    simulator's pods, and with ``load_job`` for the load Job). Default: the running command is one of
+    ``CLUSTER_COMMANDS`` without ``--local``."""
     from spectrn.spec.config import load_config
 
+    name, params = _running_command()
+    if cluster is None:
+        cluster = name in CLUSTER_COMMANDS and not params.get("local") and not params.get("endpoint")
+    if load_job is None:
+        load_job = name in LOAD_JOB_COMMANDS and params.get("engine", "spectrn") == "spectrn"
     overrides = parse_sets(sets)
-    overrides.update({k.replace("__", "."): v for k, v in flags.items() if v is not None})
-    cfg = load_config(config, overrides)
+    sources = {key: f"--set {key}" for key in overrides}
+    for key, value in flags.items():
+        if value is None:
+            continue
+        dotted = key.replace("__", ".")
+        overrides[dotted] = value
+        sources[dotted] = f"flag {FLAG_NAMES.get(dotted, dotted)}"
+    cfg = load_config(config, overrides, sources=sources)
     console = console or err_console()
-    for msg in cfg.warnings():
-        console.print(f"[yellow]warning:[/] {msg}", highlight=False)
+    messages = cfg.warnings()
+    if cluster:
+        messages += cfg.cluster_warnings() + cfg.check_cluster_images(load_job=load_job)
+    for msg in messages:
+        console.print(f"[yellow]warning:[/] {escape(msg)}", highlight=False)
     return cfg

@@ -1,4 +1,4 @@
-"""``spectrn render``: the Kubernetes manifests for a configuration, or the load pod's IAM policy."""
+"""``spectrn render``: the Kubernetes manifests for a configuration, or the IAM policies it needs."""
 
 from __future__ import annotations
 
@@ -30,15 +30,23 @@ def render(
     only: Annotated[
         str | None, typer.Option("--only", help="Render one service only: baseline or speculative.")
     ] = None,
-    job: Annotated[bool, typer.Option("--job/--no-job", help="Include the load Job and its config.")] = True,
+    job: Annotated[
+        bool,
+        typer.Option(
+            "--job/--no-job",
+            help="Also render the load Job and its config (`spectrn bench` starts it for you; default: services only).",
+        ),
+    ] = False,
     engine: Annotated[
-        str, typer.Option("--engine", help="Load Job engine: spectrn (spectrn loadgen) or llmperf.")
-    ] = "spectrn",
+        str | None, typer.Option("--engine", help="Load Job engine with --job: spectrn (spectrn loadgen) or llmperf.")
+    ] = None,
     run_id: Annotated[
-        str | None, typer.Option("--run-id", help="Run id of the load Job (default: UTC time, draft and window).")
+        str | None,
+        typer.Option("--run-id", help="Run id of the load Job with --job (default: UTC time, draft and window)."),
     ] = None,
     out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Write one file per object into this folder instead of stdout.")
+        Path | None,
+        typer.Option("--out", "-o", help="Write one file per object into this folder instead of stdout."),
     ] = None,
     iam_policy: Annotated[
         bool, typer.Option("--iam-policy", help="Print the load pod's least-privilege IAM policy (JSON) and exit.")
@@ -51,14 +59,29 @@ def render(
         ),
     ] = False,
 ) -> None:
-    """Render the manifests: multi-document YAML on stdout (pipe to `kubectl apply -f -`) or files with -o."""
+    """Render the services' manifests: multi-document YAML on stdout (pipe to `kubectl apply -f -`) or files
+    with -o. The load Job only with --job (`spectrn bench` renders and starts it itself)."""
     from spectrn.render import manifests as r
 
     if only is not None and only not in r.VARIANTS:
         raise ConfigError(f"--only {only!r} is not a service", hint="use --only baseline or --only speculative")
-    if engine not in r.ENGINES:
+    if engine is not None and engine not in r.ENGINES:
         raise ConfigError(f"--engine {engine!r} is not known", hint="use --engine spectrn or --engine llmperf")
-    cfg = config_from_cli(config, sets, draft=draft, num_speculative_tokens=window)
+    if run_id is not None:
+        r.check_run_id(run_id)
+    if not job and (engine is not None or run_id is not None):
+        flag = "--engine" if engine is not None else "--run-id"
+        raise ConfigError(f"{flag} applies to the load Job, which render leaves out by default", hint="add --job")
+    engine = engine or "spectrn"
+    policy_only = iam_policy or s3_policy
+    cfg = config_from_cli(
+        config,
+        sets,
+        cluster=not policy_only,
+        load_job=job and engine == "spectrn",
+        draft=draft,
+        num_speculative_tokens=window,
+    )
     if iam_policy:
         typer.echo(json.dumps(r.iam_policy(cfg), indent=2))
         return
@@ -77,4 +100,4 @@ def render(
         typer.echo(r.to_yaml(objects), nl=False)
         return
     paths = r.write_objects(objects, out)
-    err_console().print(f"wrote {len(paths)} files to {out}", highlight=False)
+    err_console().print(f"wrote {len(paths)} files to {out}", highlight=False, markup=False)

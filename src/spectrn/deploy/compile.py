@@ -26,20 +26,35 @@ TEMPLATE = "compile-job.yaml.j2"
 COMPONENT = "compile"
 
 # The wrapper: vLLM compiles (or loads) the artifacts at start-up; /health turns 200 once it is serving.
+# The text is the same for every configuration: it reads the artifact folder from NEURON_COMPILED_ARTIFACTS
+# (the container's env), the port from the `vllm serve` arguments it passes on ("$@"), and derives the
+# marker's artifact key from the folder name, so no configured value is ever part of the script.
 WRAPPER = r"""set -u
 ART="${NEURON_COMPILED_ARTIFACTS:?NEURON_COMPILED_ARTIFACTS is not set}"
 MARK="$ART/__MARKER__"
 if [ -e "$MARK" ]; then echo "spectrn compile: artifacts already present in $ART"; exit 0; fi
 mkdir -p "$ART"
-HEALTHY='import sys, urllib.request as u; r = u.urlopen("http://127.0.0.1:__PORT__/health", timeout=5)
+PORT=8000
+PREV=""
+for ARG in "$@"; do
+  if [ "$PREV" = "--port" ]; then PORT="$ARG"; fi
+  PREV="$ARG"
+done
+export SPECTRN_HEALTH_URL="http://127.0.0.1:${PORT}/health" SPECTRN_ARTIFACT_KEY="${ART##*/}" SPECTRN_MARKER="$MARK"
+HEALTHY='import os, sys, urllib.request as u; r = u.urlopen(os.environ["SPECTRN_HEALTH_URL"], timeout=5)
 sys.exit(0 if r.status == 200 else 1)'
+MARKER='import json, os, time
+with open(os.environ["SPECTRN_MARKER"], "w") as f:
+    json.dump({"artifact_key": os.environ["SPECTRN_ARTIFACT_KEY"],
+               "compiled_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, f)
+    f.write("\n")'
 echo "spectrn compile: compiling into $ART"
 vllm serve "$@" &
 PID=$!
 trap 'kill "$PID" 2>/dev/null || true' TERM INT
 while kill -0 "$PID" 2>/dev/null; do
   if python3 -c "$HEALTHY" 2>/dev/null; then
-    printf '{"artifact_key": "%s", "compiled_at": "%s"}\n' "__KEY__" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" > "$MARK"
+    python3 -c "$MARKER"
     echo "spectrn compile: done, marker $MARK written"
     kill "$PID" 2>/dev/null || true
     wait "$PID" 2>/dev/null || true
@@ -51,7 +66,7 @@ wait "$PID"
 RC=$?
 echo "spectrn compile: vllm exited with code $RC before /health answered 200" >&2
 exit 1
-"""
+""".replace("__MARKER__", MARKER)
 
 
 class CompileError(DeployError):
@@ -79,6 +94,14 @@ def job_name(cfg: SpectrnConfig, speculative: bool) -> str:
     return f"spectrn-compile-{cfg.artifact_key(speculative).rsplit('-', 1)[-1]}"
 
 
+def compile_resources(cfg: SpectrnConfig, server: dict[str, Any]) -> dict[str, Any]:
+    """The Deployment's resources (devices, memory) with the compile Job's own CPU (``compile.cpu``)."""
+    out = {part: dict(value) if isinstance(value, dict) else value for part, value in server.items()}
+    for part in ("requests", "limits"):
+        out[part]["cpu"] = cfg.compile.cpu
+    return out
+
+
 def compile_job(cfg: SpectrnConfig, speculative: bool) -> dict[str, Any]:
     """The Job that precompiles one configuration (parsed back from YAML and checked)."""
     from spectrn.render import manifests as render
@@ -91,7 +114,6 @@ def compile_job(cfg: SpectrnConfig, speculative: bool) -> dict[str, Any]:
     variant = "speculative" if speculative else "baseline"
     ctx = render._server_ctx(cfg, variant)  # the Deployment's own image, args, env, devices and resources
     key = cfg.artifact_key(speculative)
-    script = WRAPPER.replace("__MARKER__", MARKER).replace("__PORT__", str(cfg.port)).replace("__KEY__", key)
     extra = {"spectrn.io/variant": variant, "spectrn.io/artifact-hash": key.rsplit("-", 1)[-1]}
     if speculative:
         extra["spectrn.io/window"] = str(cfg.num_speculative_tokens)
@@ -106,10 +128,12 @@ def compile_job(cfg: SpectrnConfig, speculative: bool) -> dict[str, Any]:
         dra=ctx["dra"],
         claim_name=ctx["claim_name"],
         image=ctx["image"],
-        command=["/bin/bash", "-c", script, "spectrn-compile"],
+        command=["/bin/bash", "-c", WRAPPER, "spectrn-compile"],
         args=ctx["args"],
         env=ctx["env"],
-        resources=ctx["resources"],
+        resources=compile_resources(cfg, ctx["resources"]),
+        fs_group=ctx["fs_group"],
+        scheduler_name=ctx["scheduler_name"],
     )
     if len(objs) != 1 or objs[0].get("kind") != "Job":
         raise ConfigError(f"{TEMPLATE} must render exactly one Job", hint="fix the template")

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import shlex
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from spectrn.errors import ConfigError, RenderError
-from spectrn.spec.config import SpectrnConfig
+from spectrn.spec.config import SpectrnConfig, check_config_names
 
 if TYPE_CHECKING:
     import jinja2
@@ -100,10 +99,28 @@ for url in sys.argv[2:]:
         time.sleep(10)
 """
 
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 _RUN_ID = re.compile(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?")
-_CONFIGMAP_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+
+
+# ---- values in container specs -------------------------------------------------------------------
+
+
+class KubeRef(str):
+    """A deliberate Kubernetes variable reference such as ``$(JOB_COMPLETION_INDEX)``: left unescaped."""
+
+
+def k8s_literal(value: str) -> str:
+    """``value`` as it must be written in a container's command, args or env value so that Kubernetes passes
+    it on unchanged: Kubernetes expands ``$(NAME)`` there and reduces ``$$`` to ``$``, so every ``$`` is
+    doubled (kubernetes/kubernetes third_party/forked/golang/expansion/expand.go). A model id containing
+    ``$(HF_TOKEN)`` then reaches vLLM as that text, never as the token."""
+    if isinstance(value, KubeRef):
+        return str(value)
+    return value.replace("$", "$$")
+
+
+def k8s_literals(values: Iterable[str]) -> list[str]:
+    return [k8s_literal(v) for v in values]
 
 
 # ---- names and paths ---------------------------------------------------------------------------
@@ -117,29 +134,6 @@ def check_run_id(run_id: str) -> str:
             hint="use lowercase letters, digits and '-', at most 40 characters, e.g. 20260101-1200",
         )
     return run_id
-
-
-def _check_names(cfg: SpectrnConfig) -> None:
-    for field, value in (
-        ("service_accounts.vllm", cfg.service_accounts.vllm),
-        ("service_accounts.loadgen", cfg.service_accounts.loadgen),
-    ):
-        if not _DNS_SUBDOMAIN.fullmatch(value):
-            raise ConfigError(
-                f"{field}: {value!r} is not a valid Kubernetes name",
-                hint=f"set {field} to lowercase letters, digits, '-' or '.', e.g. spectrn-vllm",
-            )
-    if cfg.hf_token_secret is not None:
-        if not _DNS_SUBDOMAIN.fullmatch(cfg.hf_token_secret.name):
-            raise ConfigError(
-                f"hf_token_secret.name: {cfg.hf_token_secret.name!r} is not a valid Secret name",
-                hint="use the name of an existing Secret in the namespace",
-            )
-        if not _CONFIGMAP_KEY.fullmatch(cfg.hf_token_secret.key):
-            raise ConfigError(
-                f"hf_token_secret.key: {cfg.hf_token_secret.key!r} is not a valid Secret key",
-                hint="use letters, digits, '-', '_' or '.'",
-            )
 
 
 def deployment_name(cfg: SpectrnConfig, variant: str) -> str:
@@ -185,19 +179,21 @@ def _json(value: Any) -> str:
 
 
 def neuron_overrides(cfg: SpectrnConfig, speculative: bool) -> dict[str, Any]:
-    """NxDI ``override_neuron_config`` keys; the speculative service adds only speculation keys."""
+    """NxDI neuron config keys (legacy fork ``--override-neuron-config``; plugin 0.2.x
+    ``override_neuron_config``); the speculative service adds only speculation keys.
+
+    Plugin 0.2.x derives the speculation keys itself from ``--speculative-config`` (its loader sets
+    ``enable_fused_speculation``, ``speculation_length`` and, for method eagle, ``enable_eagle_speculation``),
+    so they are rendered for the legacy fork only."""
     out: dict[str, Any] = {"save_sharded_checkpoint": True}
-    if not speculative:
+    if not speculative or cfg.vllm_dialect != "legacy-neuron":
         return out
     mode, k = cfg.speculation_mode, cfg.num_speculative_tokens
     if mode == "fused":
         out["enable_fused_speculation"] = True
-    elif mode == "vanilla":
-        # The legacy fork turns fused speculation on whenever a speculative config is given; vanilla opts out.
-        out["enable_fused_speculation"] = False
     elif mode == "eagle":
         out.update(enable_fused_speculation=True, enable_eagle_speculation=True)
-    else:  # medusa: extra heads on the target, no draft model; a chain tree of k heads (k + 1 tokens per step)
+    elif mode == "medusa":  # extra heads on the target, no draft model; a chain tree of k heads
         out.update(
             is_medusa=True,
             medusa_speculation_length=k + 1,
@@ -207,23 +203,42 @@ def neuron_overrides(cfg: SpectrnConfig, speculative: bool) -> dict[str, Any]:
     return out
 
 
+def additional_config(cfg: SpectrnConfig, speculative: bool) -> dict[str, Any]:
+    """The vllm-neuron plugin's ``--additional-config``: ``{"neuron_config": {...}}`` for current releases
+    (aws-neuron-sdk vllm-neuron/docs/design/vllm/additional-config.md), ``{"override_neuron_config": {...}}``
+    for 0.2.x (vllm-neuron 0.2.0 worker/neuronx_distributed_model_loader.py)."""
+    if cfg.plugin_release == "0.2":
+        return {"override_neuron_config": neuron_overrides(cfg, speculative)}
+    return {"neuron_config": {}}
+
+
+def speculation_method(cfg: SpectrnConfig) -> str | None:
+    """The ``method`` of ``--speculative-config``: eagle3 on the current plugin, eagle for EAGLE v1 (legacy
+    fork, plugin 0.2.x), none for fused draft-model speculation."""
+    if cfg.speculation_mode != "eagle":
+        return None
+    if cfg.vllm_dialect == "vllm-neuron" and cfg.plugin_release == "current":
+        return "eagle3"
+    return "eagle"
+
+
 def speculative_config(cfg: SpectrnConfig) -> dict[str, Any] | None:
     """vLLM ``--speculative-config`` for the speculative service (None for medusa: no draft model)."""
     if not cfg.uses_draft_model:
         return None
     spec: dict[str, Any] = {}
-    if cfg.speculation_mode == "eagle":
-        spec["method"] = "eagle"
-    spec.update(
-        model=model_path(cfg, cfg.draft_spec.hf_id),
-        num_speculative_tokens=cfg.num_speculative_tokens,
-        max_model_len=cfg.max_model_len,
-    )
+    method = speculation_method(cfg)
+    if method is not None:
+        spec["method"] = method
+    spec.update(model=model_path(cfg, cfg.draft_spec.hf_id), num_speculative_tokens=cfg.num_speculative_tokens)
+    if method != "eagle3":  # the plugin's eagle3 takes method, model and num_speculative_tokens only
+        spec["max_model_len"] = cfg.max_model_len
     return spec
 
 
 def vllm_args(cfg: SpectrnConfig, speculative: bool) -> list[str]:
-    """Arguments after ``vllm serve``; everything but the speculation flags is identical for both services."""
+    """Arguments after ``vllm serve``; everything but the speculation flags is identical for both services.
+    Plain values: ``k8s_literal`` escapes them for the container spec."""
     target = cfg.target_spec.hf_id
     args = [
         model_path(cfg, target),
@@ -234,11 +249,12 @@ def vllm_args(cfg: SpectrnConfig, speculative: bool) -> list[str]:
         "--max-num-seqs", str(cfg.max_num_seqs),
         "--max-model-len", str(cfg.max_model_len),
     ]  # fmt: skip
-    overrides = neuron_overrides(cfg, speculative)
     if cfg.vllm_dialect == "legacy-neuron":
-        args += ["--override-neuron-config", _json(overrides)]
+        args += ["--override-neuron-config", _json(neuron_overrides(cfg, speculative))]
     else:
-        args += ["--additional-config", _json({"override_neuron_config": overrides})]
+        # The plugin sets block_size = max_model_len itself when prefix caching is off, and asserts that a
+        # block size is given when it is on (vllm-neuron platform.py): off, as on the legacy fork.
+        args += ["--additional-config", _json(additional_config(cfg, speculative)), "--no-enable-prefix-caching"]
     spec = speculative_config(cfg) if speculative else None
     if spec is not None:
         args += ["--speculative-config", _json(spec)]
@@ -266,7 +282,8 @@ def sim_args(cfg: SpectrnConfig, speculative: bool) -> list[str]:
 
 
 def _env(name: str, value: str) -> dict[str, Any]:
-    return {"name": name, "value": value}
+    """One container env entry; the value escaped so Kubernetes passes it on as written (``k8s_literal``)."""
+    return {"name": name, "value": k8s_literal(value)}
 
 
 def server_env(cfg: SpectrnConfig, speculative: bool) -> list[dict[str, Any]]:
@@ -314,7 +331,8 @@ def prompts_data(cfg: SpectrnConfig) -> dict[str, str]:
     if user is not None:
         from spectrn.spec.config import load_yaml
 
-        load_yaml(user, what="bench.prompts file", max_bytes=900_000)  # readable, safe YAML, fits a ConfigMap
+        what = f"bench.prompts file ({cfg.source_of('bench.prompts')})"
+        load_yaml(user, what=what, max_bytes=900_000)  # readable, safe YAML, fits a ConfigMap
         data[USER_PROMPTS_KEY] = user.read_text(encoding="utf-8")
     size = sum(len(v.encode()) for v in data.values())
     if size > 1_000_000:
@@ -361,7 +379,7 @@ def loadgen_args(
     args += ["--run-id", run_id, "--out", f"{RESULTS_MOUNT}/{run_id}"]
     if cfg.bench.loadgen_pods > 1:
         # Kubernetes expands $(VAR) from the container's env; the Job controller sets JOB_COMPLETION_INDEX.
-        args += ["--shard-index", "$(JOB_COMPLETION_INDEX)", "--shards", str(cfg.bench.loadgen_pods)]
+        args += ["--shard-index", KubeRef("$(JOB_COMPLETION_INDEX)"), "--shards", str(cfg.bench.loadgen_pods)]
     if hold_s > 0:
         args += ["--hold-until-collected", str(hold_s)]
     return [*args, "--quiet"]  # pod logs: plain lines, no progress bars
@@ -372,34 +390,43 @@ def _slug(text: str) -> str:
     return slug or "case"
 
 
-def llmperf_script(cfg: SpectrnConfig, run_id: str, endpoints: Mapping[str, str], *, hold_s: int) -> str:
-    """The llmperf pod's shell script: the sample's flags and test cases, both services at once.
-    llmperf runs one closed-loop level: the first of ``bench.concurrency``."""
+def llmperf_run_timeout_s(cfg: SpectrnConfig) -> int:
+    """llmperf's ``--timeout``: the budget of the whole run, not of one request (ray-project/llmperf
+    token_benchmark_ray.py: "The amount of time to run the load test for"). Enough for every wave of
+    ``concurrency`` requests to take the per-request timeout ``bench.timeout_s``."""
     bench = cfg.bench
-    flags = [
-        "--model", cfg.target_spec.hf_id,
-        "--mean-input-tokens", str(bench.input_tokens or 64),
-        "--stddev-input-tokens", "0",
-        "--mean-output-tokens", str(bench.max_tokens),
-        "--stddev-output-tokens", "0",
-        "--max-num-completed-requests", str(bench.requests),
-        "--timeout", str(math.ceil(bench.timeout_s)),
-        "--num-concurrent-requests", str(bench.concurrency[0]),
-        "--llm-api", "openai",
-        "--additional-sampling-params", _json({"temperature": bench.temperature}),
-    ]  # fmt: skip
+    waves = math.ceil(bench.requests / bench.concurrency[0])
+    return math.ceil(bench.timeout_s) * waves
+
+
+def llmperf_env(cfg: SpectrnConfig, run_id: str, endpoints: Mapping[str, str], *, hold_s: int) -> list[dict[str, Any]]:
+    """Every value the llmperf script (``manifests/llmperf-run.sh.j2``) uses, as container environment: the
+    sample's flags and test cases, both services at once. llmperf runs one closed-loop level: the first of
+    ``bench.concurrency``."""
+    bench = cfg.bench
     cases = [(_slug(c) if c != LLMPERF_KEEP_SONNET else "sonnet", c) for c in LLMPERF_TEST_CASES]
-    return _Renderer(cfg).render_text(
-        "llmperf-run.sh.j2",
-        repo=LLMPERF_REPO,
-        ref=LLMPERF_REF,
-        flags=flags,
-        endpoints=dict(endpoints),
-        cases=cases,
-        keep_sonnet=LLMPERF_KEEP_SONNET,
-        out=f"{RESULTS_MOUNT}/{run_id}",
-        hold_s=hold_s,
-    )
+    values = {
+        "SPECTRN_LLMPERF_REPO": LLMPERF_REPO,
+        "SPECTRN_LLMPERF_REF": LLMPERF_REF,
+        "SPECTRN_OUT": f"{RESULTS_MOUNT}/{run_id}",
+        "SPECTRN_HOLD_S": str(hold_s),
+        "SPECTRN_MODEL": cfg.target_spec.hf_id,
+        "SPECTRN_INPUT_LEN": str(bench.input_tokens or 64),
+        "SPECTRN_OUTPUT_LEN": str(bench.max_tokens),
+        "SPECTRN_REQUESTS": str(bench.requests),
+        "SPECTRN_RUN_TIMEOUT_S": str(llmperf_run_timeout_s(cfg)),
+        "SPECTRN_CONCURRENCY": str(bench.concurrency[0]),
+        "SPECTRN_SAMPLING_PARAMS": _json({"temperature": bench.temperature}),
+        "SPECTRN_ENDPOINTS": "".join(f"{variant} {url}\n" for variant, url in endpoints.items()),
+        "SPECTRN_CASES": "".join(f"{slug}\t{text}\n" for slug, text in cases),
+        "SPECTRN_KEEP_SONNET": LLMPERF_KEEP_SONNET,
+    }
+    return [_env(name, value) for name, value in values.items()]
+
+
+def llmperf_script(cfg: SpectrnConfig) -> str:
+    """The llmperf pod's shell script: the same text for every configuration (values: ``llmperf_env``)."""
+    return _Renderer(cfg).render_text("llmperf-run.sh.j2")
 
 
 # ---- templates ----------------------------------------------------------------------------------
@@ -419,7 +446,6 @@ def _template_env(folder: Path) -> jinja2.Environment:
     # JSON is valid YAML flow syntax: every value computed in Python enters a template through this filter,
     # so quoting can never go wrong.
     env.filters["j"] = lambda v: json.dumps(v, ensure_ascii=False)
-    env.filters["shquote"] = lambda v: shlex.quote(str(v))
     return env
 
 
@@ -519,7 +545,7 @@ def render_objects(
     """Every object for ``cfg`` in apply order. The load Job is included when ``run_id`` is given
     (or ``"loadgen"`` is among ``components``); it targets the variants that are rendered.
     ``prompts`` replaces the prompt ConfigMap's data (default: ``prompts_data(cfg)``)."""
-    _check_names(cfg)
+    check_config_names(cfg)
     chosen = _components(cfg, components, run_id)
     r = _Renderer(cfg)
     objs: list[dict[str, Any]] = []
@@ -571,7 +597,7 @@ def render_load_job(
         raise ConfigError(f"engine {engine!r} is not known", hint=f"choose one of {', '.join(ENGINES)}")
     if hold_s < 0:
         raise ConfigError(f"hold time {hold_s} is negative", hint="give 0 (no hold) or a number of seconds")
-    _check_names(cfg)
+    check_config_names(cfg)
     r = renderer or _Renderer(cfg)
     suffix = "/v1" if engine == "llmperf" else ""
     if endpoints is None:
@@ -579,7 +605,7 @@ def render_load_job(
     if not endpoints:
         raise ConfigError("the load Job has no endpoint to target", hint="render at least one variant")
     for variant, url in endpoints.items():
-        if not re.fullmatch(r"[a-z][a-z0-9_-]*", variant) or not url.startswith(("http://", "https://")):
+        if not re.fullmatch(r"[a-z][a-z0-9_-]{0,62}", variant) or not re.fullmatch(r"https?://[!-~]+", url):
             raise ConfigError(f"endpoint {variant}={url} is malformed", hint="use NAME=http://host:port")
     data = dict(prompts) if prompts is not None else prompts_data(cfg)
     labels = _labels(cfg, "loadgen", **{"spectrn.io/run-id": run_id})
@@ -590,8 +616,10 @@ def render_load_job(
         "config_name": config_map_name(run_id),
         "config_yaml": pod_config_yaml(cfg),
         "job_name": job_name(run_id, engine),
-        "wait_command": ["python3", "-c", WAIT_FOR_HEALTH, str(cfg.probes.startup_budget_s)]
-        + [u.removesuffix("/v1") + "/health" for u in endpoints.values()],
+        "wait_command": k8s_literals(
+            ["python3", "-c", WAIT_FOR_HEALTH, str(cfg.probes.startup_budget_s)]
+            + [u.removesuffix("/v1") + "/health" for u in endpoints.values()]
+        ),
         "non_root_uid": NON_ROOT_UID,
         "wait_resources": WAIT_RESOURCES,
     }
@@ -599,7 +627,7 @@ def render_load_job(
         ctx.update(
             image=cfg.spectrn_image,
             command=["spectrn"],
-            args=loadgen_args(cfg, run_id, endpoints, prompts_file_arg(cfg, data), hold_s=hold_s),
+            args=k8s_literals(loadgen_args(cfg, run_id, endpoints, prompts_file_arg(cfg, data), hold_s=hold_s)),
             resources=LOADGEN_RESOURCES,
             pods=cfg.bench.loadgen_pods,
             env=[_env("HOME", "/tmp")],
@@ -608,11 +636,12 @@ def render_load_job(
         ctx.update(
             image=LLMPERF_IMAGE,
             command=["/bin/bash", "-c"],
-            args=[llmperf_script(cfg, run_id, endpoints, hold_s=hold_s)],
+            args=[llmperf_script(cfg)],  # the same text for every configuration; values come from env
             resources=LLMPERF_RESOURCES,
             pods=1,
             # A dummy key the OpenAI client insists on; vLLM is started without --api-key. Not a secret.
-            env=[_env("OPENAI_API_KEY", "dummy"), _env("HOME", "/work"), _env("HF_HOME", "/work/hf")],
+            env=[_env("OPENAI_API_KEY", "dummy"), _env("HOME", "/work"), _env("HF_HOME", "/work/hf")]
+            + llmperf_env(cfg, run_id, endpoints, hold_s=hold_s),
         )
     return r.render("load-job.yaml.j2", **ctx)
 
@@ -632,6 +661,15 @@ def _claim_ctx(cfg: SpectrnConfig) -> dict[str, Any]:
         "group_attr": f"resource.aws.com/devicegroup{devices}_id" if devices in NEURON_DEVICE_GROUPS else None,
         "lnc": cfg.lnc,
     }
+
+
+def scheduler_name(cfg: SpectrnConfig) -> str | None:
+    """The Neuron scheduler extension in device-plugin mode on the neuron runtime: it places a pod that asks for
+    several Neuron devices on contiguous ones. DRA allocates devices itself (topology constraint in the claim),
+    and the simulator needs no real devices."""
+    if cfg.runtime == "neuron" and cfg.resources_mode == "device-plugin" and cfg.scheduler_name:
+        return cfg.scheduler_name
+    return None
 
 
 def claim_template_name(cfg: SpectrnConfig) -> str:
@@ -660,10 +698,14 @@ def _server_ctx(cfg: SpectrnConfig, variant: str) -> dict[str, Any]:
         "labels": labels,
         "selector": selector,
         "sim": sim,
-        "image": cfg.sim.image if sim else cfg.image,
+        "image": cfg.sim.image if sim else cfg.server_image,
         "command": ["spectrn"] if sim else ["vllm", "serve"],
-        "args": sim_args(cfg, speculative) if sim else vllm_args(cfg, speculative),
+        "args": k8s_literals(sim_args(cfg, speculative) if sim else vllm_args(cfg, speculative)),
         "env": server_env(cfg, speculative),
+        # Mountpoint for S3 CSI v2 mounts with gid=fsGroup, allow-other, dirs 770, files 660: the only way the
+        # container (root, every capability dropped) may write the bucket (docs/neuron.md).
+        "fs_group": None if sim else cfg.s3.fs_group,
+        "scheduler_name": scheduler_name(cfg),
         "resources": resources,
         "dra": cfg.resources_mode != "device-plugin",
         "claim_name": claim_template_name(cfg),
@@ -718,14 +760,32 @@ def object_filename(index: int, obj: Mapping[str, Any]) -> str:
     return f"{index:02d}-{kind}-{name or 'object'}.yaml"
 
 
-def write_objects(objects: Iterable[Mapping[str, Any]], out_dir: Path) -> list[Path]:
-    """One file per object under ``out_dir`` (atomic writes); returns the paths written."""
-    from spectrn.paths import atomic_write_text, safe_output_dir
+def output_folder(path: Path) -> Path:
+    """The folder ``render -o`` writes into, created if needed. It is the user's chosen path, so ``..`` is
+    fine; what is refused is a path that exists and is not a folder."""
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"render output folder {path} exists and is not a folder", hint="choose another path")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(
+            f"render output folder {path} cannot be created: {e.strerror}", hint="check permissions"
+        ) from None
+    return path
 
-    folder = safe_output_dir(out_dir, what="render output folder")
+
+def write_objects(objects: Iterable[Mapping[str, Any]], out_dir: Path) -> list[Path]:
+    """One file per object directly inside ``out_dir`` (atomic writes); returns the paths written. File names
+    come from ``object_filename`` (no separators), and each is checked to land in the folder itself."""
+    from spectrn.paths import atomic_write_text
+
+    folder = output_folder(out_dir)
+    real = folder.resolve()
     written = []
     for i, obj in enumerate(objects, start=1):
         path = folder / object_filename(i, obj)
+        if path.resolve().parent != real:  # a symlink planted under the file's name would lead elsewhere
+            raise ConfigError(f"{path} does not lead into {folder}", hint="remove it, or choose an empty folder")
         atomic_write_text(path, to_yaml([obj]))
         written.append(path)
     return written

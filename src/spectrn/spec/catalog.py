@@ -25,7 +25,22 @@ class ModelSpec(BaseModel):
     vocab_size: int = Field(gt=0, description="Vocabulary size; draft and target must match.")
     num_layers: int = Field(default=0, ge=0, description="Transformer layers (cost model hint).")
     hidden_size: int = Field(default=0, ge=0, description="Hidden size (cost model hint).")
-    architecture: str = Field(default="", description="Architecture family, e.g. qwen3.")
+    architecture: str = Field(
+        default="",
+        description="Architecture family, e.g. qwen3 or llama; speculation modes check it (see docs/neuron.md).",
+    )
+    eagle_draft: bool = Field(
+        default=False,
+        description="The checkpoint is an EAGLE draft trained for its target (with the target's LM head); "
+        "speculation_mode eagle needs one as the draft.",
+    )
+    medusa_heads: int = Field(
+        default=0,
+        ge=0,
+        le=64,
+        description="Medusa heads fine-tuned into this checkpoint (0: none); speculation_mode medusa needs a "
+        "target with at least num_speculative_tokens heads.",
+    )
 
 
 class InstanceSpec(BaseModel):

@@ -1,26 +1,41 @@
 """The run specification: one strict pydantic model, loaded from ``spectrn.yaml``.
 
 Precedence, lowest to highest: field defaults < the YAML file < ``SPECTRN_*`` environment variables <
-CLI flags. Environment variables address nested fields with a double underscore:
-``SPECTRN_BENCH__CONCURRENCY=8`` sets ``bench.concurrency``; values are parsed as YAML scalars.
+``--set`` < CLI flags. Environment variables address nested fields with a double underscore:
+``SPECTRN_BENCH__CONCURRENCY=8`` sets ``bench.concurrency``; values are parsed as YAML scalars, and a scalar
+where a list is expected becomes a one-item list (``8`` -> ``[8]``, ``1,4,16`` -> ``[1, 4, 16]``). Variables
+whose first part is not a configuration key (``SPECTRN_CHECKOV``, ``SPECTRN_KIND_CLUSTER``) belong to other
+tools and are left alone.
 
 Every model forbids unknown keys, so a misspelt key fails with its path instead of being ignored.
-Cross-field rules (draft vs target, TP vs cores, mode vs dialect) live in ``SpectrnConfig``'s validator
-and name both fields and the fix. ``load_config`` turns pydantic's errors into one ``ConfigError``.
+Cross-field rules (draft vs target, TP vs cores, what each Neuron server can run) live in ``SpectrnConfig``'s
+validator and name the fields, the fact and the fix (docs/neuron.md has the sources). ``build_config``
+turns every problem into one ``ConfigError`` that also names where the bad value came from: the file and
+line, the environment variable, the ``--set`` key or the flag (``Origins``).
+
+Checks that pydantic cannot express run around it in ``build_config``: control characters anywhere (before
+validation), and every name that becomes a path, a label or a shell word (after validation, through the one
+rule in ``spectrn.names``).
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
+import re
+import stat
+import unicodedata
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from spectrn.errors import ConfigError
+from spectrn.names import check_name
 from spectrn.spec.catalog import INSTANCES, MODELS, InstanceSpec, ModelSpec
 
 DEFAULT_CONFIG_FILE = "spectrn.yaml"
@@ -30,15 +45,125 @@ WINDOW_TUNING_RANGE = (5, 15)
 
 SpeculationMode = Literal["fused", "vanilla", "eagle", "medusa"]
 Dialect = Literal["legacy-neuron", "vllm-neuron"]
+PluginRelease = Literal["current", "0.2"]
 ResourcesMode = Literal["dra-v1", "dra-v1beta1", "device-plugin"]
 Runtime = Literal["neuron", "sim"]
+NodeProvisioning = Literal["node-group", "karpenter", "auto-mode"]
 
-# Modes each vLLM dialect can run (REFERENCE section 2): draft-model speculation lives only in the legacy
-# Neuron fork; the vllm-neuron plugin supports EAGLE only.
+# Deep Learning Container images (aws-neuron/deep-learning-containers README; docs/neuron.md):
+# the Neuron fork of vLLM (V0) and the vLLM V1 images that ship the vllm-neuron plugin.
+DLC = "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx"
+LEGACY_NEURON_IMAGE = f"{DLC}:0.9.1-neuronx-py311-sdk2.26.1-ubuntu22.04"
+PLUGIN_IMAGES: dict[str, str] = {
+    "current": f"{DLC}:0.24.0.1.1.0-neuronx-py313-sdk2.32.0-ubuntu24.04",  # plugin v0.24.0.1.1.0 (SDK 2.32)
+    "0.2": f"{DLC}:0.11.0-neuronx-py312-sdk2.27.1-ubuntu24.04",  # vLLM 0.11.0, plugin 0.2.1-lts
+}
+DEFAULT_SPECTRN_IMAGE = "spectrn:0.1.0"
+NEURON_SCHEDULER = "my-scheduler"  # the Neuron helm chart's scheduler.customScheduler.fullnameOverride
+
+# Modes each vLLM dialect can run at all; SpectrnConfig._neuron_rules adds what each needs.
 DIALECT_MODES: dict[str, tuple[str, ...]] = {
-    "legacy-neuron": ("fused", "vanilla", "eagle", "medusa"),
+    "legacy-neuron": ("fused", "eagle", "medusa"),
     "vllm-neuron": ("eagle",),
 }
+# NxDI model classes with an EAGLE draft layer (``fc``) and with Medusa heads.
+NXDI_EAGLE_ARCHITECTURES = ("llama",)
+NXDI_MEDUSA_ARCHITECTURES = ("llama",)
+# The current plugin's EAGLE3 draft class is Eagle3LlamaForCausalLM.
+PLUGIN_EAGLE3_DRAFT_ARCHITECTURES = ("llama",)
+
+_QUANTITY = re.compile(r"\+?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+|[numkMGTPE]i?|Ki)?")
+_AWS_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
+_ROLE_ARN = re.compile(r"arn:aws[a-z-]*:iam::\d{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+_IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,499}")
+
+
+# ---- where values came from ---------------------------------------------------------------------
+
+PathT = tuple[str | int, ...]
+
+
+class Origins:
+    """Where each configuration value came from: ``("bench", "concurrency") -> "flag --concurrency"``.
+
+    A later layer that sets a path replaces the origin of the path and of everything below it."""
+
+    def __init__(self) -> None:
+        self._by_path: dict[PathT, str] = {}
+
+    def record(self, path: PathT, value: Any, source: str) -> None:
+        n = len(path)
+        for p in [p for p in self._by_path if p[:n] == path]:
+            del self._by_path[p]
+        self._mark(path, value, source)
+
+    def _mark(self, path: PathT, value: Any, source: str) -> None:
+        self._by_path[path] = source
+        if isinstance(value, dict):
+            for k, v in value.items():
+                self._mark((*path, str(k)), v, source)
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                self._mark((*path, i), v, source)
+
+    def record_yaml(self, node: yaml.Node, path: PathT, file: str) -> None:
+        """Origins of a composed YAML document: every key and item with its own line."""
+        self._by_path[path] = f"{file} line {node.start_mark.line + 1}"
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                if isinstance(key_node, yaml.ScalarNode):
+                    sub = (*path, str(key_node.value))
+                    self.record_yaml(value_node, sub, file)
+                    self._by_path[sub] = f"{file} line {key_node.start_mark.line + 1}"
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                self.record_yaml(item, (*path, i), file)
+
+    def find(self, path: PathT) -> str | None:
+        for n in range(len(path), 0, -1):
+            found = self._by_path.get(path[:n])
+            if found is not None:
+                return found
+        return None
+
+    def describe(self, path: PathT) -> str:
+        found = self.find(path)
+        return f"from {found}" if found else "the default"
+
+    def describe_fields(self, fields: tuple[str, ...] | list[str]) -> str:
+        """``from flag --window`` for one user-set field; ``draft from ...; target from ...`` for several."""
+        found = [(f, self.find(_path(f))) for f in fields]
+        user = [(f, src) for f, src in found if src]
+        if not user:
+            return "the default" if len(fields) == 1 else "all defaults"
+        if len(user) == 1 and user[0][0] == fields[0]:
+            return f"from {user[0][1]}"
+        return "; ".join(f"{f} from {src}" for f, src in user)
+
+
+def _path(dotted: str) -> PathT:
+    return tuple(dotted.split("."))
+
+
+class FieldError(ValueError):
+    """A cross-field problem: ``fields`` (dotted, the first one blamed) and the fix.
+
+    pydantic keeps the exception in the error's context, so ``build_config`` can look up where each field's
+    value came from and give the rule's own fix instead of a generic one."""
+
+    def __init__(self, message: str, *, fields: tuple[str, ...], fix: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fields = fields
+        self.fix = fix
+
+
+def _quantity(v: str) -> str:
+    if not _QUANTITY.fullmatch(v):
+        raise ValueError(f"{v!r} is not a Kubernetes quantity (e.g. 90, 500m, 600Gi)")
+    return v
 
 
 class Strict(BaseModel):
@@ -52,23 +177,48 @@ class S3Config(Strict):
     )
     region: str = Field(default="us-east-2", description="AWS region of the bucket.")
     models_prefix: str = Field(
-        default="models", description="Key prefix under which weights live, one folder per Hugging Face id."
+        default="models",
+        description="Key prefix under which weights live, one folder per Hugging Face id; read-only for the pods. Path segments of letters, digits, '.', '_' or '-' (no wildcards, no '..').",
     )
     artifacts_prefix: str = Field(
-        default="compiled", description="Key prefix for compiled artifacts, one folder per configuration hash."
+        default="compiled",
+        description="Key prefix for compiled artifacts, one folder per configuration hash; the only place the pods may write, so it must not contain or sit inside models_prefix. Same rule as models_prefix.",
     )
     mount_path: str = Field(default="/var/mdl", description="Where the bucket is mounted in the vLLM pods.")
     capacity: str = Field(
         default="1200Gi", description="Nominal capacity of the static PersistentVolume (S3 has no real limit)."
     )
+    fs_group: int = Field(
+        default=1000,
+        ge=1,
+        le=2_147_483_647,
+        description="fsGroup of every pod that mounts the bucket: the Mountpoint for S3 CSI driver v2 then mounts with gid=<fs_group>, allow-other, directories 770 and files 660, so the vLLM container (root with every capability dropped) can write compiled artifacts. See docs/neuron.md.",
+    )
 
     @field_validator("bucket")
     @classmethod
     def _bucket_name(cls, v: str) -> str:
-        import re
-
         if not re.fullmatch(r"[a-zA-Z0-9][a-zA-Z0-9.\-]{1,61}[a-zA-Z0-9]", v):
             raise ValueError("must be a valid S3 bucket name (3-63 letters, digits, dots, dashes)")
+        return v
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, v: str) -> str:
+        if not _AWS_REGION.fullmatch(v):
+            raise ValueError(f"{v!r} is not an AWS region (e.g. us-east-2)")
+        return v
+
+    @field_validator("capacity")
+    @classmethod
+    def _capacity(cls, v: str) -> str:
+        return _quantity(v)
+
+    @field_validator("mount_path")
+    @classmethod
+    def _mount_path(cls, v: str) -> str:
+        if not v.startswith("/") or v == "/":
+            raise ValueError(f"{v!r} must be an absolute folder such as /var/mdl")
         return v
 
 
@@ -89,10 +239,38 @@ class ServiceAccounts(Strict):
         default="", description="IAM role for the load Job (IRSA annotation); empty renders no annotation."
     )
 
+    @field_validator("vllm", "loadgen")
+    @classmethod
+    def _sa_name(cls, v: str) -> str:
+        if not _DNS_SUBDOMAIN.fullmatch(v):
+            raise ValueError(f"{v!r} is not a valid Kubernetes name: use lowercase letters, digits, '-' or '.'")
+        return v
+
+    @field_validator("vllm_role_arn", "loadgen_role_arn")
+    @classmethod
+    def _arn(cls, v: str) -> str:
+        if v and not _ROLE_ARN.fullmatch(v):
+            raise ValueError(f"{v!r} is not an IAM role ARN (arn:aws:iam::<account>:role/<name>)")
+        return v
+
 
 class SecretRef(Strict):
     name: str = Field(description="Kubernetes Secret name.")
     key: str = Field(default="token", description="Key inside the Secret.")
+
+    @field_validator("name")
+    @classmethod
+    def _secret_name(cls, v: str) -> str:
+        if not _DNS_SUBDOMAIN.fullmatch(v):
+            raise ValueError(f"{v!r} is not a valid Secret name: use the name of an existing Secret")
+        return v
+
+    @field_validator("key")
+    @classmethod
+    def _secret_key(cls, v: str) -> str:
+        if not re.fullmatch(r"[-._a-zA-Z0-9]{1,253}", v):
+            raise ValueError(f"{v!r} is not a valid Secret key: use letters, digits, '-', '_' or '.'")
+        return v
 
 
 class Probes(Strict):
@@ -111,6 +289,23 @@ class PodResources(Strict):
     shm_size: str = Field(default="128Gi", description="Size of the /dev/shm memory volume.")
     neuron_devices: int = Field(default=8, ge=1, le=64, description="Neuron devices (chips) per vLLM pod.")
 
+    @field_validator("cpu", "memory", "shm_size")
+    @classmethod
+    def _quantities(cls, v: str) -> str:
+        return _quantity(v)
+
+
+class CompileConfig(Strict):
+    cpu: str = Field(
+        default="90",
+        description="CPU request and limit of each compile Job (`spectrn compile`). The published sample's manifests ask for 90, so two compiles of 8 devices each fit one trn2.48xlarge; its README suggests 190 (the whole node) for a faster compile.",
+    )
+
+    @field_validator("cpu")
+    @classmethod
+    def _cpu(cls, v: str) -> str:
+        return _quantity(v)
+
 
 class BenchConfig(Strict):
     prompts: str = Field(
@@ -118,7 +313,10 @@ class BenchConfig(Strict):
         description="Prompt set name (structured, open, sample, all) or a path to a YAML prompt file.",
     )
     api: Literal["chat", "completions"] = Field(default="chat", description="OpenAI API used for requests.")
-    concurrency: list[int] = Field(default=[4], description="Closed-loop concurrency levels (one run per level).")
+    concurrency: list[int] = Field(
+        default=[4],
+        description="Closed-loop concurrency levels (one run per level); a single number is one level.",
+    )
     request_rate: float | None = Field(
         default=None,
         gt=0,
@@ -154,7 +352,12 @@ class BenchConfig(Strict):
         le=3600,
         description="Spread the start of the closed-loop workers evenly over this many seconds (0: all start at once, as the published experiment); later requests follow each worker's own pace, so waves do not stay locked together.",
     )
-    timeout_s: float = Field(default=1200.0, gt=0, le=86400, description="Per-request timeout (seconds).")
+    timeout_s: float = Field(
+        default=1200.0,
+        gt=0,
+        le=86400,
+        description="Per-request timeout (seconds). The llmperf engine has no per-request setting of its own: its --timeout is the whole run's budget, rendered as this timeout times the number of waves (requests / concurrency).",
+    )
     seed: int = Field(default=0, description="Seed for prompt order and Poisson arrivals.")
     max_error_rate: float = Field(
         default=0.05, ge=0, le=1, description="Above this error rate a run is flagged as not clean."
@@ -197,6 +400,13 @@ class CloudWatchConfig(Strict):
     )
     dashboard_prefix: str = Field(default="spectrn", description="Dashboards are named <prefix>-<run id>.")
 
+    @field_validator("region")
+    @classmethod
+    def _region(cls, v: str | None) -> str | None:
+        if v is not None and not _AWS_REGION.fullmatch(v):
+            raise ValueError(f"{v!r} is not an AWS region (e.g. us-east-2)")
+        return v
+
 
 class SimConfig(Strict):
     preset: str = Field(default="qwen3-32b-trn2", description="Simulator calibration preset.")
@@ -204,7 +414,8 @@ class SimConfig(Strict):
         default=1.0, gt=0, le=100, description="Multiply all simulated times (0.1 = ten times faster)."
     )
     image: str = Field(
-        default="spectrn:0.1.0", description="Image that runs the simulator in the cluster (runtime: sim)."
+        default=DEFAULT_SPECTRN_IMAGE,
+        description="Image that runs the simulator in the cluster (runtime: sim); needs a registry host unless spectrn_image_preloaded.",
     )
 
 
@@ -221,21 +432,33 @@ class SpectrnConfig(Strict):
         default="qwen3-1.7b", description="Draft model key (catalog or custom_models); ignored for medusa."
     )
     num_speculative_tokens: int = Field(
-        default=7, description="Speculation window: tokens the draft proposes per step (1..32)."
+        default=7,
+        description="Speculation window k (1..32). legacy-neuron and vllm-neuron 0.2 (NxDI fused speculation): speculation_length = k, the draft proposes k-1 tokens and one step emits at most k tokens. vllm-neuron current (eagle3): k proposals, up to k+1 tokens per step. medusa: k heads. See docs/neuron.md.",
     )
     speculation_mode: SpeculationMode = Field(
         default="fused",
-        description="NxDI speculation mode: fused (draft+target compiled together), vanilla, eagle or medusa.",
+        description="fused: draft + target compiled together (legacy-neuron). eagle: an EAGLE draft (legacy-neuron and vllm-neuron 0.2: EAGLE v1 with a Llama target; vllm-neuron current: eagle3). medusa: Medusa heads on a Llama target, batch 1 (legacy-neuron). vanilla (non-fused draft model) cannot run on either server and is rejected. See docs/neuron.md.",
     )
     vllm_dialect: Dialect = Field(
         default="legacy-neuron",
-        description="legacy-neuron: the Neuron fork of vLLM (DLC 0.9.x, --override-neuron-config); vllm-neuron: the vLLM v1 plugin (--additional-config).",
+        description="legacy-neuron: the Neuron fork of vLLM (DLC 0.9.x, --override-neuron-config); vllm-neuron: vLLM V1 with the vllm-neuron plugin (--additional-config, EAGLE only).",
     )
-    image: str = Field(
-        default="public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py311-sdk2.26.1-ubuntu22.04",
-        description="vLLM Neuron container image.",
+    plugin_release: PluginRelease = Field(
+        default="current",
+        description='vllm-neuron only: current renders --additional-config \'{"neuron_config": {...}}\' and method eagle3 (plugin 0.24.x, SDK 2.32); 0.2 renders the 0.2.x form {"override_neuron_config": {...}} and method eagle (EAGLE v1, vLLM 0.11.0 DLC).',
     )
-    spectrn_image: str = Field(default="spectrn:0.1.0", description="spectrn's own image (load Job, simulator).")
+    image: str | None = Field(
+        default=None,
+        description=f"vLLM Neuron container image; default per dialect: legacy-neuron {LEGACY_NEURON_IMAGE}; vllm-neuron current {PLUGIN_IMAGES['current']}; vllm-neuron 0.2 {PLUGIN_IMAGES['0.2']}.",
+    )
+    spectrn_image: str = Field(
+        default=DEFAULT_SPECTRN_IMAGE,
+        description="spectrn's own image (load Job, simulator). A cluster pulls it, so it must name a registry (`make image`, then push: docs/kubernetes.md).",
+    )
+    spectrn_image_preloaded: bool = Field(
+        default=False,
+        description="The nodes already hold spectrn's image (kind load docker-image): allow spectrn_image and sim.image without a registry host.",
+    )
     instance_type: str = Field(default="trn2.48xlarge", description="Neuron instance type (instance catalog).")
     tensor_parallel_size: int = Field(
         default=32,
@@ -256,6 +479,14 @@ class SpectrnConfig(Strict):
         default="dra-v1",
         description="dra-v1 (resource.k8s.io/v1, Kubernetes 1.34+), dra-v1beta1, or device-plugin (aws.amazon.com/neuron extended resources).",
     )
+    scheduler_name: str = Field(
+        default=NEURON_SCHEDULER,
+        description="schedulerName of the Neuron pods in resources_mode device-plugin (runtime neuron): the Neuron scheduler extension, which never hands one container non-contiguous devices (Neuron helm chart default: my-scheduler). Empty: the default scheduler. Not used with DRA.",
+    )
+    node_provisioning: NodeProvisioning = Field(
+        default="node-group",
+        description="How the trn2 nodes are provisioned: node-group (managed or self-managed), karpenter, or auto-mode (EKS Auto Mode). DRA is not supported on Auto Mode, and on Karpenter only from 1.15 (dynamic provisioning behind feature gates): render and deploy warn.",
+    )
     model_source: Literal["s3", "hub"] = Field(
         default="s3",
         description="s3: load weights from the mounted bucket; hub: let vLLM download from Hugging Face (needs hf_token_secret for gated models).",
@@ -274,21 +505,38 @@ class SpectrnConfig(Strict):
     resources: PodResources = Field(
         default_factory=PodResources, description="Pod resources (identical on both services)."
     )
+    compile: CompileConfig = Field(default_factory=CompileConfig, description="Compile Jobs (`spectrn compile`).")
     custom_models: dict[str, ModelSpec] = Field(
-        default_factory=dict, description="User-declared models, keyed like the catalog."
+        default_factory=dict,
+        description="User-declared models, keyed like the catalog (keys: letters, digits, '.', '_', '-'); eagle_draft and medusa_heads declare speculation checkpoints.",
     )
     bench: BenchConfig = Field(default_factory=BenchConfig, description="Load generation.")
     pricing: Pricing = Field(default_factory=Pricing, description="Cost per token inputs.")
     cloudwatch: CloudWatchConfig = Field(default_factory=CloudWatchConfig, description="Publishing.")
     sim: SimConfig = Field(default_factory=SimConfig, description="Simulated runtime.")
 
+    # where each value came from (set by build_config; not part of the configuration itself)
+    _origins: Origins | None = PrivateAttr(default=None)
+
     @field_validator("namespace", "baseline_name", "speculative_name")
     @classmethod
     def _dns_label(cls, v: str) -> str:
-        import re
-
-        if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", v):
+        if not _DNS_LABEL.fullmatch(v):
             raise ValueError("must be a DNS-1123 label: lowercase letters, digits and '-', at most 63 characters")
+        return v
+
+    @field_validator("scheduler_name")
+    @classmethod
+    def _scheduler(cls, v: str) -> str:
+        if v and not _DNS_SUBDOMAIN.fullmatch(v):
+            raise ValueError(f"{v!r} is not a scheduler name: lowercase letters, digits, '-' or '.'")
+        return v
+
+    @field_validator("image", "spectrn_image")
+    @classmethod
+    def _image(cls, v: str | None) -> str | None:
+        if v is not None and not _IMAGE.fullmatch(v):
+            raise ValueError(f"{v!r} is not an image reference (registry/repository:tag or @sha256:...)")
         return v
 
     # ---- catalog look-ups -------------------------------------------------------------------
@@ -322,6 +570,28 @@ class SpectrnConfig(Strict):
     def uses_draft_model(self) -> bool:
         return self.speculation_mode != "medusa"
 
+    @property
+    def server_image(self) -> str:
+        """The vLLM image: ``image`` when set, else the dialect's (and plugin release's) default DLC."""
+        if self.image:
+            return self.image
+        return LEGACY_NEURON_IMAGE if self.vllm_dialect == "legacy-neuron" else PLUGIN_IMAGES[self.plugin_release]
+
+    @property
+    def nxdi_speculation(self) -> bool:
+        """Speculation runs through NxDI's fused model (window semantics: at most k tokens per step)."""
+        return self.vllm_dialect == "legacy-neuron" or self.plugin_release == "0.2"
+
+    def source_of(self, *fields: str) -> str:
+        """Where the values of ``fields`` came from, for messages: ``from flag --window``, ``the default``."""
+        origins = self._origins or Origins()
+        return origins.describe_fields(fields)
+
+    def origin_of(self, field: str) -> str:
+        """Where ``field``'s value came from, bare (``flag --window``), for ``check_name``'s ``source``."""
+        origins = self._origins or Origins()
+        return origins.find(_path(field)) or "the default value"
+
     def artifact_key(self, speculative: bool) -> str:
         """A path-safe key of everything that changes Neuron compilation, so configurations never collide."""
         parts: dict[str, Any] = {
@@ -330,7 +600,7 @@ class SpectrnConfig(Strict):
             "lnc": self.lnc,
             "seq": self.max_model_len,
             "batch": self.max_num_seqs,
-            "image": self.image,
+            "image": self.server_image,
             "dialect": self.vllm_dialect,
         }
         if speculative:
@@ -353,73 +623,199 @@ class SpectrnConfig(Strict):
         for field in ("target", "draft"):
             key = getattr(self, field)
             if key not in self.custom_models and key not in MODELS:
-                raise ValueError(
+                raise FieldError(
                     f"{field}: unknown model {key!r}; choose one of {', '.join(known)} "
-                    f"or declare it under custom_models"
+                    f"or declare it under custom_models",
+                    fields=(field,),
+                    fix=f"set {field} to a catalog key or declare {key!r} under custom_models",
                 )
         if self.instance_type not in INSTANCES:
-            raise ValueError(
-                f"instance_type: unknown instance {self.instance_type!r}; choose one of {', '.join(sorted(INSTANCES))}"
+            raise FieldError(
+                f"instance_type: unknown instance {self.instance_type!r}; choose one of {', '.join(sorted(INSTANCES))}",
+                fields=("instance_type",),
             )
         if not 1 <= self.num_speculative_tokens <= 32:
-            raise ValueError(
-                f"num_speculative_tokens: {self.num_speculative_tokens} is outside 1..32; "
-                f"use a window between {WINDOW_TUNING_RANGE[0]} and {WINDOW_TUNING_RANGE[1]}"
+            raise FieldError(
+                f"num_speculative_tokens: {self.num_speculative_tokens} is outside 1..32",
+                fields=("num_speculative_tokens",),
+                fix=f"use a window between {WINDOW_TUNING_RANGE[0]} and {WINDOW_TUNING_RANGE[1]}",
             )
         target, draft = self.target_spec, self.draft_spec
         if self.uses_draft_model:
             if draft.tokenizer != target.tokenizer or draft.vocab_size != target.vocab_size:
-                raise ValueError(
+                raise FieldError(
                     f"draft: {self.draft!r} (tokenizer {draft.tokenizer}, vocabulary {draft.vocab_size}) does not "
                     f"share the tokenizer of target {self.target!r} (tokenizer {target.tokenizer}, vocabulary "
-                    f"{target.vocab_size}); speculation verifies token ids, so pick a draft of the same family"
+                    f"{target.vocab_size}); speculation verifies token ids, so pick a draft of the same family",
+                    fields=("draft", "target"),
+                    fix="pick a draft of the target's family (same tokenizer and vocabulary)",
                 )
             if draft.params_b >= target.params_b:
-                raise ValueError(
+                raise FieldError(
                     f"draft: {self.draft!r} ({draft.params_b}B) is not smaller than target {self.target!r} "
-                    f"({target.params_b}B); pick a smaller draft such as qwen3-1.7b"
+                    f"({target.params_b}B); pick a smaller draft such as qwen3-1.7b",
+                    fields=("draft", "target"),
+                    fix="pick a smaller draft such as qwen3-1.7b",
                 )
-        allowed = DIALECT_MODES[self.vllm_dialect]
-        if self.speculation_mode not in allowed:
-            raise ValueError(
-                f"speculation_mode: {self.speculation_mode!r} is not supported by vllm_dialect "
-                f"{self.vllm_dialect!r} (supports: {', '.join(allowed)}); use vllm_dialect: legacy-neuron "
-                f"for draft-model speculation, or speculation_mode: eagle"
-            )
+        self._neuron_rules()
         inst = self.instance
         if self.logical_neuron_cores is not None and self.logical_neuron_cores not in inst.lnc_options:
-            raise ValueError(
+            raise FieldError(
                 f"logical_neuron_cores: {self.logical_neuron_cores} is not supported on {self.instance_type} "
-                f"(options: {', '.join(map(str, inst.lnc_options))})"
+                f"(options: {', '.join(map(str, inst.lnc_options))})",
+                fields=("logical_neuron_cores", "instance_type"),
             )
         devices = self.resources.neuron_devices
         if devices > inst.chips:
-            raise ValueError(
+            raise FieldError(
                 f"resources.neuron_devices: {devices} exceeds the {inst.chips} chips of {self.instance_type}; "
-                f"request at most {inst.chips}"
+                f"request at most {inst.chips}",
+                fields=("resources.neuron_devices", "instance_type"),
+                fix=f"request at most {inst.chips} devices or pick a larger instance_type",
             )
         cores = inst.logical_cores(devices, self.lnc)
         if self.tensor_parallel_size != cores:
-            raise ValueError(
+            raise FieldError(
                 f"tensor_parallel_size: {self.tensor_parallel_size} does not fit the requested cores: "
                 f"{devices} devices x {inst.cores_per_chip} cores / LNC {self.lnc} = {cores} logical cores on "
-                f"{self.instance_type}; set tensor_parallel_size: {cores} or change resources.neuron_devices"
+                f"{self.instance_type}; set tensor_parallel_size: {cores} or change resources.neuron_devices",
+                fields=("tensor_parallel_size", "resources.neuron_devices", "logical_neuron_cores", "instance_type"),
+                fix=f"set tensor_parallel_size: {cores} or change resources.neuron_devices",
             )
         if self.baseline_name == self.speculative_name:
-            raise ValueError("speculative_name: must differ from baseline_name")
+            raise FieldError(
+                "speculative_name: must differ from baseline_name",
+                fields=("speculative_name", "baseline_name"),
+                fix="give the two services different names",
+            )
         if (
             self.max_model_len <= self.bench.max_tokens
             and self.bench.input_tokens is not None
             and (self.bench.input_tokens + self.bench.max_tokens > self.max_model_len)
         ):
-            raise ValueError(
+            raise FieldError(
                 f"bench.max_tokens: input_tokens {self.bench.input_tokens} + max_tokens {self.bench.max_tokens} "
-                f"exceeds max_model_len {self.max_model_len}; lower one or raise max_model_len"
+                f"exceeds max_model_len {self.max_model_len}; lower one or raise max_model_len",
+                fields=("bench.max_tokens", "bench.input_tokens", "max_model_len"),
             )
+        self._s3_prefixes()
         return self
 
+    def _server_label(self) -> str:
+        if self.vllm_dialect == "legacy-neuron":
+            return "vllm_dialect 'legacy-neuron'"
+        return f"vllm_dialect 'vllm-neuron' (plugin_release {self.plugin_release})"
+
+    def _neuron_rules(self) -> None:
+        """Only configurations the chosen Neuron server can run; each rule cites its source (docs/neuron.md)."""
+        mode, k, dialect = self.speculation_mode, self.num_speculative_tokens, self.vllm_dialect
+        fields = ("speculation_mode", "vllm_dialect")
+        if mode == "vanilla" and dialect == "legacy-neuron":
+            raise FieldError(
+                "speculation_mode: 'vanilla' is not supported by vllm_dialect 'legacy-neuron': any speculative "
+                "config selects the fork's multi-step runner, whose forward reads only fused outputs "
+                "(output.fused_outputs), so non-fused draft speculation cannot run [aws-neuron/upstreaming-to-vllm "
+                "vllm/worker/neuron_worker.py, vllm/model_executor/model_loader/neuronx_distributed.py]",
+                fields=fields,
+                fix="use speculation_mode: fused (the same draft, compiled together with the target)",
+            )
+        allowed = DIALECT_MODES[dialect]
+        if mode not in allowed:
+            raise FieldError(
+                f"speculation_mode: {mode!r} is not supported by vllm_dialect {dialect!r} (supports: "
+                f"{', '.join(allowed)}): the vllm-neuron plugin runs only EAGLE speculation (0.2.x: EAGLE v1; "
+                "current: eagle3), no draft-model or Medusa speculation [vllm-project/vllm-neuron README.md 0.2.0; "
+                "aws-neuron/aws-neuron-sdk vllm-neuron/docs/getting-started/migration-nxdi-to-vllm-neuron.md]",
+                fields=fields,
+                fix="use vllm_dialect: legacy-neuron for draft-model speculation, or speculation_mode: eagle "
+                "with an EAGLE draft",
+            )
+        target, draft = self.target_spec, self.draft_spec
+        if mode == "medusa":
+            if target.architecture not in NXDI_MEDUSA_ARCHITECTURES:
+                raise FieldError(
+                    f"speculation_mode: 'medusa' needs a Llama target: NxDI builds Medusa heads only in its Llama "
+                    f"model class (target {self.target!r} is architecture {target.architecture or 'undeclared'!r}) "
+                    "[aws-neuron/neuronx-distributed-inference src/neuronx_distributed_inference/models/llama/"
+                    "modeling_llama.py]",
+                    fields=("speculation_mode", "target"),
+                    fix="declare a Medusa-fine-tuned Llama target under custom_models (architecture: llama, "
+                    "medusa_heads: N), or use speculation_mode: fused",
+                )
+            if target.medusa_heads < k:
+                raise FieldError(
+                    f"speculation_mode: 'medusa' needs a target fine-tuned with at least num_speculative_tokens "
+                    f"({k}) Medusa heads; target {self.target!r} declares medusa_heads: {target.medusa_heads} "
+                    "('you must use a model that is specifically fine-tuned for Medusa speculation' "
+                    "[aws-neuron/aws-neuron-sdk libraries/nxd-inference/developer_guides/feature-guide.rst])",
+                    fields=("speculation_mode", "target", "num_speculative_tokens"),
+                    fix=f"set custom_models.{self.target}.medusa_heads to the checkpoint's head count, or lower "
+                    "num_speculative_tokens",
+                )
+            if self.max_num_seqs != 1:
+                raise FieldError(
+                    f"max_num_seqs: {self.max_num_seqs} with speculation_mode 'medusa': 'Medusa speculative "
+                    "decoding currently supports only batch sizes of 1' [aws-neuron/aws-neuron-sdk "
+                    "libraries/nxd-inference/developer_guides/feature-guide.rst]",
+                    fields=("max_num_seqs", "speculation_mode"),
+                    fix="set max_num_seqs: 1",
+                )
+        if mode == "eagle":
+            if not draft.eagle_draft:
+                raise FieldError(
+                    f"speculation_mode: 'eagle' needs an EAGLE draft: draft {self.draft!r} is a plain model "
+                    "('you must use a draft model that is specifically fine-tuned for EAGLE speculation' "
+                    "[aws-neuron/aws-neuron-sdk libraries/nxd-inference/developer_guides/feature-guide.rst])",
+                    fields=("speculation_mode", "draft"),
+                    fix="declare the EAGLE checkpoint under custom_models with eagle_draft: true and use it as "
+                    "draft, or use speculation_mode: fused",
+                )
+            if self.nxdi_speculation:
+                for role, key, spec in (("target", self.target, target), ("draft", self.draft, draft)):
+                    if spec.architecture not in NXDI_EAGLE_ARCHITECTURES:
+                        raise FieldError(
+                            f"{role}: speculation_mode 'eagle' on {self._server_label()} runs NxDI EAGLE v1, whose "
+                            f"draft layer (fc) exists only in NxDI's Llama model class; {role} {key!r} is "
+                            f"architecture {spec.architecture or 'undeclared'!r} (Qwen3 cannot be an EAGLE draft) "
+                            "[aws-neuron/neuronx-distributed-inference src/neuronx_distributed_inference/models/"
+                            "llama/modeling_llama.py, models/qwen3/modeling_qwen3.py]",
+                            fields=(role, "speculation_mode", "vllm_dialect"),
+                            fix="use a Llama target with a Llama EAGLE draft (custom_models, architecture: llama), "
+                            "or speculation_mode: fused on legacy-neuron",
+                        )
+            elif draft.architecture not in PLUGIN_EAGLE3_DRAFT_ARCHITECTURES:
+                raise FieldError(
+                    f"draft: speculation_mode 'eagle' on {self._server_label()} runs eagle3, whose draft class is "
+                    f"Eagle3LlamaForCausalLM; draft {self.draft!r} is architecture "
+                    f"{draft.architecture or 'undeclared'!r} [aws-neuron/aws-neuron-sdk vllm-neuron/docs/design/"
+                    "speculation/speculative_decoding_design.md]",
+                    fields=("draft", "speculation_mode", "plugin_release"),
+                    fix="use an EAGLE3 draft with a Llama-style config (custom_models: architecture: llama, "
+                    "eagle_draft: true)",
+                )
+
+    def _s3_prefixes(self) -> None:
+        """The S3 policy grants write under artifacts_prefix and read under models_prefix: neither may widen."""
+        models = self.s3.models_prefix.strip("/")
+        artifacts = self.s3.artifacts_prefix.strip("/")
+        for field, value in (("s3.models_prefix", models), ("s3.artifacts_prefix", artifacts)):
+            if not value:
+                raise FieldError(
+                    f"{field}: empty: the IAM policy would then cover the whole bucket",
+                    fields=(field,),
+                    fix=f"give {field} a folder name such as {'models' if 'models' in field else 'compiled'}",
+                )
+        m, a = models.split("/"), artifacts.split("/")
+        if a[: len(m)] == m or m[: len(a)] == a:
+            raise FieldError(
+                f"s3.artifacts_prefix: {artifacts!r} overlaps s3.models_prefix {models!r}: the pods may write "
+                "under artifacts_prefix, which would then include the model weights",
+                fields=("s3.artifacts_prefix", "s3.models_prefix"),
+                fix="use two separate folders, e.g. models and compiled",
+            )
+
     def warnings(self) -> list[str]:
-        """Legal but questionable settings, shown to the user."""
+        """Legal but questionable settings, shown by every command that loads the config."""
         out = []
         lo, hi = WINDOW_TUNING_RANGE
         if not lo <= self.num_speculative_tokens <= hi:
@@ -432,9 +828,61 @@ class SpectrnConfig(Strict):
                 f"resources.neuron_devices: two services of {self.resources.neuron_devices} devices do not fit one "
                 f"{self.instance_type}; they will need two nodes"
             )
+        return out
+
+    def cluster_warnings(self) -> list[str]:
+        """Warnings that matter only when rendering or deploying for a cluster."""
+        out = []
         if self.s3.bucket == S3Config().bucket and self.runtime == "neuron":
             out.append("s3.bucket: still the placeholder; set it to your model bucket before deploying")
+        if self.resources_mode != "device-plugin" and self.runtime == "neuron":
+            if self.node_provisioning == "auto-mode":
+                out.append(
+                    f"resources_mode: {self.resources_mode} with node_provisioning auto-mode: 'DRA is not currently "
+                    "supported with EKS Auto Mode' (EKS User Guide, Manage hardware devices); use resources_mode: "
+                    "device-plugin on Auto Mode nodes"
+                )
+            elif self.node_provisioning == "karpenter":
+                out.append(
+                    f"resources_mode: {self.resources_mode} with node_provisioning karpenter: Karpenter supports DRA "
+                    "from version 1.15, and dynamic provisioning needs its feature gates (EKS User Guide, Manage "
+                    "hardware devices); check your Karpenter version or use resources_mode: device-plugin"
+                )
         return out
+
+    def unpullable_images(self, *, load_job: bool) -> list[tuple[str, str]]:
+        """(field, image) of each spectrn image a cluster would have to pull but cannot: no registry host.
+        The simulator's pods use ``sim.image``, the load Job ``spectrn_image``; none when preloaded."""
+        if self.spectrn_image_preloaded:
+            return []
+        used = [("sim.image", self.sim.image)] if self.runtime == "sim" else []
+        if load_job:
+            used.append(("spectrn_image", self.spectrn_image))
+        return [(field, image) for field, image in used if not has_registry(image)]
+
+    def check_cluster_images(self, *, load_job: bool) -> list[str]:
+        """On a Trainium cluster (runtime neuron) a registry-less spectrn image is a ``ConfigError``; with the
+        simulator (meant for kind, where `kind load docker-image` puts it on the node) it is a warning."""
+        out = []
+        for field, image in self.unpullable_images(load_job=load_job):
+            problem = (
+                f"{field}: {image!r} ({self.source_of(field)}) names no registry, so a cluster's nodes cannot pull it"
+            )
+            fix = (
+                "build and push spectrn's image (`make image IMAGE=<account>.dkr.ecr.<region>.amazonaws.com/"
+                f"spectrn:<tag>`, then `docker push`; docs/kubernetes.md) and set {field} to it, or set "
+                "spectrn_image_preloaded: true when every node already holds it"
+            )
+            if self.runtime == "neuron":
+                raise ConfigError(problem, hint=fix)
+            out.append(f"{problem}; fine on kind after `kind load docker-image`, elsewhere {fix}")
+        return out
+
+
+def has_registry(image: str) -> bool:
+    """Docker's rule: the first path component is a registry host when it has a '.' or ':' or is localhost."""
+    first, sep, _ = image.partition("/")
+    return bool(sep) and ("." in first or ":" in first or first == "localhost")
 
 
 # ---- loading ------------------------------------------------------------------------------------
@@ -459,55 +907,103 @@ def yaml_value(raw: str, *, what: str = "value") -> Any:
         return ""
     try:
         return yaml.load(raw, Loader=_SafeLoader)  # noqa: S506 - _SafeLoader is a SafeLoader
+    except yaml.constructor.ConstructorError as e:
+        if "aliases" in str(e):
+            raise ConfigError(f"{what}: YAML aliases are not allowed", hint="write the value out in full") from None
+        return raw
     except yaml.YAMLError:
         return raw
     except RecursionError:
         raise ConfigError(f"{what} is nested too deeply", hint="give a flat value") from None
 
 
-def load_yaml(path: Path, *, what: str = "file", max_bytes: int = MAX_CONFIG_BYTES) -> Any:
-    """Read a YAML file safely: size-capped, UTF-8, no aliases; errors name the file and the line."""
+def _read_yaml_text(path: Path, what: str, max_bytes: int) -> str:
     try:
-        size = path.stat().st_size
+        info = path.stat()
     except FileNotFoundError:
         raise ConfigError(f"{what} {path} does not exist", hint="check the path") from None
     except OSError as e:
-        raise ConfigError(f"{what} {path} cannot be read: {e.strerror}") from None
+        raise ConfigError(f"{what} {path} cannot be read: {e.strerror}", hint="check the path") from None
+    if not stat.S_ISREG(info.st_mode):  # a folder, or a device such as /dev/zero that never ends
+        raise ConfigError(f"{what} {path} is not a regular file", hint="give the path of a YAML file")
+    size = info.st_size
     if size > max_bytes:
         raise ConfigError(
             f"{what} {path} is {size} bytes, over the {max_bytes}-byte limit", hint="split or trim the file"
         )
     try:
-        text = path.read_bytes().decode("utf-8")
+        return path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as e:
         raise ConfigError(f"{what} {path} is not UTF-8 (byte {e.start})", hint="save it as UTF-8") from None
+    except OSError as e:  # a folder, a device, no permission
+        raise ConfigError(f"{what} {path} cannot be read: {e.strerror}", hint="give the path of a YAML file") from None
+
+
+def _yaml_problem(e: yaml.YAMLError, what: str, path: Path) -> ConfigError:
+    mark = getattr(e, "problem_mark", None)
+    where = f" line {mark.line + 1} column {mark.column + 1}" if mark else ""
+    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    return ConfigError(f"{what} {path}{where}: malformed YAML: {problem}", hint="fix the YAML syntax")
+
+
+def load_yaml(path: Path, *, what: str = "file", max_bytes: int = MAX_CONFIG_BYTES) -> Any:
+    """Read a YAML file safely: size-capped, UTF-8, no aliases; errors name the file and the line."""
+    text = _read_yaml_text(path, what, max_bytes)
     try:
         return yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - _SafeLoader is a SafeLoader
     except RecursionError:  # a hostile document: thousands of nested [ or {
         raise ConfigError(f"{what} {path} is nested too deeply", hint="flatten the document") from None
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ConfigError(f"{what} {path}{where}: malformed YAML: {problem}", hint="fix the YAML syntax") from None
+        raise _yaml_problem(e, what, path) from None
 
 
-def format_validation_error(err: ValidationError) -> str:
-    """One line per problem, each naming the field path."""
+def load_yaml_with_origins(path: Path, *, what: str = "file") -> tuple[Any, Origins]:
+    """``load_yaml`` plus the line of every key, for error messages."""
+    data = load_yaml(path, what=what)
+    origins = Origins()
+    text = _read_yaml_text(path, what, MAX_CONFIG_BYTES)
+    try:
+        node = yaml.compose(text, Loader=_SafeLoader)  # noqa: S506 - _SafeLoader is a SafeLoader
+    except (yaml.YAMLError, RecursionError):  # already reported by load_yaml
+        node = None
+    if node is not None:
+        origins.record_yaml(node, (), str(path))
+        origins._by_path.pop((), None)  # the document itself is not a value
+    return data, origins
+
+
+def _loc_text(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(p) for p in loc)
+
+
+def format_validation_error(err: ValidationError, origins: Origins | None = None) -> str:
+    """One line per problem, each naming the field path (and, with ``origins``, where its value came from)."""
     lines = []
     for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"])
-        msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "extra_forbidden":
-            msg = "unknown key (misspelt?); see `spectrn init` for the valid keys"
-        lines.append(f"{loc}: {msg}" if loc else msg)
+        loc = _loc_text(e["loc"])
+        cause = (e.get("ctx") or {}).get("error")
+        if isinstance(cause, FieldError):
+            text = cause.message
+            where = origins.describe_fields(cause.fields) if origins else ""
+        else:
+            msg = e["msg"].removeprefix("Value error, ")
+            if e["type"] == "extra_forbidden":
+                msg = "unknown key (misspelt?); see `spectrn init` for the valid keys"
+            text = f"{loc}: {msg}" if loc else msg
+            where = origins.describe(tuple(e["loc"])) if origins else ""
+        lines.append(f"{text} ({where})" if where else text)
     return "; ".join(lines)
 
 
 def validation_hint(err: ValidationError) -> str:
-    """The fix for the first problem: a spelling check for unknown keys, the valid values otherwise."""
+    """The fix for the first problem: the rule's own fix, a spelling check for unknown keys, else the values."""
     first = err.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"]) or "the configuration"
+    cause = (first.get("ctx") or {}).get("error")
+    if isinstance(cause, FieldError):
+        if cause.fix:
+            return cause.fix
+        return f"change {cause.fields[0]}; `spectrn config-reference` lists its valid values"
+    loc = _loc_text(first["loc"]) or "the configuration"
     if first["type"] == "extra_forbidden":
         return "check the key's spelling; `spectrn config-reference` lists every valid key"
     return f"change {loc}; `spectrn config-reference` lists its valid values"
@@ -515,27 +1011,38 @@ def validation_hint(err: ValidationError) -> str:
 
 def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
     """Set ``a.b.c`` in a nested dict, creating levels as needed."""
-    parts = dotted.split(".")
+    set_path(data, _path(dotted), value)
+
+
+def set_path(data: dict[str, Any], path: PathT, value: Any) -> None:
     node = data
-    for part in parts[:-1]:
-        child = node.get(part)
+    for part in path[:-1]:
+        child = node.get(str(part))
         if not isinstance(child, dict):
             child = {}
-            node[part] = child
+            node[str(part)] = child
         node = child
-    node[parts[-1]] = value
+    node[str(path[-1])] = value
+
+
+def _env_items(environ: Mapping[str, str]) -> Iterator[tuple[PathT, str, str]]:
+    """(path, raw value, variable name) of each ``SPECTRN_*`` variable that addresses a configuration key."""
+    skip = {"SPECTRN_CONFIG", "SPECTRN_HOME"}
+    for name, raw in sorted(environ.items()):
+        if not name.startswith(ENV_PREFIX) or name in skip:
+            continue
+        path = tuple(name[len(ENV_PREFIX) :].lower().split("__"))
+        if path[0] not in SpectrnConfig.model_fields:  # another tool's setting (SPECTRN_CHECKOV, ...)
+            continue
+        yield path, raw, name
 
 
 def env_overrides(environ: dict[str, str] | None = None) -> dict[str, Any]:
-    """``SPECTRN_BENCH__CONCURRENCY=8`` -> ``{"bench": {"concurrency": 8}}``; values parsed as YAML scalars."""
+    """``SPECTRN_BENCH__CONCURRENCY=8`` -> ``{"bench": {"concurrency": [8]}}``; values parsed as YAML scalars."""
     environ = dict(os.environ) if environ is None else environ
     out: dict[str, Any] = {}
-    skip = {"SPECTRN_CONFIG", "SPECTRN_HOME"}
-    for name, raw in environ.items():
-        if not name.startswith(ENV_PREFIX) or name in skip:
-            continue
-        dotted = name[len(ENV_PREFIX) :].lower().replace("__", ".")
-        set_dotted(out, dotted, yaml_value(raw, what=name))
+    for path, raw, name in _env_items(environ):
+        set_path(out, path, as_list_if_needed(path, yaml_value(raw, what=name)))
     return out
 
 
@@ -549,26 +1056,138 @@ def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _list_paths(model: type[BaseModel], prefix: PathT = ()) -> set[PathT]:
+    import typing
+
+    out: set[PathT] = set()
+    for name, field in model.model_fields.items():
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            out |= _list_paths(ann, (*prefix, name))
+        elif typing.get_origin(ann) is list:
+            out.add((*prefix, name))
+    return out
+
+
+def as_list_if_needed(path: PathT, value: Any) -> Any:
+    """A scalar where the configuration expects a list becomes a list: ``8`` -> ``[8]``, ``"1,4"`` -> ``[1, 4]``;
+    a mapping is walked so ``--set bench={concurrency: 8}`` works too."""
+    if isinstance(value, dict):
+        return {k: as_list_if_needed((*path, str(k)), v) for k, v in value.items()}
+    if path not in _LIST_PATHS or isinstance(value, list) or value is None:
+        return value
+    if isinstance(value, str) and re.fullmatch(r"[^\[\]{}&*,]+(,[^\[\]{}&*,]+)+", value):
+        return [yaml_value(part.strip()) for part in value.split(",")]
+    return [value]
+
+
+_LIST_PATHS: set[PathT] = _list_paths(SpectrnConfig)
+
+
+def _control_chars(data: Any, path: PathT, origins: Origins) -> None:
+    """Refuse control characters (and Unicode line separators) in every key and string, naming the field."""
+
+    def bad(text: str) -> str | None:
+        for ch in text:
+            if unicodedata.category(ch) in ("Cc", "Zl", "Zp"):
+                return f"U+{ord(ch):04X}"
+        return None
+
+    if isinstance(data, dict):
+        for k, v in data.items():
+            sub = (*path, str(k))
+            found = bad(str(k))
+            if found:
+                raise ConfigError(
+                    f"{_loc_text(path) or 'the configuration'}: a key contains the control character {found} "
+                    f"({origins.describe(sub)})",
+                    hint="remove line breaks, tabs and other control characters from keys",
+                )
+            _control_chars(v, sub, origins)
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            _control_chars(v, (*path, i), origins)
+    elif isinstance(data, str):
+        found = bad(data)
+        if found:
+            raise ConfigError(
+                f"{_loc_text(path)}: the value contains the control character {found} ({origins.describe(path)})",
+                hint=f"remove line breaks, tabs and other control characters from {_loc_text(path)}",
+            )
+
+
+def check_config_names(cfg: SpectrnConfig) -> None:
+    """Every configured name that becomes a path, a label or a shell word passes ``spectrn.names.check_name``:
+    model keys (labels, artifact folders), Hugging Face id parts (paths under the model mount) and the S3
+    prefixes and mount path (folders, and the IAM policy's resources)."""
+
+    def name(value: str, field: str, example: str) -> None:
+        check_name(value, what=field, source=cfg.origin_of(field), example=example)
+
+    for key in cfg.custom_models:
+        name(key, f"custom_models.{key}", "llama-3-8b")
+    for field in ("target", "draft"):
+        name(getattr(cfg, field), field, "qwen3-1.7b")
+    for key in {cfg.target, cfg.draft, *cfg.custom_models}:
+        hf_id = cfg.model(key).hf_id
+        field = f"custom_models.{key}.hf_id" if key in cfg.custom_models else f"model {key} hf_id"
+        parts = hf_id.split("/")
+        if len(parts) > 2:
+            raise ConfigError(
+                f"{field} {hf_id!r} (from {cfg.origin_of(field)}) is not a Hugging Face id",
+                hint="write it as organisation/name, e.g. Qwen/Qwen3-32B",
+            )
+        for part in parts:
+            name(part, field, "Qwen3-32B")
+    for field in ("s3.models_prefix", "s3.artifacts_prefix", "s3.mount_path"):
+        value = getattr(cfg.s3, field.split(".")[1])
+        parts = value.strip("/").split("/")
+        for part in parts:
+            name(part, field, "compiled")
+
+
 def build_config(
     data: dict[str, Any] | None = None,
     overrides: dict[str, Any] | None = None,
     environ: dict[str, str] | None = None,
+    *,
+    origins: Origins | None = None,
+    sources: Mapping[str, str] | None = None,
 ) -> SpectrnConfig:
-    """Validate file data + environment + flag overrides (``{"bench.concurrency": [8]}``)."""
-    merged = deep_merge(data or {}, env_overrides(environ))
+    """Validate file data + environment + overrides (``{"bench.concurrency": [8]}``, applied in order).
+
+    ``origins`` holds where the file's values came from (``load_yaml_with_origins``); ``sources`` names the
+    origin of each override (``{"num_speculative_tokens": "flag --window"}``; default ``--set KEY``). Every
+    error names the origin of the value it is about."""
+    origins = origins or Origins()
+    merged: dict[str, Any] = copy.deepcopy(data or {})
+    for path, raw, name in _env_items(dict(os.environ) if environ is None else environ):
+        value = as_list_if_needed(path, yaml_value(raw, what=name))
+        set_path(merged, path, value)
+        origins.record(path, value, f"environment variable {name}")
     for dotted, value in (overrides or {}).items():
-        if value is not None:
-            set_dotted(merged, dotted, value)
+        if value is None:
+            continue
+        path = _path(dotted)
+        value = as_list_if_needed(path, value)
+        set_path(merged, path, value)
+        origins.record(path, value, (sources or {}).get(dotted, f"--set {dotted}"))
+    _control_chars(merged, (), origins)
     try:
-        return SpectrnConfig.model_validate(merged)
+        cfg = SpectrnConfig.model_validate(merged)
     except ValidationError as e:
-        raise ConfigError(format_validation_error(e), hint=validation_hint(e)) from None
+        raise ConfigError(format_validation_error(e, origins), hint=validation_hint(e)) from None
+    cfg._origins = origins
+    check_config_names(cfg)
+    return cfg
 
 
 def load_config(
     path: Path | None = None,
     overrides: dict[str, Any] | None = None,
     environ: dict[str, str] | None = None,
+    *,
+    sources: Mapping[str, str] | None = None,
 ) -> SpectrnConfig:
     """Load ``path`` (or ``$SPECTRN_CONFIG`` or ./spectrn.yaml when present), then apply env and flags."""
     env = dict(os.environ) if environ is None else environ
@@ -576,8 +1195,9 @@ def load_config(
     if path is None:
         path = Path(env.get("SPECTRN_CONFIG", DEFAULT_CONFIG_FILE))
     data: dict[str, Any] = {}
+    origins = Origins()
     if path.exists() or explicit:
-        loaded = load_yaml(path, what="config file")
+        loaded, origins = load_yaml_with_origins(path, what="config file")
         if loaded is None:
             loaded = {}
         if not isinstance(loaded, dict):
@@ -586,10 +1206,7 @@ def load_config(
                 hint="see `spectrn init` for the layout",
             )
         data = loaded
-    try:
-        return build_config(data, overrides, env)
-    except ConfigError as e:
-        raise ConfigError(f"{path}: {e.message}" if data else e.message, hint=e.hint) from None
+    return build_config(data, overrides, env, origins=origins, sources=sources)
 
 
 # ---- documentation ------------------------------------------------------------------------------
@@ -621,6 +1238,9 @@ def _walk_fields(model: type[BaseModel], prefix: str = "") -> list[tuple[str, st
         if isinstance(ann, type) and issubclass(ann, BaseModel) and ann is not ModelSpec:
             rows.extend(_walk_fields(ann, f"{dotted}."))
             continue
+        if field.is_required():
+            rows.append((dotted, _type_name(ann), "required", field.description or ""))
+            continue
         default = field.get_default(call_default_factory=True)
         if isinstance(default, BaseModel):
             default = default.model_dump()
@@ -635,6 +1255,11 @@ def config_reference_markdown() -> str:
         "| --- | --- | --- | --- |",
     ]
     for dotted, type_name, default, desc in _walk_fields(SpectrnConfig):
+        desc = desc.replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+        lines.append(f"| `{dotted}` | {type_name} | `{default}` | {desc} |")
+    lines += ["", "Keys of each `custom_models` entry:", "", "| key | type | default | description |"]
+    lines.append("| --- | --- | --- | --- |")
+    for dotted, type_name, default, desc in _walk_fields(ModelSpec):
         desc = desc.replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
         lines.append(f"| `{dotted}` | {type_name} | `{default}` | {desc} |")
     return "\n".join(lines)
