@@ -147,7 +147,17 @@ def test_ctrl_c_during_apply_rolls_back(fake, sim_cfg):
     with pytest.raises(Interrupted) as err:
         apply_plan(fake, plan, on_step=stop)
     assert "rolled back" in str(err.value)
-    assert [k for k in fake.objects if k[1] in ("Namespace", "ServiceAccount")] == []
+    assert [k for k in fake.objects if k[1] == "ServiceAccount"] == []
+    assert_namespace_deleted(fake)
+
+
+def assert_namespace_deleted(fake: FakeKube) -> None:
+    """Deleted, as a real API server deletes a namespace: Terminating first, gone once its content is."""
+    ns = fake.find("Namespace", "spectrn")
+    assert ns is not None and ns["metadata"]["deletionTimestamp"] and ns["status"]["phase"] == "Terminating"
+    fake.sleep(fake.tick_s)
+    fake.sleep(fake.tick_s)
+    assert fake.find("Namespace", "spectrn") is None
 
 
 def test_connection_reset_during_apply_names_the_cause_and_rolls_back(fake, sim_cfg):
@@ -157,4 +167,18 @@ def test_connection_reset_during_apply_names_the_cause_and_rolls_back(fake, sim_
     assert "cannot reach the Kubernetes API server" in str(err.value)
     assert "Connection reset by peer" in str(err.value)
     assert "kube context" in err.value.hint
-    assert fake.find("Namespace", "spectrn") is None
+    assert_namespace_deleted(fake)
+
+
+def test_redeploy_right_after_a_rollback_waits_for_the_terminating_namespace(fake, sim_cfg):
+    """A rolled-back deploy deleted the namespace it created; it stays Terminating for a while and refuses new
+    content (403). Re-running at once must wait for it to go, then create everything afresh."""
+    fake.fail_next("apply", kind="Deployment", status=0)
+    with pytest.raises(DeployError):
+        run_deploy(fake, sim_cfg)
+    assert fake.find("Namespace", "spectrn")["status"]["phase"] == "Terminating"
+    notes: list[str] = []
+    report = run_deploy(fake, sim_cfg, on_note=notes.append)
+    assert notes == ["namespace spectrn is being deleted (Terminating): waiting until it is gone"]
+    assert report.plan.summary() == "8 create" and all(s.done for s in report.states)
+    assert fake.find("Namespace", "spectrn")["status"]["phase"] == "Active"

@@ -24,6 +24,7 @@ class PlanItem:
     action: Action
     reason: str = ""
     foreign: bool = False
+    terminating: bool = False  # the live object (a namespace) is being deleted
 
     @property
     def name(self) -> str:
@@ -59,6 +60,11 @@ def make_plan(kube: KubeApi, objects: Iterable[Obj]) -> Plan:
             raise
         if live is None:
             items.append(PlanItem(obj, "create"))
+            continue
+        if (live.get("metadata") or {}).get("deletionTimestamp"):
+            items.append(
+                PlanItem(obj, "create", "being deleted (Terminating): created again once it is gone", False, True)
+            )
             continue
         if not _managed(live):
             if obj["kind"] == "Namespace":

@@ -76,6 +76,18 @@ def preflight(kube: KubeApi, cfg: SpectrnConfig, plan: Plan) -> list[Finding]:
         return [Finding("cluster", "error", f"the API server does not answer: {e.message}", e.hint or "")]
     findings.append(Finding("cluster", "ok", f"context {kube.context!r}: API server answers"))
 
+    for item in plan.items:
+        if item.terminating:
+            findings.append(
+                Finding(
+                    "namespace",
+                    "warn",
+                    f"{item.name} is being deleted (Terminating); `spectrn deploy` waits until it is gone, then "
+                    "creates it again",
+                    "nothing to do, or wait for `kubectl get namespace` to stop listing it",
+                )
+            )
+
     # Objects with spectrn's names that belong to someone else.
     for item in plan.items:
         if item.foreign:
