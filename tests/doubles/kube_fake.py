@@ -170,6 +170,7 @@ class FakeKube:
         self.history_limit = 5000
         self._compacted_rv = self._rv
         self.warnings: list[str] = []  # Warning headers of fieldValidation=Warn updates
+        self.expired_watches = 0  # watches answered with 410 Expired
         for i in range(nodes):
             capacity = {"cpu": "192", "memory": "2Ti", "pods": "110"}
             if neuron_per_node:
@@ -635,6 +636,7 @@ class FakeKube:
         if since < self._compacted_rv:
             status = rules.status_body(410, "Expired", f"too old resource version: {since} ({self._compacted_rv})")
             event = json.dumps({"type": "ERROR", "object": status}).encode()
+            self.expired_watches += 1
             yield RealKube._watch_event(event, action)  # raises the KubeApiError a real stream would
             return
         for rv, etype, key, obj in list(self.history):

@@ -1,4 +1,7 @@
-"""In-cluster bench: the load Job, progress, retrieval, shard merge, analysis, cleanup, and `collect` after a crash."""
+"""In-cluster bench: the load Job, progress, retrieval, shard merge, cleanup, and `collect` after a crash.
+
+The collected folder is analysed by the caller (``spectrn bench`` / ``spectrn collect``, tested through the CLI
+in test_kube_cli.py); tests here that look at a summary analyse the collected folder themselves."""
 
 from __future__ import annotations
 
@@ -11,8 +14,9 @@ from kube_runfiles import shard_files
 from kubehelp import make_cfg, run_deploy
 
 from doubles.kube_fake import FakeKube
-from spectrn.collect.incluster import _safe_extract, collect, run_incluster_bench
-from spectrn.errors import BenchError
+from spectrn.analyze.summary import analyze_run
+from spectrn.collect.incluster import _safe_extract, analyse, collect, run_incluster_bench
+from spectrn.errors import BenchError, Interrupted
 from spectrn.run.records import read_records
 
 RUN = "r20260101-1200"
@@ -40,7 +44,7 @@ def bench(fake, cfg, tmp_path, console=None, **kw):
     )
 
 
-def test_single_pod_bench_collects_analyses_and_cleans_up(tmp_path):
+def test_single_pod_bench_collects_and_cleans_up(tmp_path):
     cfg = make_cfg(runtime="sim", resources_mode="device-plugin")
     fake = deployed(cfg)
     fake.job_files = lambda pod, i: shard_files(RUN, 0, 1)
@@ -48,8 +52,9 @@ def test_single_pod_bench_collects_analyses_and_cleans_up(tmp_path):
     run_dir = bench(fake, cfg, tmp_path, console)
     assert run_dir == tmp_path / RUN
     assert len(read_records(run_dir / "requests.jsonl")) == 24
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["speedup"]["tpot_p50"]["value"] > 1  # the analysis really ran on the collected records
+    assert not (run_dir / "summary.json").exists()  # collected, not analysed: the caller finishes it once
+    summary = analyze_run(run_dir)
+    assert summary["speedup"]["tpot_p50"]["value"] > 1  # the collected records are a complete run
     # progress was streamed from the pod
     assert any("progress:" in line for line in console.lines)
     # the pod was released, then the Job and its ConfigMap deleted
@@ -76,7 +81,7 @@ def test_sharded_bench_merges_every_shard(tmp_path):
     acc = json.loads((run_dir / "acceptance.json").read_text())["speculative@c4"]
     assert acc["drafts"] == 250 and acc["accepted_tokens"] == 1000
     assert acc["rate"] == pytest.approx(1000 / 1750)
-    summary = json.loads((run_dir / "summary.json").read_text())
+    summary = analyze_run(run_dir)
     assert summary["variants"]["speculative"]["acceptance"]["rate"] == pytest.approx(1000 / 1750)
 
 
@@ -91,9 +96,9 @@ def test_results_survive_a_cli_crash_and_collect_fetches_them(tmp_path):
     assert f"spectrn collect {RUN}" in err.value.hint
     assert fake.find("Job", f"spectrn-loadgen-{RUN}", "spectrn") is not None  # kept, results still in the pods
     fake._failures.clear()
-    run_dir = collect(fake, "spectrn", RUN, out_root=tmp_path, clock=fake.clock, sleep=fake.sleep)
-    assert len(read_records(run_dir / "requests.jsonl")) == 24
-    assert (run_dir / "summary.json").exists()
+    collected = collect(fake, "spectrn", RUN, out_root=tmp_path, clock=fake.clock, sleep=fake.sleep)
+    assert collected.engine == "spectrn" and collected.run_dir == tmp_path / RUN
+    assert len(read_records(collected.run_dir / "requests.jsonl")) == 24
     assert fake.find("Job", f"spectrn-loadgen-{RUN}", "spectrn") is None
 
 
@@ -107,8 +112,9 @@ def test_ctrl_c_keeps_the_job_for_collect(tmp_path):
             if "progress: 2" in text:
                 raise KeyboardInterrupt
 
-    with pytest.raises(Exception, match=f"spectrn collect {RUN}"):
+    with pytest.raises(Interrupted) as err:
         bench(fake, cfg, tmp_path, Stop())
+    assert f"spectrn collect {RUN}" in (err.value.hint or "")
     assert fake.find("Job", f"spectrn-loadgen-{RUN}", "spectrn") is not None
 
 
@@ -163,7 +169,8 @@ def test_llmperf_engine_ingests_every_test_case(tmp_path):
     run_dir = run_incluster_bench(
         cfg, RUN, "llmperf", Lines(), fake, out_root=tmp_path, clock=fake.clock, sleep=fake.sleep
     )
-    summary = json.loads((run_dir / "summary.json").read_text())
+    summary = analyse(run_dir, "llmperf", RUN)
+    assert json.loads((run_dir / "summary.json").read_text()) == json.loads(json.dumps(summary, default=str))
     assert summary["engine"] == "llmperf" and set(summary["by_test_case"]) == {"counting-numbers-from-1", "hello-world"}
     case = summary["by_test_case"]["hello-world"]
     assert set(case["variants"]) == {"baseline", "speculative"}

@@ -12,7 +12,7 @@ from spectrn.deploy.apply import apply_plan
 from spectrn.deploy.objects import KIND_ORDER, SPEC_HASH, order_objects
 from spectrn.deploy.plan import make_plan
 from spectrn.deploy.service import render_for_deploy
-from spectrn.errors import DeployError, Interrupted
+from spectrn.errors import ConfigError, DeployError, Interrupted
 
 
 def applied(fake: FakeKube) -> list[str]:
@@ -84,7 +84,7 @@ def test_only_deploys_one_service_and_the_shared_objects(fake, sim_cfg):
 
 
 def test_only_rejects_unknown_service(sim_cfg):
-    with pytest.raises(Exception, match="--only baseline or --only speculative"):
+    with pytest.raises(ConfigError, match="--only baseline or --only speculative"):
         render_for_deploy(sim_cfg, "both")
 
 
@@ -182,3 +182,38 @@ def test_redeploy_right_after_a_rollback_waits_for_the_terminating_namespace(fak
     assert notes == ["namespace spectrn is being deleted (Terminating): waiting until it is gone"]
     assert report.plan.summary() == "8 create" and all(s.done for s in report.states)
     assert fake.find("Namespace", "spectrn")["status"]["phase"] == "Active"
+
+
+def test_a_changed_deployment_selector_replaces_the_deployment(fake, sim_cfg):
+    """A Deployment's selector is immutable (422 on update). When the rendered selector differs from the live one
+    (deployed by a spectrn that labelled its pods otherwise), deploy deletes the Deployment and creates it again."""
+    from spectrn.deploy.objects import stamp
+
+    old = next(o for o in render_for_deploy(sim_cfg) if o["kind"] == "Deployment" and "sd" in o["metadata"]["name"])
+    old["spec"]["selector"]["matchLabels"]["spectrn.io/generation"] = "old"
+    old["spec"]["template"]["metadata"]["labels"]["spectrn.io/generation"] = "old"
+    fake.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "spectrn"}})
+    fake.apply(stamp(old))
+    report = run_deploy(fake, sim_cfg)
+    item = next(i for i in report.plan.items if i.name == "Deployment spectrn/qwen-sd-vllm")
+    assert item.action == "replace" and "spec.selector cannot change in place" in item.reason
+    assert report.applied.replaced == ["Deployment spectrn/qwen-sd-vllm"]
+    calls = [c for c in fake.calls if c[1] == "Deployment spectrn/qwen-sd-vllm" and c[0] in ("delete", "apply")]
+    assert [op for op, _ in calls] == ["apply", "delete", "apply"]  # the old one (by the test), then the replace
+    live = fake.find("Deployment", "qwen-sd-vllm", "spectrn")
+    assert "spectrn.io/generation" not in live["spec"]["selector"]["matchLabels"]
+    assert all(s.done for s in report.states)
+
+
+def test_a_changed_volume_source_stops_at_preflight_with_the_way_out(fake, neuron_cfg):
+    """A PersistentVolume's source (the S3 bucket) cannot change once created; applying would fail with 422 half
+    way through. Pre-flight names it and nothing is applied."""
+    run_deploy(fake, neuron_cfg)
+    n = len(applied(fake))
+    with pytest.raises(DeployError) as err:
+        run_deploy(fake, make_cfg(s3={"bucket": "other-models"}))
+    msg = str(err.value)
+    assert "pre-flight failed, nothing was applied" in msg
+    assert "[immutable] PersistentVolume spectrn-s3-spectrn: the volume source" in msg
+    assert "spectrn teardown" in (err.value.hint or "")
+    assert len(applied(fake)) == n

@@ -9,7 +9,19 @@ from typing import Annotated, Any
 
 import typer
 
-from spectrn.cli.common import ConfigOpt, DraftOpt, SetOpt, WindowOpt, config_from_cli, err_console, levels_flag
+from spectrn.cli.common import (
+    ConfigOpt,
+    ContextOpt,
+    DraftOpt,
+    KubeconfigOpt,
+    KubeNamespaceOpt,
+    SetOpt,
+    WindowOpt,
+    config_from_cli,
+    connect_cluster,
+    err_console,
+    levels_flag,
+)
 from spectrn.errors import ConfigError
 
 # this module's commands; spectrn.cli.main adds them to the app
@@ -110,36 +122,49 @@ def bench(
     out_dir: OutDirOpt = Path("results"),
     publish: Annotated[bool, typer.Option("--publish", help="Publish to CloudWatch after the run is on disk.")] = False,
     report: Annotated[bool, typer.Option("--report/--no-report", help="Write the HTML/PNG report.")] = True,
+    context: ContextOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    namespace: KubeNamespaceOpt = None,
 ) -> None:
-    """Benchmark baseline vs speculative with identical traffic; analyse, report, optionally publish."""
+    """Benchmark baseline vs speculative with identical traffic; analyse, report, optionally publish.
+
+    Without --local or --endpoint, the load runs as a Job in the cluster next to the deployed services
+    (--context / --kubeconfig / --namespace choose the cluster, as for `spectrn deploy`)."""
     from spectrn.loadgen.bench import check_run_id, new_run_id
 
     console = err_console()
     flags = _bench_flags(prompts, concurrency, rate, requests, max_tokens, api, input_tokens, mode)
-    cfg = config_from_cli(config, sets, console=console, draft=draft, num_speculative_tokens=window, **flags)
+    cfg = config_from_cli(
+        config, sets, console=console, draft=draft, num_speculative_tokens=window, namespace=namespace, **flags
+    )
     if engine not in ("spectrn", "llmperf"):
         raise ConfigError(
             f"--engine {engine!r} is not spectrn or llmperf", hint="use --engine spectrn or --engine llmperf"
+        )
+    if engine == "llmperf" and publish:
+        raise ConfigError(
+            "--publish needs spectrn's own per-request records; an llmperf run has none",
+            hint="drop --publish, or bench with --engine spectrn",
         )
     endpoints = parse_endpoints(endpoint)
     rid = check_run_id(run_id) if run_id else new_run_id(cfg)
     if endpoints or local:
         run_dir = _bench_local(cfg, endpoints, runtime, rid, out_dir, model, time_scale, console)
+        engine = "spectrn"
     else:
         from spectrn.collect.incluster import run_incluster_bench
         from spectrn.errors import KubeError
 
         try:
-            run_dir = run_incluster_bench(cfg, rid, engine, console, out_root=out_dir)
+            kube = connect_cluster(context, kubeconfig)
         except KubeError as e:
-            if "Kubernetes configuration" not in e.message:
-                raise
             raise type(e)(
                 e.message,
                 hint=f"{e.hint}; or bench without a cluster: `spectrn bench --local` (simulator) or "
                 "`spectrn bench --endpoint baseline=URL --endpoint speculative=URL`",
             ) from None
-    _finish_and_publish(run_dir, console, report=report, publish=publish)
+        run_dir = run_incluster_bench(cfg, rid, engine, console, kube, out_root=out_dir)
+    _finish_and_publish(run_dir, console, report=report, publish=publish, engine=engine)
 
 
 def _bench_local(
@@ -177,7 +202,16 @@ def _local_runtime(cfg: Any, runtime: str, work_dir: Path, time_scale: float | N
     raise ConfigError(f"--runtime {runtime!r} is not a local runtime", hint="use --runtime sim or --runtime vllm-cpu")
 
 
-def _finish_and_publish(run_dir: Path, console: Any, *, report: bool, publish: bool) -> None:
+def _finish_and_publish(run_dir: Path, console: Any, *, report: bool, publish: bool, engine: str = "spectrn") -> None:
+    """The one place a bench's run folder is analysed (once), reported and published: local runs, the
+    in-cluster bench and `spectrn collect` all end here."""
+    if engine == "llmperf":  # llmperf's own result files, ingested instead of spectrn's records
+        from spectrn.collect.incluster import analyse
+
+        ingested = analyse(run_dir, engine, run_dir.name)
+        console.print(f"wrote {run_dir / 'summary.json'} (llmperf, clean: {ingested.get('clean')})", highlight=False)
+        console.print(f"results: {run_dir}", highlight=False)
+        return
     from spectrn.loadgen.bench import finish, print_summary, require_successes
 
     summary = finish(run_dir, console, report=report)

@@ -109,7 +109,7 @@ def print_plan(console: Console, plan: Plan, findings: list[Finding]) -> None:
     table = Table(title=f"plan: {plan.summary()}", title_justify="left")
     for col in ("action", "object", "note"):
         table.add_column(col, overflow="fold")
-    colors = {"create": "green", "update": "yellow", "unchanged": "dim", "keep": "dim"}
+    colors = {"create": "green", "update": "yellow", "replace": "red", "unchanged": "dim", "keep": "dim"}
     for item in plan.items:
         table.add_row(f"[{colors[item.action]}]{item.action}[/]", item.name, item.reason)
     console.print(table)
@@ -179,7 +179,8 @@ def deploy_cmd(
     applied = report.applied
     if applied is not None:
         console.print(
-            f"created {len(applied.created)}, updated {len(applied.updated)}, unchanged {len(applied.unchanged)}",
+            f"created {len(applied.created)}, updated {len(applied.updated)}, replaced {len(applied.replaced)}, "
+            f"unchanged {len(applied.unchanged)}",
             highlight=False,
         )
     console.print(_states_table(report.states))
@@ -261,18 +262,21 @@ def collect_cmd(
     timeout: Annotated[
         float, typer.Option("--timeout", min=0, max=7 * 86400, help="Seconds to wait for the pods to finish.")
     ] = 600,
+    report: Annotated[bool, typer.Option("--report/--no-report", help="Write the HTML/PNG report.")] = True,
     context: ContextOpt = None,
     kubeconfig: KubeconfigOpt = None,
     namespace: KubeNamespaceOpt = None,
 ) -> None:
     """Fetch the results of an in-cluster bench (e.g. after the CLI died), analyse them, delete the Job."""
+    from spectrn.cli.bench_cmd import _finish_and_publish
     from spectrn.collect.incluster import collect
 
     console = err_console()
     cfg = config_from_cli(config, sets, console=console, namespace=namespace)
     kube = connect_cluster(context, kubeconfig)
-    run_dir = collect(kube, cfg.namespace, run_id, out_root=out, console=console, timeout_s=timeout)
-    typer.echo(str(run_dir))
+    collected = collect(kube, cfg.namespace, run_id, out_root=out, console=console, timeout_s=timeout)
+    _finish_and_publish(collected.run_dir, console, report=report, publish=False, engine=collected.engine)
+    typer.echo(str(collected.run_dir))
 
 
 @kind_app.command("fake-neuron")

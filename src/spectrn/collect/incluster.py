@@ -1,7 +1,11 @@
-"""The in-cluster bench: run the load Job, stream its progress, collect its results, analyse, clean up.
+"""The in-cluster bench: run the load Job, stream its progress, collect its results, clean up.
 
     render_load_job -> apply -> stream pod logs -> results ready? -> exec tar out of each pod
-        -> touch <out>/.collected (the pod may exit) -> merge shards -> analyse -> delete the Job
+        -> touch <out>/.collected (the pod may exit) -> merge shards -> delete the Job
+
+The collected run folder is analysed by whoever asked for it, exactly once: ``spectrn bench`` and
+``spectrn collect`` finish it like a local run (``analyse`` below is that analysis for llmperf), a sweep
+analyses its cells itself.
 
 The load pods keep their results in an emptyDir and wait (``--hold-until-collected``) until
 ``<out>/.collected`` appears, so if the CLI dies after the Job started, ``spectrn collect RUN_ID`` finds the
@@ -237,7 +241,9 @@ def _pause(kube: KubeApi, job: LoadJob, rv: str, poll_s: float, sleep: Sleep) ->
     try:
         for _ in kube.watch("v1", "Pod", job.namespace, job.selector, resource_version=rv or None, timeout_s=poll_s):
             return
-    except KubeApiError:
+    except KubeApiError as e:
+        if e.gone:
+            return  # 410: our resourceVersion fell out of the server's history; the next loop re-lists
         sleep(poll_s)  # the next listing reports persistent problems
 
 
@@ -454,7 +460,8 @@ def collect_job(
     stream_logs: bool = True,
     keep_job: bool = False,
 ) -> Path:
-    """Wait for results, copy them out, release the pods, merge, analyse, delete the Job; return the run folder."""
+    """Wait for results, copy them out, release the pods, merge, delete the Job; return the run folder (not yet
+    analysed: the caller finishes it)."""
     from spectrn.paths import safe_output_dir
 
     pods = wait_for_results(
@@ -473,8 +480,6 @@ def collect_job(
         merge_shards(run_dir, shards)
     _print(console, f"collected {len(pods)} pod(s) into {run_dir}")
     mark_collected(kube, job, pods)
-    summary = analyse(run_dir, job.engine, job.run_id)
-    _print(console, f"wrote {run_dir / 'summary.json'} (clean: {summary.get('clean')})")
     if not keep_job:
         delete_load_job(kube, job)
     return run_dir
@@ -493,10 +498,23 @@ def run_incluster_bench(
     sleep: Sleep = time.sleep,
     poll_s: float = 5.0,
 ) -> Path:
-    """``spectrn bench`` against the deployed services from inside the cluster; returns ``<out_root>/<run-id>``.
+    """``spectrn bench`` against the deployed services from inside the cluster; returns ``<out_root>/<run-id>``
+    holding the collected (not yet analysed) results.
 
     ``kube`` defaults to the current kube context (``$KUBECONFIG``), or the in-cluster config inside a pod.
     """
+    held = [
+        n
+        for n in ("run.json", "requests.jsonl", "summary.json", "shards", "llmperf")
+        if (out_root / run_id / n).exists()
+    ]
+    if held:
+        # A second Job for a run id whose results are already here would overwrite them (and a publish ledger
+        # recorded for them); the local bench refuses the same way.
+        raise BenchError(
+            f"{out_root / run_id} already holds a run ({', '.join(held)})",
+            hint="choose another --run-id, or remove the folder",
+        )
     if kube is None:
         from spectrn.kube.client import connect
 
@@ -520,6 +538,12 @@ def run_incluster_bench(
         raise
 
 
+@dataclass
+class Collected:
+    run_dir: Path
+    engine: str  # spectrn or llmperf: what the folder holds and how it is analysed
+
+
 def collect(
     kube: KubeApi,
     namespace: str,
@@ -531,13 +555,13 @@ def collect(
     clock: Clock = time.monotonic,
     sleep: Sleep = time.sleep,
     poll_s: float = 5.0,
-) -> Path:
+) -> Collected:
     """``spectrn collect RUN_ID``: fetch the results of a load Job whose CLI went away."""
     from spectrn.render.manifests import check_run_id
 
     check_run_id(run_id)
     job = find_load_job(kube, namespace, run_id)
-    return collect_job(
+    run_dir = collect_job(
         kube,
         job,
         out_root,
@@ -548,3 +572,4 @@ def collect(
         poll_s=poll_s,
         stream_logs=False,
     )
+    return Collected(run_dir, job.engine)

@@ -88,6 +88,19 @@ def preflight(kube: KubeApi, cfg: SpectrnConfig, plan: Plan) -> list[Finding]:
                 )
             )
 
+    # Updates the API server would refuse: an immutable field changed on an object that cannot be replaced.
+    for item in plan.items:
+        if item.immutable:
+            findings.append(
+                Finding(
+                    "immutable",
+                    "error",
+                    f"{item.name}: {item.immutable} cannot change once created (the API server refuses the update)",
+                    "remove the old objects first with `spectrn teardown` (it deletes spectrn's volume objects, never "
+                    "the data in S3), then deploy; or keep the earlier setting (e.g. s3.bucket)",
+                )
+            )
+
     # Objects with spectrn's names that belong to someone else.
     for item in plan.items:
         if item.foreign:

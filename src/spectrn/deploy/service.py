@@ -94,7 +94,7 @@ def deploy(
             "pre-flight failed, nothing was applied: " + "; ".join(f"[{f.check}] {f.message}" for f in errors),
             hint="; ".join(f.hint for f in errors if f.hint) or None,
         )
-    report.applied = apply_plan(kube, plan, on_step=on_step)
+    report.applied = apply_plan(kube, plan, on_step=on_step, clock=clock, sleep=sleep)
     services = services_of(i.obj for i in plan.items)
     budget = cfg.probes.startup_budget_s
     report.states = wait_ready(
