@@ -805,13 +805,21 @@ class FakeKube:
         thash = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:8]
         ns = meta.get("namespace", "")
         existing = self._pods_of(meta["name"], ns)
-        if any(self.runs[p["metadata"]["name"]].template_hash == thash for p in existing):
-            return
-        if (dep["spec"].get("strategy") or {}).get("type") == "Recreate":
-            for p in existing:  # Recreate: old pods go first (they hold the devices the new pod needs)
-                self._remove(self._key("v1", "Pod", ns, p["metadata"]["name"]))
+        current = sorted(
+            p["metadata"]["name"] for p in existing if self.runs[p["metadata"]["name"]].template_hash == thash
+        )
+        replicas = int(dep["spec"].get("replicas", 1))
+        if current:  # same template: scale to the replica count
+            for name in current[replicas:]:
+                self._remove(self._key("v1", "Pod", ns, name))
+            wanted = [i for i in range(replicas) if f"{meta['name']}-{thash}-{i}" not in current]
+        else:
+            if (dep["spec"].get("strategy") or {}).get("type") == "Recreate":
+                for p in existing:  # Recreate: old pods go first (they hold the devices the new pod needs)
+                    self._remove(self._key("v1", "Pod", ns, p["metadata"]["name"]))
+            wanted = list(range(replicas))
         scenario = self.scenarios.get(meta["name"], "ready")
-        for i in range(int(dep["spec"].get("replicas", 1))):
+        for i in wanted:
             name = f"{meta['name']}-{thash}-{i}"
             labels = dict((template.get("metadata") or {}).get("labels") or {})
             labels["pod-template-hash"] = thash

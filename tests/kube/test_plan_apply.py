@@ -217,3 +217,34 @@ def test_a_changed_volume_source_stops_at_preflight_with_the_way_out(fake, neuro
     assert "[immutable] PersistentVolume spectrn-s3-spectrn: the volume source" in msg
     assert "spectrn teardown" in (err.value.hint or "")
     assert len(applied(fake)) == n
+
+
+def test_dry_run_against_a_terminating_namespace_warns_that_deploy_will_wait(fake, sim_cfg):
+    run_deploy(fake, sim_cfg)
+    fake.delete("v1", "Namespace", "spectrn")
+    report = run_deploy(fake, sim_cfg, dry_run=True)
+    ns_item = report.plan.items[0]
+    assert ns_item.action == "create" and "Terminating" in ns_item.reason
+    (warn,) = [f for f in report.findings if f.check == "namespace"]
+    assert warn.severity == "warn" and "waits until it is gone" in warn.message
+
+
+def test_spectrns_apply_takes_back_a_field_someone_edited(fake, sim_cfg):
+    """spectrn applies with force=true as field manager spectrn: a field another manager changed (kubectl edit)
+    is set back to the configuration, and ownership returns to spectrn, whenever spectrn applies the object."""
+    import copy
+
+    run_deploy(fake, sim_cfg)
+    edited = copy.deepcopy(fake.find("Deployment", "qwen-sd-vllm", "spectrn"))
+    for k in ("resourceVersion", "managedFields"):
+        edited["metadata"].pop(k)
+    edited["spec"]["replicas"] = 3
+    fake.update(edited, field_manager="kubectl-edit")
+    assert run_deploy(fake, sim_cfg).plan.changes == []  # same configuration: not applied, the edit stays
+    assert fake.find("Deployment", "qwen-sd-vllm", "spectrn")["spec"]["replicas"] == 3
+    run_deploy(fake, make_cfg(runtime="sim", resources_mode="device-plugin", num_speculative_tokens=5))
+    live = fake.find("Deployment", "qwen-sd-vllm", "spectrn")
+    assert live["spec"]["replicas"] == 1
+    owners = {m["manager"]: m["fieldsV1"] for m in live["metadata"]["managedFields"]}
+    assert "f:replicas" in owners["spectrn"]["f:spec"]
+    assert "f:replicas" not in owners.get("kubectl-edit", {}).get("f:spec", {})
