@@ -92,3 +92,17 @@ def test_written_llmperf_files_follow_llmperf_definitions(tmp_path: Path) -> Non
     rows = json.loads((run / "speculative" / names[0]).read_text())
     assert len(rows) == 5 and rows[0]["number_output_tokens"] == 10
     assert len(done.llmperf_files) == 4
+
+
+def test_an_ingested_llmperf_run_publishes(tmp_path: Path) -> None:
+    """The published experiment published its llmperf results to CloudWatch: so does spectrn's llmperf path."""
+    from doubles.cwfakes import FakeSink
+    from spectrn.publish.publisher import publish_run
+
+    folder = ingest(FIXTURES / "llmperf", tmp_path / "llm", run_id="llm")
+    finish(folder.path, report=False)
+    sink = FakeSink()
+    res = publish_run(folder.path, sink, now=folder.meta.started_at + 60)
+    assert res.sent_now == res.batches >= 1
+    names = {d["MetricName"] for _, batch in sink.calls for d in batch}
+    assert {"TTFT", "TPOT", "E2ELatency", "Errors"} <= names and "ITL" not in names  # llmperf has no event times

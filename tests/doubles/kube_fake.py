@@ -1,7 +1,8 @@
-"""An in-memory ``KubeApi`` for tests and demos: a tiny cluster with scriptable pods.
+"""An in-memory ``KubeApi`` for tests and demos: a tiny cluster with scriptable pods that refuses what a real
+API server refuses.
 
 ``FakeKube`` stores objects by (group, kind, namespace, name), records every call in ``calls`` (so tests
-can check apply order and that teardown touched nothing else), and plays two controllers:
+can check apply order and that teardown touched nothing else), and plays the controllers spectrn relies on:
 
 * Deployments: applying one with a new pod template creates its pods, whose status then follows a
   *scenario* (``ready``, ``unschedulable-neuron``, ``image-pull``, ``crashloop``, ``oom``, ...) one step per
@@ -11,6 +12,23 @@ can check apply order and that teardown touched nothing else), and plays two con
   result files come from ``job_files(pod_name, index)`` and appear after ``job_run_ticks`` ticks.
   ``exec`` understands ``cat``, ``test -e``,
   ``touch`` and ``tar cf - -C DIR .``; touching ``<out>/.collected`` lets the pod finish.
+* Namespaces: deleting one moves it to ``Terminating``; the namespace controller deletes its contents on the
+  next tick, and the namespace itself goes on a later tick, once nothing is left in it.
+* Services get a cluster IP, PersistentVolumeClaims bind to the PersistentVolume they name.
+
+The API rules (``doubles.kube_rules`` quotes the source of each): ``apply`` is server-side apply as
+``RealKube`` sends it (``application/apply-patch+yaml``, a field manager, ``force``) and merges by field
+ownership: a field another manager owns and that the apply would change is a 409 Conflict unless ``force``,
+which takes it over; fields the manager applied before and no longer sends are removed. Unknown or mistyped
+fields (checked against the Kubernetes 1.34 OpenAPI schema) are a 500 "failed to create typed patch object";
+invalid names, label values, empty ``containers`` and a Deployment selector that misses its template are
+422 Invalid; changing an immutable field (Deployment and Job selector, Job template, Service cluster IP,
+PersistentVolume source, PersistentVolumeClaim spec) is 422; creating in a Terminating namespace is 403; a
+body carrying a stale ``resourceVersion`` is 409. ``update`` is another writer's PUT (``kubectl replace`` or
+``edit``): stale resourceVersion 409, ``fieldValidation=Strict`` 400 for unknown fields. ``watch`` serves
+events from a bounded history: a resourceVersion older than the history is an ``ERROR`` event with 410
+Expired, as the watch cache sends it. Lists are treated as atomic in the ownership model (a real server
+tracks list items by key); that only makes conflicts coarser.
 
 Time is fake: ``clock()`` returns it, ``sleep(s)`` and each ``watch`` call advance it by a tick, so waits
 that take hours in a real cluster take milliseconds here. Failures are injected with ``fail_next``.
@@ -25,13 +43,16 @@ import json
 import tarfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
+from doubles import kube_rules as rules
 from spectrn.kube.client import (
     KNOWN_KINDS,
     KubeApiError,
     Obj,
     ObjList,
     Propagation,
+    RealKube,
     StrList,
     api_error,
     connection_error,
@@ -141,6 +162,15 @@ class FakeKube:
         self._failures: list[_Failure] = []
         self._rv = 100
         self._uid = 0
+        self._ips = 0
+        # field ownership per object: manager -> (operation, owned leaf paths)
+        self.owners: dict[tuple[str, str, str, str], dict[str, tuple[str, set[Path]]]] = {}
+        # watch history: (resourceVersion, type, key, object); older entries are compacted away
+        self.history: list[tuple[int, str, tuple[str, str, str, str], Obj]] = []
+        self.history_limit = 5000
+        self._compacted_rv = self._rv
+        self.warnings: list[str] = []  # Warning headers of fieldValidation=Warn updates
+        self.expired_watches = 0  # watches answered with 410 Expired
         for i in range(nodes):
             capacity = {"cpu": "192", "memory": "2Ti", "pods": "110"}
             if neuron_per_node:
@@ -228,6 +258,8 @@ class FakeKube:
 
     def _put(self, obj: Obj) -> Obj:
         meta = obj.setdefault("metadata", {})
+        key = self._key(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
+        created = key not in self.objects
         self._rv += 1
         meta["resourceVersion"] = str(self._rv)
         if "uid" not in meta:
@@ -235,7 +267,47 @@ class FakeKube:
             meta["uid"] = f"uid-{self._uid}"
             meta["creationTimestamp"] = "2026-01-01T00:00:00Z"
             meta["generation"] = 1
-        self.objects[self._key(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])] = obj
+        if created:
+            self._defaults_on_create(obj)
+        self.objects[key] = obj
+        self._record("ADDED" if created else "MODIFIED", key, obj)
+        return obj
+
+    def _defaults_on_create(self, obj: Obj) -> None:
+        kind, spec = obj["kind"], obj.get("spec")
+        if kind == "Namespace":
+            # pkg/registry/core/namespace/strategy.go PrepareForCreate: "on create, we require the kubernetes
+            # value" (spec.finalizers); a new namespace is Active.
+            obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+            obj.setdefault("status", {}).setdefault("phase", "Active")
+        elif kind == "Service" and isinstance(spec, dict) and spec.get("type") != "ExternalName":
+            if not spec.get("clusterIP"):  # the allocator picks one; "None" (headless) stays
+                self._ips += 1
+                spec["clusterIP"] = f"10.96.{self._ips // 250}.{self._ips % 250 + 1}"
+            spec.setdefault("clusterIPs", [spec["clusterIP"]])
+        elif kind == "PersistentVolumeClaim":
+            obj.setdefault("status", {}).setdefault("phase", "Pending")
+
+    def _record(self, etype: str, key: tuple[str, str, str, str], obj: Obj) -> None:
+        self.history.append((int(obj["metadata"]["resourceVersion"]), etype, key, copy.deepcopy(obj)))
+        if len(self.history) > self.history_limit:
+            drop = len(self.history) - self.history_limit
+            self._compacted_rv = self.history[drop - 1][0]
+            del self.history[:drop]
+
+    def compact(self) -> None:
+        """Forget the watch history (as etcd compaction does): any older resourceVersion now gets 410."""
+        if self.history:
+            self._compacted_rv = self.history[-1][0]
+        self.history.clear()
+
+    def _remove(self, key: tuple[str, str, str, str]) -> Obj | None:
+        obj = self.objects.pop(key, None)
+        if obj is not None:
+            self._rv += 1
+            obj["metadata"]["resourceVersion"] = str(self._rv)
+            self.owners.pop(key, None)
+            self._record("DELETED", key, obj)
         return obj
 
     def _event(self, pod: Obj, reason: str, message: str, etype: str = "Normal") -> None:
@@ -263,51 +335,237 @@ class FakeKube:
 
     # ---- KubeApi -----------------------------------------------------------------------------------
     def apply(self, obj: Obj, *, field_manager: str = "spectrn", force: bool = True, dry_run: bool = False) -> Obj:
+        """Server-side apply (``PATCH`` ``application/apply-patch+yaml?fieldManager=...&force=...``)."""
         meta = obj.get("metadata") or {}
         self._check_fail("apply", obj.get("kind"), meta.get("name"))
+        action = f"apply {describe(obj)}"
+        if not field_manager:
+            # apimachinery apis/meta/v1/validation ValidatePatchOptions: "fieldManager: Required value: is
+            # required for apply patch" (422 on PatchOptions.meta.k8s.io)
+            raise rules.invalid(
+                "meta.k8s.io/v1",
+                "PatchOptions",
+                "",
+                [rules.FieldError("Required value", "fieldManager", detail="is required for apply patch")],
+                action=action,
+            )
+        if len(field_manager) > 128:
+            raise rules.invalid(
+                "meta.k8s.io/v1",
+                "PatchOptions",
+                "",
+                [rules.FieldError("Too long", "fieldManager", detail="may not be more than 128 characters")],
+                action=action,
+            )
         if not obj.get("apiVersion") or not obj.get("kind") or not meta.get("name"):
-            raise api_error(
-                400,
-                "BadRequest",
-                json.dumps({"message": "apiVersion, kind and metadata.name are required"}),
-                action="apply",
+            raise rules.status_error(
+                400, "BadRequest", "apiVersion, kind and metadata.name are required", action=action
             )
-        if _group(obj["apiVersion"]) and obj["apiVersion"] not in self.versions:
-            raise api_error(
-                404,
-                "NotFound",
-                json.dumps({"message": f"the server could not find the requested resource ({obj['apiVersion']})"}),
-                action=f"apply {describe(obj)}",
-            )
-        ns = meta.get("namespace")
-        info = KNOWN_KINDS.get(obj["kind"])
-        if ns and (info is None or info.namespaced) and self.find("Namespace", ns) is None:
-            raise api_error(
-                404,
-                "NotFound",
-                json.dumps({"message": f'namespaces "{ns}" not found'}),
-                action=f"apply {describe(obj)}",
-            )
-        if dry_run:
-            return copy.deepcopy(obj)
-        self.calls.append(("apply", describe(obj)))
-        key = self._key(obj["apiVersion"], obj["kind"], ns, meta["name"])
+        if meta.get("managedFields") is not None:
+            # apiserver handlers/patch.go (apply): "metadata.managedFields must be nil"
+            raise rules.status_error(400, "BadRequest", "metadata.managedFields must be nil", action=action)
+        self._check_served(obj["apiVersion"], action)
+        findings = rules.schema_findings(obj)
+        problems = findings.typed_patch_problems(obj)
+        if problems:
+            raise rules.typed_patch_error(obj, problems, action=action)
+        key = self._key(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
         live = self.objects.get(key)
-        new = copy.deepcopy(obj)
-        if live is not None:
-            new_meta = new["metadata"]
-            for k in ("uid", "creationTimestamp", "generation"):
-                new_meta[k] = live["metadata"][k]
-            if json.dumps(live.get("spec"), sort_keys=True) != json.dumps(new.get("spec"), sort_keys=True):
-                new_meta["generation"] = live["metadata"]["generation"] + 1
-            if "status" in live:
-                new["status"] = live["status"]
-        stored = self._put(new)
+        self._check_namespace(obj, creating=live is None, action=action)
+        self._check_resource_version(obj, live, action=action)
+        merged, owners = self._ssa_merge(key, live, obj, field_manager, force=force, action=action)
+        self._validate(merged, live, findings.required, action=action)
+        if dry_run:
+            return copy.deepcopy(merged)
+        self.calls.append(("apply", describe(obj)))
+        stored = self._store(key, live, merged, owners)
         if obj["kind"] == "Deployment":
             self._reconcile_deployment(stored)
         elif obj["kind"] == "Job" and live is None:
             self._start_job(stored)
         return copy.deepcopy(stored)
+
+    def update(self, obj: Obj, *, field_manager: str = "kubectl-edit", field_validation: str = "Warn") -> Obj:
+        """Another writer's PUT (``kubectl edit`` / ``replace``), not part of ``KubeApi``: replaces the object.
+
+        A ``metadata.resourceVersion`` that is not the live one is 409 Conflict; without one the update is
+        unconditional (Deployments and most kinds allow it). Unknown fields: ``Strict`` is 400 BadRequest;
+        ``Warn``, the server's default (apiserver handlers/rest.go: ``if directive == "" { return
+        metav1.FieldValidationWarn }``), drops them and adds a warning."""
+        meta = obj.get("metadata") or {}
+        self._check_fail("update", obj.get("kind"), meta.get("name"))
+        action = f"update {describe(obj)}"
+        self._check_served(obj["apiVersion"], action)
+        key = self._key(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
+        live = self.objects.get(key)
+        if live is None:
+            raise rules.status_error(
+                404,
+                "NotFound",
+                f'{rules.qualified_resource(obj["apiVersion"], obj["kind"])} "{meta["name"]}" not found',
+                action=action,
+            )
+        self._check_resource_version(obj, live, action=action)
+        findings = rules.schema_findings(obj)
+        new = copy.deepcopy(obj)
+        if findings.unknown:
+            if field_validation == "Strict":
+                raise rules.strict_decoding_error(obj, findings.unknown, action=action)
+            for path in findings.unknown:
+                _drop(new, path)
+                self.warnings.append(f'unknown field "{".".join(str(p) for p in path)}"')
+        if findings.typing:
+            raise rules.status_error(400, "BadRequest", "; ".join(findings.typing), action=action)
+        new.setdefault("metadata", {}).pop("managedFields", None)
+        self._validate(new, live, findings.required, action=action)
+        owners = {m: (op, set(paths)) for m, (op, paths) in self.owners.get(key, {}).items()}
+        before, after = _leaves(_owned_part(live)), _leaves(_owned_part(new))
+        changed = {p for p in set(before) | set(after) if before.get(p, _MISSING) != after.get(p, _MISSING)}
+        for m, (op, paths) in owners.items():  # an update never conflicts: it takes what it changed
+            owners[m] = (op, paths - changed)
+        op, mine = owners.get(field_manager, ("Update", set()))
+        owners[field_manager] = ("Update", (mine | changed) & set(after))
+        self.calls.append(("update", describe(obj)))
+        stored = self._store(key, live, new, owners)
+        if obj["kind"] == "Deployment":
+            self._reconcile_deployment(stored)
+        return copy.deepcopy(stored)
+
+    # ---- the API server's checks -------------------------------------------------------------------------
+    def _check_served(self, api_version: str, action: str) -> None:
+        if rules.group_of(api_version) and api_version not in self.versions:
+            raise rules.status_error(
+                404, "NotFound", f"the server could not find the requested resource ({api_version})", action=action
+            )
+
+    def _check_namespace(self, obj: Obj, *, creating: bool, action: str) -> None:
+        meta = obj["metadata"]
+        ns = meta.get("namespace")
+        info = KNOWN_KINDS.get(obj["kind"])
+        if not ns or (info is not None and not info.namespaced):
+            return
+        ns_obj = self.find("Namespace", ns)
+        if ns_obj is None:
+            raise rules.status_error(404, "NotFound", f'namespaces "{ns}" not found', action=action)
+        if creating and ns_obj["metadata"].get("deletionTimestamp"):
+            # apiserver admission/plugin/namespace/lifecycle/admission.go (only under Operation == Create):
+            # admission.NewForbidden(a, fmt.Errorf("unable to create new content in namespace %s because it is
+            # being terminated", ...)), cause NamespaceTerminating on metadata.namespace; NewForbidden's message is
+            # `%s %q is forbidden: %v` with the resource (plural.group), and details.kind holds the resource.
+            resource = rules.qualified_resource(obj["apiVersion"], obj["kind"])
+            raise rules.status_error(
+                403,
+                "Forbidden",
+                f'{resource} "{meta["name"]}" is forbidden: unable to create new content in namespace {ns} '
+                "because it is being terminated",
+                action=action,
+                details={
+                    "name": meta["name"],
+                    "group": rules.group_of(obj["apiVersion"]),
+                    "kind": rules.plural_of(obj["kind"]),
+                    "causes": [
+                        {
+                            "reason": "NamespaceTerminating",
+                            "message": f"namespace {ns} is being terminated",
+                            "field": "metadata.namespace",
+                        }
+                    ],
+                },
+            )
+
+    def _check_resource_version(self, obj: Obj, live: Obj | None, *, action: str) -> None:
+        """apiserver registry/generic/registry/store.go: ``if newResourceVersion != existingResourceVersion {
+        return ..., apierrors.NewConflict(qualifiedResource, name, fmt.Errorf(OptimisticLockErrorMsg))}``;
+        NewConflict: ``Operation cannot be fulfilled on %s %q: %v``."""
+        sent = (obj.get("metadata") or {}).get("resourceVersion")
+        if not sent:
+            return
+        name = obj["metadata"]["name"]
+        resource = rules.qualified_resource(obj["apiVersion"], obj["kind"])
+        if live is None or str(sent) != live["metadata"]["resourceVersion"]:
+            raise rules.status_error(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {resource} "{name}": the object has been modified; please apply '
+                "your changes to the latest version and try again",
+                action=action,
+                details={
+                    "name": name,
+                    "group": rules.group_of(obj["apiVersion"]),
+                    "kind": rules.plural_of(obj["kind"]),
+                },
+            )
+
+    def _ssa_merge(
+        self,
+        key: tuple[str, str, str, str],
+        live: Obj | None,
+        obj: Obj,
+        manager: str,
+        *,
+        force: bool,
+        action: str,
+    ) -> tuple[Obj, dict[str, tuple[str, set[Path]]]]:
+        """The applied configuration merged into the live object by field ownership (see the module docstring)."""
+        applied = _leaves(_owned_part(obj))
+        owners = {m: (op, set(paths)) for m, (op, paths) in self.owners.get(key, {}).items()}
+        base = _owned_part(live) if live is not None else {}
+        current = _leaves(base)
+        conflicts: list[tuple[str, str, Path]] = []
+        for m, (op, paths) in sorted(owners.items()):
+            if m == manager:
+                continue
+            for p in sorted(paths & set(applied)):
+                if current.get(p, _MISSING) != applied[p]:  # the same value is shared ownership, not a conflict
+                    conflicts.append((m, op, p))
+        if conflicts and not force:
+            raise _apply_conflict(conflicts, obj["apiVersion"], action=action)
+        merged = copy.deepcopy(base)
+        _, before = owners.get(manager, ("Apply", set()))
+        still_owned = set().union(*(paths for m, (_, paths) in owners.items() if m != manager))
+        for p in sorted(before - set(applied) - still_owned, key=len, reverse=True):
+            _drop(merged, list(p))  # applied earlier, no longer sent, nobody else's: removed
+        for p, v in applied.items():
+            _set(merged, p, copy.deepcopy(v))
+        for m, _op, p in conflicts:  # force: the field changes hands
+            owners[m] = (owners[m][0], owners[m][1] - {p})
+        owners[manager] = ("Apply", set(applied))
+        merged["apiVersion"], merged["kind"] = obj["apiVersion"], obj["kind"]
+        merged.setdefault("metadata", {})["name"] = obj["metadata"]["name"]
+        if obj["metadata"].get("namespace"):
+            merged["metadata"]["namespace"] = obj["metadata"]["namespace"]
+        return merged, {m: v for m, v in owners.items() if v[1]}
+
+    def _validate(self, new: Obj, live: Obj | None, required: list[rules.FieldError], *, action: str) -> None:
+        errors = rules.object_errors(new, required)
+        if live is not None:
+            errors += rules.immutable_errors(live, new)
+        if errors:
+            raise rules.invalid(new["apiVersion"], new["kind"], new["metadata"]["name"], errors, action=action)
+
+    def _store(
+        self, key: tuple[str, str, str, str], live: Obj | None, new: Obj, owners: dict[str, tuple[str, set[Path]]]
+    ) -> Obj:
+        new = copy.deepcopy(new)
+        new_meta = new["metadata"]
+        for k in ("resourceVersion", "managedFields"):
+            new_meta.pop(k, None)
+        if live is not None:
+            for k in ("uid", "creationTimestamp", "generation", "deletionTimestamp"):
+                if k in live["metadata"]:
+                    new_meta[k] = live["metadata"][k]
+            if json.dumps(live.get("spec"), sort_keys=True) != json.dumps(new.get("spec"), sort_keys=True):
+                new_meta["generation"] = live["metadata"]["generation"] + 1
+            if "status" in live:
+                new["status"] = live["status"]
+            for server_set in ("clusterIP", "clusterIPs"):  # allocated by the server, owned by nobody
+                if new["kind"] == "Service" and server_set in (live.get("spec") or {}):
+                    new.setdefault("spec", {}).setdefault(server_set, live["spec"][server_set])
+        else:
+            new.pop("status", None)
+        new_meta["managedFields"] = _managed_fields(owners, new["apiVersion"])
+        self.owners[key] = owners
+        return self._put(new)
 
     def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj | None:
         self._check_fail("get", kind, name)
@@ -350,16 +608,40 @@ class FakeKube:
         resource_version: str | None = None,
         timeout_s: float = 30,
     ) -> Iterator[tuple[str, Obj]]:
+        """Advance time by a tick, then serve the events after ``resource_version`` (from the history).
+
+        Without a resourceVersion a real server first sends every existing object as ADDED. A resourceVersion
+        older than the history gets one ERROR event with a 410 Expired Status and the stream ends (apiserver
+        storage/cacher/watch_cache_history.go: ``errors.NewResourceExpired(fmt.Sprintf("too old resource
+        version: %d (%d)", resourceVersion, oldest-1))``, sent through ``newErrWatcher`` as ``watch.Error``);
+        it goes through ``RealKube``'s own event parser, so spectrn sees exactly what a real stream gives."""
         self._check_fail("watch", kind)
-        before = self._rv
+        action = f"watch {kind} in {namespace or 'the cluster'}"
         self.now += min(timeout_s, self.tick_s)
         self.tick()
-        for (_, k, ns, _), obj in sorted(self.objects.items()):
-            if k != kind or (namespace is not None and ns != namespace):
-                continue
-            changed = int(obj["metadata"]["resourceVersion"]) > before
-            if changed and _selector_matches(label_selector, dict(obj["metadata"].get("labels") or {})):
-                yield "MODIFIED", copy.deepcopy(obj)
+
+        def matches(key: tuple[str, str, str, str], obj: Obj) -> bool:
+            return (
+                key[1] == kind
+                and (namespace is None or key[2] == namespace)
+                and _selector_matches(label_selector, dict(obj["metadata"].get("labels") or {}))
+            )
+
+        if not resource_version or resource_version == "0":
+            for key, obj in sorted(self.objects.items()):
+                if matches(key, obj):
+                    yield "ADDED", copy.deepcopy(obj)
+            return
+        since = int(resource_version)
+        if since < self._compacted_rv:
+            status = rules.status_body(410, "Expired", f"too old resource version: {since} ({self._compacted_rv})")
+            event = json.dumps({"type": "ERROR", "object": status}).encode()
+            self.expired_watches += 1
+            yield RealKube._watch_event(event, action)  # raises the KubeApiError a real stream would
+            return
+        for rv, etype, key, obj in list(self.history):
+            if rv > since and matches(key, obj):
+                yield etype, copy.deepcopy(obj)
 
     def delete(
         self,
@@ -372,17 +654,24 @@ class FakeKube:
         self._check_fail("delete", kind, name)
         key = self._key(api_version, kind, namespace, name)
         self.calls.append(("delete", f"{kind} {key[2] + '/' if key[2] else ''}{name}"))
-        obj = self.objects.pop(key, None)
+        obj = self.objects.get(key)
         if obj is None:
             return False
+        if kind == "Namespace":
+            # pkg/registry/core/namespace/storage/storage.go REST.Delete: "upon first request to delete, we switch
+            # the phase to start namespace termination"; the object stays while spec.finalizers is non-empty, and a
+            # repeated delete answers 200 with the namespace.
+            if not obj["metadata"].get("deletionTimestamp"):
+                obj["metadata"]["deletionTimestamp"] = _iso(self.now)
+                obj.setdefault("status", {})["phase"] = "Terminating"
+                self._put(obj)
+            return True
+        self._remove(key)
         if propagation != "Orphan" and kind in ("Deployment", "Job"):
             for pod_key, pod in list(self.objects.items()):
                 run = self.runs.get(pod["metadata"]["name"]) if pod_key[1] == "Pod" else None
                 if run is not None and run.owner == name and pod_key[2] == key[2]:
-                    del self.objects[pod_key]
-        if kind == "Namespace":
-            for k in [k for k in self.objects if k[2] == name]:
-                del self.objects[k]
+                    self._remove(pod_key)
         return True
 
     def pod_logs(
@@ -516,13 +805,21 @@ class FakeKube:
         thash = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:8]
         ns = meta.get("namespace", "")
         existing = self._pods_of(meta["name"], ns)
-        if any(self.runs[p["metadata"]["name"]].template_hash == thash for p in existing):
-            return
-        if (dep["spec"].get("strategy") or {}).get("type") == "Recreate":
-            for p in existing:  # Recreate: old pods go first (they hold the devices the new pod needs)
-                self.objects.pop(self._key("v1", "Pod", ns, p["metadata"]["name"]), None)
+        current = sorted(
+            p["metadata"]["name"] for p in existing if self.runs[p["metadata"]["name"]].template_hash == thash
+        )
+        replicas = int(dep["spec"].get("replicas", 1))
+        if current:  # same template: scale to the replica count
+            for name in current[replicas:]:
+                self._remove(self._key("v1", "Pod", ns, name))
+            wanted = [i for i in range(replicas) if f"{meta['name']}-{thash}-{i}" not in current]
+        else:
+            if (dep["spec"].get("strategy") or {}).get("type") == "Recreate":
+                for p in existing:  # Recreate: old pods go first (they hold the devices the new pod needs)
+                    self._remove(self._key("v1", "Pod", ns, p["metadata"]["name"]))
+            wanted = list(range(replicas))
         scenario = self.scenarios.get(meta["name"], "ready")
-        for i in range(int(dep["spec"].get("replicas", 1))):
+        for i in wanted:
             name = f"{meta['name']}-{thash}-{i}"
             labels = dict((template.get("metadata") or {}).get("labels") or {})
             labels["pod-template-hash"] = thash
@@ -575,7 +872,14 @@ class FakeKube:
         job["status"] = {"active": count}
 
     def tick(self) -> None:
-        """Advance every pod one step of its scenario and update owners' status."""
+        """Advance every pod one step of its scenario, update owners' status, bind claims, finish namespaces."""
+        self._namespace_controller()
+        for key, pvc in list(self.objects.items()):
+            if key[1] == "PersistentVolumeClaim" and (pvc.get("status") or {}).get("phase") != "Bound":
+                volume = (pvc.get("spec") or {}).get("volumeName")
+                if volume and self.find("PersistentVolume", volume) is not None:
+                    pvc.setdefault("status", {})["phase"] = "Bound"
+                    self._put(pvc)
         for key, pod in list(self.objects.items()):
             if key[1] == "Pod" and key in self.objects:
                 before = json.dumps(pod["status"], sort_keys=True)
@@ -588,6 +892,24 @@ class FakeKube:
                 self._update_deployment_status(dep)
             elif key[1] == "Job":
                 self._update_job_status(dep)
+
+    def _namespace_controller(self) -> None:
+        """The namespace controller: a Terminating namespace whose content is gone loses its ``kubernetes``
+        finalizer and goes (``ShouldDeleteNamespaceDuringUpdate``: ``len(ns.Spec.Finalizers) == 0``); one that
+        still holds objects has them deleted now, so it goes on a later tick."""
+        for key, ns in list(self.objects.items()):
+            if key[1] != "Namespace" or not ns["metadata"].get("deletionTimestamp"):
+                continue
+            name = key[3]
+            content = [k for k in self.objects if k[2] == name]
+            if not content:
+                self._remove(key)
+                continue
+            for k in content:
+                self._remove(k)
+            conditions = [{"type": "NamespaceContentRemaining", "status": "True", "reason": "SomeResourcesRemain"}]
+            ns.setdefault("status", {})["conditions"] = conditions
+            self._put(ns)
 
     def _advance(self, pod: Obj) -> None:
         name = pod["metadata"]["name"]
@@ -738,7 +1060,7 @@ class FakeKube:
         if len(new_ready) >= int(dep["spec"].get("replicas", 1)):
             for p in pods:
                 if self.runs[p["metadata"]["name"]].template_hash != thash:
-                    self.objects.pop(self._key("v1", "Pod", ns, p["metadata"]["name"]), None)
+                    self._remove(self._key("v1", "Pod", ns, p["metadata"]["name"]))
 
     def _update_deployment_status(self, dep: Obj) -> None:
         meta = dep["metadata"]
@@ -774,3 +1096,110 @@ class FakeKube:
 
 def _ready(pod: Obj) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in pod["status"].get("conditions") or [])
+
+
+# ---- server-side apply helpers -------------------------------------------------------------------------------
+
+Path = tuple[str, ...]
+_MISSING = object()
+# metadata the server sets: never part of an applied configuration's field set
+_SERVER_META = ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields", "deletionTimestamp")
+
+
+def _owned_part(obj: Obj | None) -> Obj:
+    """The object as field ownership sees it: no status, no server-set metadata, no identity."""
+    out = {k: copy.deepcopy(v) for k, v in (obj or {}).items() if k not in ("status", "apiVersion", "kind")}
+    meta = out.get("metadata")
+    if isinstance(meta, dict):
+        for k in (*_SERVER_META, "name", "namespace"):
+            meta.pop(k, None)
+    return out
+
+
+def _leaves(obj: Any, prefix: Path = ()) -> dict[Path, Any]:
+    """Leaf fields of nested maps; lists are atomic leaves; an empty map sets nothing."""
+    out: dict[Path, Any] = {}
+    for k, v in obj.items():
+        path = (*prefix, str(k))
+        if isinstance(v, dict):
+            out.update(_leaves(v, path))
+        else:
+            out[path] = v
+    return out
+
+
+def _set(obj: Obj, path: Path, value: Any) -> None:
+    for p in path[:-1]:
+        nxt = obj.get(p)
+        if not isinstance(nxt, dict):
+            nxt = obj[p] = {}
+        obj = nxt
+    obj[path[-1]] = value
+
+
+def _drop(obj: Any, path: list[Any]) -> None:
+    """Remove a field and the maps it leaves empty."""
+    if not path or not isinstance(obj, dict | list):
+        return
+    head, rest = path[0], path[1:]
+    if isinstance(obj, list):
+        if isinstance(head, int) and head < len(obj):
+            _drop(obj[head], rest)
+        return
+    if head not in obj:
+        return
+    if not rest:
+        del obj[head]
+        return
+    _drop(obj[head], rest)
+    if isinstance(obj[head], dict) and not obj[head]:
+        del obj[head]
+
+
+def _managed_fields(owners: dict[str, tuple[str, set[Path]]], api_version: str) -> ObjList:
+    """``metadata.managedFields`` in the FieldsV1 shape (``{"f:spec": {"f:replicas": {}}}``)."""
+    out = []
+    for manager, (operation, paths) in sorted(owners.items()):
+        tree: Obj = {}
+        for path in sorted(paths):
+            node = tree
+            for p in path:
+                node = node.setdefault(f"f:{p}", {})
+        entry = {"manager": manager, "operation": operation, "apiVersion": api_version, "fieldsType": "FieldsV1"}
+        out.append({**entry, "fieldsV1": tree})
+    return out
+
+
+def _print_manager(manager: str, operation: str, api_version: str) -> str:
+    # apimachinery util/managedfields/internal/conflict.go printManager: an Apply manager prints quoted; an
+    # Update manager as `"name" using apps/v1`.
+    return f'"{manager}"' if operation == "Apply" else f'"{manager}" using {api_version}'
+
+
+def _apply_conflict(conflicts: list[tuple[str, str, Path]], api_version: str, *, action: str) -> KubeApiError:
+    """409 Conflict (conflict.go NewConflictError / getConflictMessage): one conflict ``Apply failed with 1
+    conflict: conflict with "mgr": .spec.replicas``; several ``Apply failed with N conflicts: conflicts with
+    "mgr":\n- <path>\n- <path>`` per manager, sorted; details carry only causes of type FieldManagerConflict."""
+    by_manager: dict[str, list[str]] = {}
+    printed: dict[str, str] = {}
+    causes = []
+    for manager, operation, path in conflicts:
+        field_path = "." + ".".join(path)
+        printed[manager] = _print_manager(manager, operation, api_version)
+        by_manager.setdefault(manager, []).append(field_path)
+        causes.append(
+            {"reason": "FieldManagerConflict", "message": f"conflict with {printed[manager]}", "field": field_path}
+        )
+    if len(conflicts) == 1:
+        manager, _, _ = conflicts[0]
+        message = f"Apply failed with 1 conflict: conflict with {printed[manager]}: {by_manager[manager][0]}"
+    else:
+        parts = [f"conflicts with {printed[m]}:\n- " + "\n- ".join(by_manager[m]) for m in sorted(by_manager)]
+        message = f"Apply failed with {len(conflicts)} conflicts: " + "\n".join(parts)
+    return rules.status_error(409, "Conflict", message, action=action, details={"causes": causes})
+
+
+def _iso(ts: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,4 +1,7 @@
-"""In-cluster bench: the load Job, progress, retrieval, shard merge, analysis, cleanup, and `collect` after a crash."""
+"""In-cluster bench: the load Job, progress, retrieval, shard merge, cleanup, and `collect` after a crash.
+
+The collected folder is analysed by the caller (``spectrn bench`` / ``spectrn collect``, tested through the CLI
+in test_kube_cli.py); tests here that look at a summary analyse the collected folder themselves."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from kubehelp import make_cfg, run_deploy
 
 from doubles.kube_fake import FakeKube
 from spectrn.collect.incluster import _safe_extract, collect, run_incluster_bench
-from spectrn.errors import BenchError
+from spectrn.errors import BenchError, Interrupted
 from spectrn.finish import finish
 from spectrn.run.records import read_records
 
@@ -36,15 +39,12 @@ def deployed(cfg) -> FakeKube:
 
 
 def bench(fake, cfg, tmp_path, console=None, **kw):
-    """The in-cluster bench as the CLI runs it: start, wait, collect, then the one finish every run gets."""
-    run_dir = run_incluster_bench(
+    return run_incluster_bench(
         cfg, RUN, "spectrn", console, fake, out_root=tmp_path, clock=fake.clock, sleep=fake.sleep, **kw
     )
-    finish(run_dir, report=False)
-    return run_dir
 
 
-def test_single_pod_bench_collects_analyses_and_cleans_up(tmp_path):
+def test_single_pod_bench_collects_and_cleans_up(tmp_path):
     cfg = make_cfg(runtime="sim", resources_mode="device-plugin")
     fake = deployed(cfg)
     fake.job_files = lambda pod, i: shard_files(RUN, 0, 1)
@@ -52,8 +52,10 @@ def test_single_pod_bench_collects_analyses_and_cleans_up(tmp_path):
     run_dir = bench(fake, cfg, tmp_path, console)
     assert run_dir == tmp_path / RUN
     assert len(read_records(run_dir / "requests.jsonl")) == 24
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["levels"][0]["speedup"]["tpot_p50"]["value"] > 1  # the analysis ran on the collected records
+    assert not (run_dir / "summary.json").exists()  # collected, not analysed: the caller finishes it once
+    summary = finish(run_dir, report=False).summary
+    assert summary.levels[0].speedup is not None and summary.levels[0].speedup.tpot_p50 is not None
+    assert (summary.levels[0].speedup.tpot_p50.value or 0) > 1  # the collected records are a complete run
     # progress was streamed from the pod
     assert any("progress:" in line for line in console.lines)
     # the pod was released, then the Job and its ConfigMap deleted
@@ -80,8 +82,9 @@ def test_sharded_bench_merges_every_shard(tmp_path):
     acc = json.loads((run_dir / "acceptance.json").read_text())["speculative@c4"]
     assert acc["drafts"] == 250 and acc["accepted_tokens"] == 1000
     assert acc["rate"] == pytest.approx(1000 / 1750)
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["levels"][0]["variants"]["speculative"]["acceptance"]["rate"] == pytest.approx(1000 / 1750)
+    summary = finish(run_dir, report=False).summary
+    acc_s = summary.levels[0].variants["speculative"].acceptance
+    assert acc_s is not None and acc_s.rate == pytest.approx(1000 / 1750)
 
 
 def test_results_survive_a_cli_crash_and_collect_fetches_them(tmp_path):
@@ -95,10 +98,9 @@ def test_results_survive_a_cli_crash_and_collect_fetches_them(tmp_path):
     assert f"spectrn collect {RUN}" in err.value.hint
     assert fake.find("Job", f"spectrn-loadgen-{RUN}", "spectrn") is not None  # kept, results still in the pods
     fake._failures.clear()
-    run_dir = collect(fake, "spectrn", RUN, out_root=tmp_path, clock=fake.clock, sleep=fake.sleep)
-    assert len(read_records(run_dir / "requests.jsonl")) == 24
-    finish(run_dir, report=False)
-    assert (run_dir / "summary.json").exists()
+    collected = collect(fake, "spectrn", RUN, out_root=tmp_path, clock=fake.clock, sleep=fake.sleep)
+    assert collected.engine == "spectrn" and collected.run_dir == tmp_path / RUN
+    assert len(read_records(collected.run_dir / "requests.jsonl")) == 24
     assert fake.find("Job", f"spectrn-loadgen-{RUN}", "spectrn") is None
 
 
@@ -112,8 +114,9 @@ def test_ctrl_c_keeps_the_job_for_collect(tmp_path):
             if "progress: 2" in text:
                 raise KeyboardInterrupt
 
-    with pytest.raises(Exception, match=f"spectrn collect {RUN}"):
+    with pytest.raises(Interrupted) as err:
         bench(fake, cfg, tmp_path, Stop())
+    assert f"spectrn collect {RUN}" in (err.value.hint or "")
     assert fake.find("Job", f"spectrn-loadgen-{RUN}", "spectrn") is not None
 
 

@@ -12,7 +12,7 @@ from spectrn.deploy.apply import apply_plan
 from spectrn.deploy.objects import KIND_ORDER, SPEC_HASH, order_objects
 from spectrn.deploy.plan import make_plan
 from spectrn.deploy.service import render_for_deploy
-from spectrn.errors import DeployError, Interrupted
+from spectrn.errors import ConfigError, DeployError, Interrupted
 
 
 def applied(fake: FakeKube) -> list[str]:
@@ -84,7 +84,7 @@ def test_only_deploys_one_service_and_the_shared_objects(fake, sim_cfg):
 
 
 def test_only_rejects_unknown_service(sim_cfg):
-    with pytest.raises(Exception, match="--only baseline or --only speculative"):
+    with pytest.raises(ConfigError, match="--only baseline or --only speculative"):
         render_for_deploy(sim_cfg, "both")
 
 
@@ -147,7 +147,17 @@ def test_ctrl_c_during_apply_rolls_back(fake, sim_cfg):
     with pytest.raises(Interrupted) as err:
         apply_plan(fake, plan, on_step=stop)
     assert "rolled back" in str(err.value)
-    assert [k for k in fake.objects if k[1] in ("Namespace", "ServiceAccount")] == []
+    assert [k for k in fake.objects if k[1] == "ServiceAccount"] == []
+    assert_namespace_deleted(fake)
+
+
+def assert_namespace_deleted(fake: FakeKube) -> None:
+    """Deleted, as a real API server deletes a namespace: Terminating first, gone once its content is."""
+    ns = fake.find("Namespace", "spectrn")
+    assert ns is not None and ns["metadata"]["deletionTimestamp"] and ns["status"]["phase"] == "Terminating"
+    fake.sleep(fake.tick_s)
+    fake.sleep(fake.tick_s)
+    assert fake.find("Namespace", "spectrn") is None
 
 
 def test_connection_reset_during_apply_names_the_cause_and_rolls_back(fake, sim_cfg):
@@ -157,4 +167,84 @@ def test_connection_reset_during_apply_names_the_cause_and_rolls_back(fake, sim_
     assert "cannot reach the Kubernetes API server" in str(err.value)
     assert "Connection reset by peer" in str(err.value)
     assert "kube context" in err.value.hint
-    assert fake.find("Namespace", "spectrn") is None
+    assert_namespace_deleted(fake)
+
+
+def test_redeploy_right_after_a_rollback_waits_for_the_terminating_namespace(fake, sim_cfg):
+    """A rolled-back deploy deleted the namespace it created; it stays Terminating for a while and refuses new
+    content (403). Re-running at once must wait for it to go, then create everything afresh."""
+    fake.fail_next("apply", kind="Deployment", status=0)
+    with pytest.raises(DeployError):
+        run_deploy(fake, sim_cfg)
+    assert fake.find("Namespace", "spectrn")["status"]["phase"] == "Terminating"
+    notes: list[str] = []
+    report = run_deploy(fake, sim_cfg, on_note=notes.append)
+    assert notes == ["namespace spectrn is being deleted (Terminating): waiting until it is gone"]
+    assert report.plan.summary() == "8 create" and all(s.done for s in report.states)
+    assert fake.find("Namespace", "spectrn")["status"]["phase"] == "Active"
+
+
+def test_a_changed_deployment_selector_replaces_the_deployment(fake, sim_cfg):
+    """A Deployment's selector is immutable (422 on update). When the rendered selector differs from the live one
+    (deployed by a spectrn that labelled its pods otherwise), deploy deletes the Deployment and creates it again."""
+    from spectrn.deploy.objects import stamp
+
+    old = next(o for o in render_for_deploy(sim_cfg) if o["kind"] == "Deployment" and "sd" in o["metadata"]["name"])
+    old["spec"]["selector"]["matchLabels"]["spectrn.io/generation"] = "old"
+    old["spec"]["template"]["metadata"]["labels"]["spectrn.io/generation"] = "old"
+    fake.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "spectrn"}})
+    fake.apply(stamp(old))
+    report = run_deploy(fake, sim_cfg)
+    item = next(i for i in report.plan.items if i.name == "Deployment spectrn/qwen-sd-vllm")
+    assert item.action == "replace" and "spec.selector cannot change in place" in item.reason
+    assert report.applied.replaced == ["Deployment spectrn/qwen-sd-vllm"]
+    calls = [c for c in fake.calls if c[1] == "Deployment spectrn/qwen-sd-vllm" and c[0] in ("delete", "apply")]
+    assert [op for op, _ in calls] == ["apply", "delete", "apply"]  # the old one (by the test), then the replace
+    live = fake.find("Deployment", "qwen-sd-vllm", "spectrn")
+    assert "spectrn.io/generation" not in live["spec"]["selector"]["matchLabels"]
+    assert all(s.done for s in report.states)
+
+
+def test_a_changed_volume_source_stops_at_preflight_with_the_way_out(fake, neuron_cfg):
+    """A PersistentVolume's source (the S3 bucket) cannot change once created; applying would fail with 422 half
+    way through. Pre-flight names it and nothing is applied."""
+    run_deploy(fake, neuron_cfg)
+    n = len(applied(fake))
+    with pytest.raises(DeployError) as err:
+        run_deploy(fake, make_cfg(s3={"bucket": "other-models"}))
+    msg = str(err.value)
+    assert "pre-flight failed, nothing was applied" in msg
+    assert "[immutable] PersistentVolume spectrn-s3-spectrn: the volume source" in msg
+    assert "spectrn teardown" in (err.value.hint or "")
+    assert len(applied(fake)) == n
+
+
+def test_dry_run_against_a_terminating_namespace_warns_that_deploy_will_wait(fake, sim_cfg):
+    run_deploy(fake, sim_cfg)
+    fake.delete("v1", "Namespace", "spectrn")
+    report = run_deploy(fake, sim_cfg, dry_run=True)
+    ns_item = report.plan.items[0]
+    assert ns_item.action == "create" and "Terminating" in ns_item.reason
+    (warn,) = [f for f in report.findings if f.check == "namespace"]
+    assert warn.severity == "warn" and "waits until it is gone" in warn.message
+
+
+def test_spectrns_apply_takes_back_a_field_someone_edited(fake, sim_cfg):
+    """spectrn applies with force=true as field manager spectrn: a field another manager changed (kubectl edit)
+    is set back to the configuration, and ownership returns to spectrn, whenever spectrn applies the object."""
+    import copy
+
+    run_deploy(fake, sim_cfg)
+    edited = copy.deepcopy(fake.find("Deployment", "qwen-sd-vllm", "spectrn"))
+    for k in ("resourceVersion", "managedFields"):
+        edited["metadata"].pop(k)
+    edited["spec"]["replicas"] = 3
+    fake.update(edited, field_manager="kubectl-edit")
+    assert run_deploy(fake, sim_cfg).plan.changes == []  # same configuration: not applied, the edit stays
+    assert fake.find("Deployment", "qwen-sd-vllm", "spectrn")["spec"]["replicas"] == 3
+    run_deploy(fake, make_cfg(runtime="sim", resources_mode="device-plugin", num_speculative_tokens=5))
+    live = fake.find("Deployment", "qwen-sd-vllm", "spectrn")
+    assert live["spec"]["replicas"] == 1
+    owners = {m["manager"]: m["fieldsV1"] for m in live["metadata"]["managedFields"]}
+    assert "f:replicas" in owners["spectrn"]["f:spec"]
+    assert "f:replicas" not in owners.get("kubectl-edit", {}).get("f:spec", {})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from kubehelp import make_cfg, run_deploy
 
 from doubles.kube_fake import FakeKube
@@ -10,6 +11,7 @@ from spectrn.deploy.kind import advertise_fake_neuron
 from spectrn.deploy.plan import make_plan
 from spectrn.deploy.service import render_for_deploy, status
 from spectrn.deploy.teardown import teardown
+from spectrn.errors import DeployError
 
 
 def foreign(fake: FakeKube) -> None:
@@ -112,10 +114,8 @@ def test_age_is_human_readable():
 
 def test_status_of_a_failing_service_carries_the_diagnosis(fake, sim_cfg):
     fake.behave("qwen-sd-vllm", "oom")
-    try:
+    with pytest.raises(DeployError, match="OOMKilled"):
         run_deploy(fake, sim_cfg)
-    except Exception:
-        pass
     _, spec = status(fake, sim_cfg)
     assert spec.phase == "Failed" and spec.detail.startswith("OOMKilled")
 

@@ -9,6 +9,7 @@ from doubles.kube_fake import FakeKube
 from spectrn.deploy.diagnose import diagnose_pod
 from spectrn.deploy.wait import wait_ready
 from spectrn.errors import DeployError
+from spectrn.kube.client import KubeApiError
 
 
 def phases_seen(fake, cfg, **kw):
@@ -125,8 +126,9 @@ def test_persistent_api_outage_while_waiting_is_reported(fake, sim_cfg):
 
 def test_forbidden_while_waiting_is_not_retried(fake, sim_cfg):
     fake.fail_next("events", status=403, reason="Forbidden", message='events is forbidden: User "dev"', times=50)
-    with pytest.raises(Exception, match='events is forbidden: User "dev"'):
+    with pytest.raises(KubeApiError, match='events is forbidden: User "dev"') as err:
         run_deploy(fake, sim_cfg)
+    assert err.value.status == 403 and fake._failures[0].times == 49  # raised at the first refusal
 
 
 def test_wait_ready_on_absent_deployment_times_out_clearly():
@@ -214,3 +216,12 @@ def test_pod_security_rejection_before_any_pod_exists(fake, sim_cfg):
     state = observe_service(fake, "spectrn", "baseline", "qwen-vllm")
     assert state.phase == "Failed" and "violates PodSecurity" in state.detail
     assert "Pod Security level" in state.diagnosis.next_step
+
+
+def test_a_watch_that_falls_behind_the_servers_history_re_lists(fake, sim_cfg):
+    """Every pod change in a tick overflows a 2-event history: each watch from the last list's resourceVersion
+    gets 410 Expired (an ERROR event), and the wait re-lists instead of failing."""
+    fake.history_limit = 2
+    report = run_deploy(fake, sim_cfg)
+    assert all(s.done for s in report.states)
+    assert fake.expired_watches > 0

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cwfakes import REGION, FakeSink
+
+from doubles.cwfakes import REGION, FakeSink
 
 _AWS_VARS_TO_CLEAR = (
     "AWS_PROFILE",

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cwfakes import REGION
 from runfactory import make_run
 
+from doubles.cwfakes import REGION
 from spectrn.cli.main import main
 from spectrn.publish import dashboard, datums, publisher
 from spectrn.run.folder import RunFolder

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cwfakes import FakeSink
 from runfactory import make_run
 
+from doubles.cwfakes import FakeSink
 from spectrn.errors import AnalysisError, PublishError
 from spectrn.publish import dashboard, datums, publisher
 from spectrn.run.folder import RunFolder
@@ -57,6 +57,9 @@ def test_failure_part_way_reports_sent_and_unsent_then_rerun_completes(run_dir: 
     assert "re-run `spectrn publish" in msg and "only the unsent batches" in msg
     assert e.value.sent_batches == 3 and e.value.unsent_batches == total - 3  # type: ignore[attr-defined]
     assert failing.dashboards == {}  # no dashboard for a half-published run
+    rest = FakeSink()
+    res = publisher.publish_run(run_dir, rest, max_datums_per_call=10)
+    assert (res.already_sent, res.sent_now) == (3, total - 3) and len(failing.calls) + len(rest.calls) == total
 
 
 def test_rerun_after_failure_sends_exactly_the_rest(run_dir: Path) -> None:
@@ -181,3 +184,29 @@ def test_rerun_keeps_batch_boundaries_and_resolution(run_dir: Path) -> None:
     assert {d["StorageResolution"] for _, b in rest.calls for d in b} == {1}
     assert any("kept max_datums_per_call=10" in w for w in res.warnings)
     assert any("kept storage_resolution=1" in w for w in res.warnings)
+
+
+def test_ctrl_c_during_a_call_records_it_and_the_rerun_never_sends_a_batch_twice(run_dir: Path) -> None:
+    """Ctrl-C arrives while CloudWatch is taking call 3: the call completes and is recorded before the publish
+    stops, so the re-run sends exactly the other batches (CloudWatch would count a resent batch twice)."""
+    import os
+    import signal
+
+    class CtrlCDuringCall(FakeSink):
+        def put_metric_data(self, namespace: str, metric_data: list[dict[str, Any]]) -> None:
+            if len(self.calls) == 2:
+                os.kill(os.getpid(), signal.SIGINT)  # delivered while this call is in flight
+            super().put_metric_data(namespace, metric_data)
+
+    first = CtrlCDuringCall()
+    with pytest.raises(KeyboardInterrupt):
+        publisher.publish_run(run_dir, first, max_datums_per_call=10)
+    assert len(first.calls) == 3
+    state = json.loads((run_dir / "publish.json").read_text())["targets"]["Spectrn@us-east-1@fake"]
+    assert sorted(v["index"] for v in state["sent"].values()) == [0, 1, 2]
+    rest = FakeSink()
+    res = publisher.publish_run(run_dir, rest, max_datums_per_call=10)
+    assert res.already_sent == 3 and res.sent_now == res.batches - 3
+    keys = [datums.batch_hash(b, ns) for ns, b in first.calls + rest.calls]
+    assert len(keys) == len(set(keys)) == res.batches  # every batch sent, none twice
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is restored

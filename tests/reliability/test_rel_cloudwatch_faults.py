@@ -1,15 +1,18 @@
 """CloudWatch failing part-way through ``spectrn publish``: throttling, outages, then a resumed publish.
 
-A real local CloudWatch (moto) sits behind a proxy that refuses chosen PutMetricData calls. Behaviour under
-test: throttling is retried by botocore's adaptive mode (bounded by ``--max-attempts``) and, when it
-passes, the publish completes with every sample sent exactly once; when it does not pass, ``spectrn
-publish`` exits 6 saying what was and was not sent, ``publish.json`` records the accepted batches, and a
-re-run sends only the rest. Nothing on disk is lost either way (publishing happens after the run is saved).
+A real local CloudWatch (moto) sits behind a proxy that refuses chosen PutMetricData calls and records the
+content of every call it forwards. Behaviour under test: throttling is retried by botocore's adaptive mode
+(bounded by ``--max-attempts``) and, when it passes, the publish completes with every batch sent exactly once;
+when it does not pass, ``spectrn publish`` exits 6 saying what was and was not sent, ``publish.json`` records
+the accepted batches, and a re-run sends only the rest. Ctrl-C lets the call in flight finish and be recorded,
+so the re-run never sends a batch twice; only SIGKILL can lose the record of the one call in flight.
+Nothing on disk is lost either way (publishing happens after the run is saved).
 """
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
 import signal
@@ -38,6 +41,7 @@ class CloudWatchProxy:
         self.upstream, self.decide = upstream, decide
         self.calls = 0
         self.forwarded = 0
+        self.batches: list[str] = []  # digest of every PutMetricData body CloudWatch accepted, in order
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -73,6 +77,7 @@ class CloudWatchProxy:
                     status, rheaders, data = e.code, e.headers, e.read()
                 if is_put and status == 200:
                     proxy.forwarded += 1
+                    proxy.batches.append(hashlib.sha256(raw).hexdigest())  # gzip's header varies, its content not
                 skip = ("content-length", "transfer-encoding", "connection", "server", "date")
                 self._send(status, {k: v for k, v in rheaders.items() if k.lower() not in skip}, data)
 
@@ -190,46 +195,74 @@ def test_server_errors_exhaust_retries_and_name_the_cause(moto, run_dir, capsys)
     assert "InternalFailure" in err and "Sent: 1/" in err and p.calls == 1 + 2
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["sigint", "sigkill"])
-def test_publish_stopped_mid_way_resumes_without_losing_or_repeating_batches(moto, run_dir, capsys, sig) -> None:
-    """`spectrn publish` in a subprocess, stopped after a few accepted calls; a re-run sends the rest."""
+def _stop_mid_publish(run_dir: Path, p: CloudWatchProxy, sig: signal.Signals) -> tuple[int, str]:
+    """`spectrn publish` in a subprocess through a slow proxy, sent ``sig`` once two calls were accepted."""
 
     def slow(n: int) -> None:
-        time.sleep(0.4)  # a slow CloudWatch, so the signal lands mid-publish
+        time.sleep(0.4)  # a slow CloudWatch, so the signal lands while a call is in flight
         return None
 
+    p.decide = slow
+    argv = [str(SPECTRN), "publish", str(run_dir), "--endpoint-url", p.url, "--region", REGION]
+    proc = subprocess.Popen(
+        [*argv, "--batch-size", "10", "--no-dashboard"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    deadline = time.monotonic() + 60
+    while p.forwarded < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    time.sleep(1.0)  # a call in flight at the signal still reaches CloudWatch through the slow proxy
+    return proc.returncode, err.decode()
+
+
+def _recorded(run_dir: Path) -> int:
+    state = json.loads((run_dir / "publish.json").read_text())  # whole JSON: written atomically
+    (target,) = state["targets"].values()
+    return len(target["sent"])
+
+
+@pytest.mark.slow
+def test_ctrl_c_mid_publish_then_a_rerun_never_sends_a_batch_twice(moto, run_dir, capsys) -> None:
+    """SIGINT while a call is in flight: the call finishes and is recorded, the publish stops (exit 130), and
+    the re-run sends exactly the batches not sent: every batch reaches CloudWatch exactly once."""
     total = _planned_calls(run_dir)
-    with CloudWatchProxy(moto, slow) as p:
-        argv = [str(SPECTRN), "publish", str(run_dir), "--endpoint-url", p.url, "--region", REGION]
-        proc = subprocess.Popen(
-            [*argv, "--batch-size", "10", "--no-dashboard"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        deadline = time.monotonic() + 60
-        while p.forwarded < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        proc.send_signal(sig)
-        _, err = proc.communicate(timeout=60)
-        time.sleep(1.0)  # a call in flight at the signal still reaches CloudWatch through the slow proxy
+    with CloudWatchProxy(moto, lambda n: None) as p:
+        code, err = _stop_mid_publish(run_dir, p, signal.SIGINT)
         first = p.forwarded
         assert 2 <= first < total, "the publish was not stopped part-way"
-        if sig == signal.SIGINT:
-            assert proc.returncode == 130 and "Interrupted" in err.decode()
-        else:
-            assert proc.returncode == -signal.SIGKILL
-        state = json.loads((run_dir / "publish.json").read_text())  # whole JSON: written atomically
-        (target,) = state["targets"].values()
-        recorded = len(target["sent"])
-        # every accepted call is recorded, except at most the one in flight when the process died
-        assert first - 1 <= recorded <= first
+        assert code == 130 and "Interrupted" in err
+        assert _recorded(run_dir) == first  # the call in flight at Ctrl-C was accepted and recorded
+
+        p.decide = lambda n: None
+        code, err2 = _publish(run_dir, p.url, capsys, "--no-dashboard")
+        assert code == 0, err2
+    assert p.forwarded == total and len(set(p.batches)) == total  # each batch exactly once, none twice
+    assert _recorded(run_dir) == total
+
+
+@pytest.mark.slow
+def test_sigkill_mid_publish_loses_nothing_and_repeats_at_most_the_call_in_flight(moto, run_dir, capsys) -> None:
+    """SIGKILL cannot be handled: a call CloudWatch accepted in the instant before the kill may miss its record
+    (PutMetricData has no idempotency token), and the re-run sends that one batch again. Nothing else repeats
+    and nothing is lost."""
+    total = _planned_calls(run_dir)
+    with CloudWatchProxy(moto, lambda n: None) as p:
+        code, _ = _stop_mid_publish(run_dir, p, signal.SIGKILL)
+        first = p.forwarded
+        assert 2 <= first < total, "the publish was not stopped part-way"
+        assert code == -signal.SIGKILL
+        recorded = _recorded(run_dir)
+        assert first - 1 <= recorded <= first  # every accepted call is recorded but the one in flight
 
         p.decide = lambda n: None
         code, err2 = _publish(run_dir, p.url, capsys, "--no-dashboard")
         assert code == 0, err2
         assert p.forwarded - first == total - recorded  # only what was not recorded as sent
-    state = json.loads((run_dir / "publish.json").read_text())
-    (target,) = state["targets"].values()
-    assert len(target["sent"]) == total
+    repeated = len(p.batches) - len(set(p.batches))
+    assert len(set(p.batches)) == total  # nothing lost
+    assert repeated == first - recorded  # repeated: exactly the unrecorded call in flight, if any
+    assert _recorded(run_dir) == total

@@ -191,8 +191,7 @@ def test_sweep_heatmap(tmp_path: Path) -> None:
 
 
 def test_report_says_where_metrics_went(tmp_path: Path) -> None:
-    from cwfakes import FakeSink
-
+    from doubles.cwfakes import FakeSink
     from spectrn.publish import emf, publisher
 
     run_dir = make_run(tmp_path, per_class=2, start=time.time() - 3600)

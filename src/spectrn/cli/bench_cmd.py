@@ -9,8 +9,20 @@ from typing import Annotated, Any
 
 import typer
 
-from spectrn.cli.common import ConfigOpt, DraftOpt, SetOpt, WindowOpt, config_from_cli, err_console, levels_flag
-from spectrn.cli.show import publish_progress, say, show_finished
+from spectrn.cli.common import (
+    ConfigOpt,
+    ContextOpt,
+    DraftOpt,
+    KubeconfigOpt,
+    KubeNamespaceOpt,
+    SetOpt,
+    WindowOpt,
+    config_from_cli,
+    connect_cluster,
+    err_console,
+    levels_flag,
+)
+from spectrn.cli.show import finish_and_show, say, show_finished
 from spectrn.errors import ConfigError
 
 # this module's commands; spectrn.cli.main adds them to the app
@@ -111,13 +123,21 @@ def bench(
     out_dir: OutDirOpt = Path("results"),
     publish: Annotated[bool, typer.Option("--publish", help="Publish to CloudWatch after the run is on disk.")] = False,
     report: Annotated[bool, typer.Option("--report/--no-report", help="Write the HTML/PNG report.")] = True,
+    context: ContextOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    namespace: KubeNamespaceOpt = None,
 ) -> None:
-    """Benchmark baseline vs speculative with identical traffic; analyse, report, optionally publish."""
+    """Benchmark baseline vs speculative with identical traffic; analyse, report, optionally publish.
+
+    Without --local or --endpoint, the load runs as a Job in the cluster next to the deployed services
+    (--context / --kubeconfig / --namespace choose the cluster, as for `spectrn deploy`)."""
     from spectrn.loadgen.bench import check_run_id, new_run_id
 
     console = err_console()
     flags = _bench_flags(prompts, concurrency, rate, requests, max_tokens, api, input_tokens, mode)
-    cfg = config_from_cli(config, sets, console=console, draft=draft, num_speculative_tokens=window, **flags)
+    cfg = config_from_cli(
+        config, sets, console=console, draft=draft, num_speculative_tokens=window, namespace=namespace, **flags
+    )
     if engine not in ("spectrn", "llmperf"):
         raise ConfigError(
             f"--engine {engine!r} is not spectrn or llmperf", hint="use --engine spectrn or --engine llmperf"
@@ -126,21 +146,21 @@ def bench(
     rid = check_run_id(run_id) if run_id else new_run_id(cfg)
     if endpoints or local:
         run_dir = _bench_local(cfg, endpoints, runtime, rid, out_dir, model, time_scale, console)
+        engine = "spectrn"
     else:
         from spectrn.collect.incluster import run_incluster_bench
         from spectrn.errors import KubeError
 
         try:
-            run_dir = run_incluster_bench(cfg, rid, engine, console, out_root=out_dir)
+            kube = connect_cluster(context, kubeconfig)
         except KubeError as e:
-            if "Kubernetes configuration" not in e.message:
-                raise
             raise type(e)(
                 e.message,
                 hint=f"{e.hint}; or bench without a cluster: `spectrn bench --local` (simulator) or "
                 "`spectrn bench --endpoint baseline=URL --endpoint speculative=URL`",
             ) from None
-    _finish_and_publish(run_dir, console, report=report, publish=publish)
+        run_dir = run_incluster_bench(cfg, rid, engine, console, kube, out_root=out_dir)
+    finish_and_show(run_dir, console, report=report, publish=publish)
 
 
 def _bench_local(
@@ -183,21 +203,6 @@ def _local_runtime(cfg: Any, runtime: str, work_dir: Path, time_scale: float | N
 
         return VllmCpuPair(work_dir, num_speculative_tokens=min(cfg.num_speculative_tokens, 8))
     raise ConfigError(f"--runtime {runtime!r} is not a local runtime", hint="use --runtime sim or --runtime vllm-cpu")
-
-
-def _finish_and_publish(run_dir: Path, console: Any, *, report: bool, publish: bool) -> None:
-    from spectrn.finish import finish
-    from spectrn.loadgen.bench import require_successes
-
-    done = finish(run_dir, report=report)
-    show_finished(done, console)
-    require_successes(done.summary, run_dir)
-    if publish:
-        from spectrn.publish.publisher import publish_run
-
-        result = publish_run(run_dir, progress=publish_progress(console))
-        for line in result.describe():
-            say(console, line)
 
 
 @commands.command("loadgen")
@@ -319,4 +324,4 @@ def demo(
         f"runtime {runtime}" + (f" (time scale {time_scale:g})" if runtime == "sim" else "")
     )
     run_dir = _bench_local(cfg, {}, runtime, rid, out_dir, None, time_scale, console)
-    _finish_and_publish(run_dir, console, report=True, publish=False)
+    finish_and_show(run_dir, console, report=True, publish=False)

@@ -11,7 +11,8 @@ from rich.markup import escape
 
 from spectrn.errors import ConfigError
 
-if TYPE_CHECKING:  # pydantic models load only when a command runs, not for --help
+if TYPE_CHECKING:  # pydantic models and the kubernetes client load only when a command runs, not for --help
+    from spectrn.kube.client import KubeApi
     from spectrn.spec.config import SpectrnConfig
 
 ConfigOpt = Annotated[
@@ -25,9 +26,14 @@ SetOpt = Annotated[
     typer.Option("--set", help="Override any config key: --set bench.concurrency=[8] (value parsed as YAML)."),
 ]
 
+# How every command that talks to a cluster reaches it, with kubectl's flag names.
 ContextOpt = Annotated[str | None, typer.Option("--context", help="Kube context (default: the current one).")]
 KubeconfigOpt = Annotated[
     Path | None, typer.Option("--kubeconfig", help="Kubeconfig file (default: $KUBECONFIG or ~/.kube/config).")
+]
+KubeNamespaceOpt = Annotated[
+    str | None,
+    typer.Option("--namespace", "-n", help="Kubernetes namespace (default: the config's `namespace`, spectrn)."),
 ]
 
 
@@ -130,3 +136,10 @@ def config_from_cli(
     for msg in messages:
         console.print(f"[yellow]warning:[/] {escape(msg)}", highlight=False)
     return cfg
+
+
+def connect_cluster(context: str | None, kubeconfig: Path | None) -> KubeApi:
+    """The cluster named by --context / --kubeconfig (default: the current context, or in-cluster in a pod)."""
+    from spectrn.kube.client import connect
+
+    return connect(context=context, kubeconfig=str(kubeconfig) if kubeconfig else None)

@@ -17,9 +17,11 @@ from spectrn.cli.common import (
     ContextOpt,
     DraftOpt,
     KubeconfigOpt,
+    KubeNamespaceOpt,
     SetOpt,
     WindowOpt,
     config_from_cli,
+    connect_cluster,
     err_console,
 )
 
@@ -32,17 +34,10 @@ if TYPE_CHECKING:
     from spectrn.deploy.plan import Plan
     from spectrn.deploy.preflight import Finding
     from spectrn.deploy.wait import ServiceState
-    from spectrn.kube.client import KubeApi
 
 
 kind_app = typer.Typer(help="Helpers for kind test clusters.", no_args_is_help=True)
 commands.add_typer(kind_app, name="kind")
-
-
-def _connect(context: str | None, kubeconfig: Path | None) -> KubeApi:
-    from spectrn.kube.client import connect
-
-    return connect(context=context, kubeconfig=str(kubeconfig) if kubeconfig else None)
 
 
 _PHASE_STYLE = {"Ready": "green", "Failed": "red", "Absent": "dim"}
@@ -114,7 +109,7 @@ def print_plan(console: Console, plan: Plan, findings: list[Finding]) -> None:
     table = Table(title=f"plan: {plan.summary()}", title_justify="left")
     for col in ("action", "object", "note"):
         table.add_column(col, overflow="fold")
-    colors = {"create": "green", "update": "yellow", "unchanged": "dim", "keep": "dim"}
+    colors = {"create": "green", "update": "yellow", "replace": "red", "unchanged": "dim", "keep": "dim"}
     for item in plan.items:
         table.add_row(f"[{colors[item.action]}]{item.action}[/]", item.name, item.reason)
     console.print(table)
@@ -143,6 +138,7 @@ def deploy_cmd(
     ] = None,
     context: ContextOpt = None,
     kubeconfig: KubeconfigOpt = None,
+    namespace: KubeNamespaceOpt = None,
 ) -> None:
     """Render, pre-flight, apply (idempotent) and wait for both services, with a diagnosis on failure."""
     from spectrn.deploy.objects import order_objects, stamp
@@ -153,11 +149,13 @@ def deploy_cmd(
     from spectrn.render.manifests import to_yaml
 
     console = err_console()
-    cfg = config_from_cli(config, sets, console=console, draft=draft, num_speculative_tokens=window)
+    cfg = config_from_cli(
+        config, sets, console=console, draft=draft, num_speculative_tokens=window, namespace=namespace
+    )
     objects = render_for_deploy(cfg, only)
     if dry_run:
         try:
-            kube = _connect(context, kubeconfig)
+            kube = connect_cluster(context, kubeconfig)
             report = deploy(kube, cfg, objects, dry_run=True)
             plan, findings = report.plan, report.findings
         except KubeApiError as e:
@@ -167,7 +165,7 @@ def deploy_cmd(
         changes = [i.obj for i in plan.changes]
         typer.echo(to_yaml(changes) if changes else "# nothing to apply: the cluster matches the configuration")
         return
-    kube = _connect(context, kubeconfig)
+    kube = connect_cluster(context, kubeconfig)
     with LiveView(console) as view:
         report = deploy(
             kube,
@@ -176,11 +174,13 @@ def deploy_cmd(
             timeout_s=timeout,
             on_plan=lambda p, f: print_plan(console, p, f),
             on_update=view.update,
+            on_note=lambda text: console.print(text, highlight=False, markup=False),
         )
     applied = report.applied
     if applied is not None:
         console.print(
-            f"created {len(applied.created)}, updated {len(applied.updated)}, unchanged {len(applied.unchanged)}",
+            f"created {len(applied.created)}, updated {len(applied.updated)}, replaced {len(applied.replaced)}, "
+            f"unchanged {len(applied.unchanged)}",
             highlight=False,
         )
     console.print(_states_table(report.states))
@@ -193,14 +193,15 @@ def status_cmd(
     sets: SetOpt = None,
     context: ContextOpt = None,
     kubeconfig: KubeconfigOpt = None,
+    namespace: KubeNamespaceOpt = None,
 ) -> None:
     """Show both services: phase, ready replicas, window, image and what is wrong if anything."""
     from rich.console import Console
 
     from spectrn.deploy.service import status
 
-    cfg = config_from_cli(config, sets, console=err_console())
-    kube = _connect(context, kubeconfig)
+    cfg = config_from_cli(config, sets, console=err_console(), namespace=namespace)
+    kube = connect_cluster(context, kubeconfig)
     states = status(kube, cfg)
     Console().print(_states_table(states))
 
@@ -212,16 +213,26 @@ def teardown_cmd(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be deleted; delete nothing.")] = False,
     keep_namespace: Annotated[bool, typer.Option("--keep-namespace", help="Never delete the namespace.")] = False,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait/--no-wait", help="Wait until a deleted namespace is really gone (it is Terminating first)."
+        ),
+    ] = True,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=1, max=86400, help="Seconds to wait for the namespace to go.")
+    ] = 600,
     context: ContextOpt = None,
     kubeconfig: KubeconfigOpt = None,
+    namespace: KubeNamespaceOpt = None,
 ) -> None:
     """Delete every object spectrn created (label app.kubernetes.io/managed-by=spectrn), nothing else."""
-    from spectrn.deploy.teardown import teardown
+    from spectrn.deploy.teardown import teardown, wait_namespace_gone
     from spectrn.errors import Interrupted
 
     console = err_console()
-    cfg = config_from_cli(config, sets, console=console)
-    kube = _connect(context, kubeconfig)
+    cfg = config_from_cli(config, sets, console=console, namespace=namespace)
+    kube = connect_cluster(context, kubeconfig)
     preview = teardown(kube, cfg, dry_run=True, keep_namespace=keep_namespace)
     for name in preview.deleted:
         typer.echo(f"{'would delete' if dry_run else 'delete'}: {name}")
@@ -230,11 +241,16 @@ def teardown_cmd(
     if dry_run or not preview.deleted:
         if not preview.deleted:
             typer.echo(f"nothing of spectrn's in namespace {cfg.namespace!r} (context {kube.context!r})")
+        if preview.terminating and wait and not dry_run:
+            typer.echo(f"waiting for namespace {preview.terminating} to be gone")
+            wait_namespace_gone(kube, preview.terminating, timeout_s=timeout)
         return
     if not yes and not typer.confirm(f"delete these {len(preview.deleted)} object(s) in context {kube.context!r}?"):
         raise Interrupted("teardown cancelled; nothing was deleted")
-    done = teardown(kube, cfg, keep_namespace=keep_namespace)
+    done = teardown(kube, cfg, keep_namespace=keep_namespace, wait_s=timeout if wait else None)
     typer.echo(f"deleted {len(done.deleted)} object(s)")
+    if done.terminating:
+        typer.echo(f"namespace {done.terminating} is Terminating; it goes once its content is gone (--no-wait)")
 
 
 @commands.command("collect")
@@ -246,21 +262,21 @@ def collect_cmd(
     timeout: Annotated[
         float, typer.Option("--timeout", min=0, max=7 * 86400, help="Seconds to wait for the pods to finish.")
     ] = 600,
+    report: Annotated[bool, typer.Option("--report/--no-report", help="Write the HTML/PNG report.")] = True,
     context: ContextOpt = None,
     kubeconfig: KubeconfigOpt = None,
+    namespace: KubeNamespaceOpt = None,
 ) -> None:
     """Fetch the results of an in-cluster bench (e.g. after the CLI died), analyse them, delete the Job."""
+    from spectrn.cli.show import finish_and_show
     from spectrn.collect.incluster import collect
 
     console = err_console()
-    cfg = config_from_cli(config, sets, console=console)
-    kube = _connect(context, kubeconfig)
-    run_dir = collect(kube, cfg.namespace, run_id, out_root=out, console=console, timeout_s=timeout)
-    from spectrn.cli.show import show_finished
-    from spectrn.finish import finish
-
-    show_finished(finish(run_dir), console)
-    typer.echo(str(run_dir))
+    cfg = config_from_cli(config, sets, console=console, namespace=namespace)
+    kube = connect_cluster(context, kubeconfig)
+    collected = collect(kube, cfg.namespace, run_id, out_root=out, console=console, timeout_s=timeout)
+    finish_and_show(collected.run_dir, console, report=report)
+    typer.echo(str(collected.run_dir))
 
 
 @kind_app.command("fake-neuron")
@@ -279,7 +295,7 @@ def fake_neuron_cmd(
     from spectrn.deploy.kind import advertise_fake_neuron
     from spectrn.errors import ConfigError
 
-    kube = _connect(context, kubeconfig)
+    kube = connect_cluster(context, kubeconfig)
     if not kube.context.startswith("kind-") and not node:
         raise ConfigError(
             f"context {kube.context!r} is not a kind cluster; refusing to fake Neuron capacity on every node",

@@ -4,6 +4,7 @@ run ids, paths) is printed with markup off and control characters escaped."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spectrn.errors import printable
@@ -61,3 +62,20 @@ def publish_progress(console: Console) -> Callable[[int, int], None]:
             say(console, f"PutMetricData {done}/{total}", style="dim")
 
     return progress
+
+
+def finish_and_show(run_dir: Path, console: Console, *, report: bool = True, publish: bool = False) -> None:
+    """The one place a command finishes a run folder (analysed once, reported), shows it and, when asked,
+    publishes it: local benches, the in-cluster bench (spectrn or llmperf), `spectrn collect`, `analyze`."""
+    from spectrn.finish import finish
+    from spectrn.loadgen.bench import require_successes
+
+    done = finish(run_dir, report=report)
+    show_finished(done, console)
+    require_successes(done.summary, run_dir)
+    if publish:
+        from spectrn.publish.publisher import publish_run
+
+        result = publish_run(run_dir, progress=publish_progress(console))
+        for line in result.describe():
+            say(console, line)

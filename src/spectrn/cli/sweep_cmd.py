@@ -7,7 +7,17 @@ from typing import Annotated, Any
 
 import typer
 
-from spectrn.cli.common import ConfigOpt, ContextOpt, KubeconfigOpt, SetOpt, config_from_cli, err_console, levels_flag
+from spectrn.cli.common import (
+    ConfigOpt,
+    ContextOpt,
+    KubeconfigOpt,
+    KubeNamespaceOpt,
+    SetOpt,
+    config_from_cli,
+    connect_cluster,
+    err_console,
+    levels_flag,
+)
 from spectrn.errors import ConfigError
 
 # this module's commands; spectrn.cli.main adds them to the app
@@ -19,12 +29,6 @@ DraftsOpt = Annotated[
 WindowsOpt = Annotated[
     str | None, typer.Option("--windows", help="Comma-separated windows, e.g. 5,7,10,15 (default: the config's).")
 ]
-
-
-def _kube(context: str | None, kubeconfig: Path | None) -> Any:
-    from spectrn.kube.client import connect
-
-    return connect(context=context, kubeconfig=str(kubeconfig) if kubeconfig else None)
 
 
 def _grid_flags(cfg: Any, drafts: str | None, windows: str | None) -> tuple[list[str], list[int]]:
@@ -85,6 +89,7 @@ def sweep(
     sets: SetOpt = None,
     context: ContextOpt = None,
     kubeconfig: KubeconfigOpt = None,
+    namespace: KubeNamespaceOpt = None,
 ) -> None:
     """Find the best draft and window for your prompts: run every cell against the shared baseline (resumable),
     recommend per prompt class and for your mix, find the load crossover, check output equivalence."""
@@ -100,6 +105,7 @@ def sweep(
         "bench__requests": requests,
         "bench__max_tokens": max_tokens,
         "sim__time_scale": time_scale,
+        "namespace": namespace,
     }
     if local:
         flags["runtime"] = "sim"
@@ -132,7 +138,7 @@ def sweep(
     opts = SweepOptions(drafts=d, windows=w, predict=predict, weights=parse_mix(mix), quiet=quiet, min_gain=min_gain)
     kube = None
     if not local:
-        kube = _kube(context, kubeconfig)  # before anything is written: no cluster, no sweep folder
+        kube = connect_cluster(context, kubeconfig)  # before anything is written: no cluster, no sweep folder
     sw = Sweep(cfg, sid, out_dir, opts, console, resume=resume)
     console.print(f"sweep {sid}: {sw.sweep_dir}")
     if kube is None:
@@ -178,12 +184,13 @@ def compile_(
     sets: SetOpt = None,
     context: ContextOpt = None,
     kubeconfig: KubeconfigOpt = None,
+    namespace: KubeNamespaceOpt = None,
 ) -> None:
     """Precompile each sweep configuration into the S3 volume with one Kubernetes Job per configuration."""
     from spectrn.deploy import compile as comp
 
     console = err_console()
-    cfg = config_from_cli(config, sets, console=console)
+    cfg = config_from_cli(config, sets, console=console, namespace=namespace)
     d, w = _grid_flags(cfg, drafts, windows)
     jobs = comp.compile_jobs(cfg, d, w, baseline=baseline)
     prereqs = comp.prerequisites(cfg)
@@ -192,7 +199,7 @@ def compile_(
 
         typer.echo(to_yaml([*prereqs, *jobs]), nl=False)
         return
-    kube = _kube(context, kubeconfig)
+    kube = connect_cluster(context, kubeconfig)
     applied = comp.apply_jobs(kube, jobs, prereqs)
     for name in applied:
         console.print(f"applied Job {cfg.namespace}/{name}", highlight=False)

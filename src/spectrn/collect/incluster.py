@@ -1,7 +1,11 @@
-"""The in-cluster bench: run the load Job, stream its progress, collect its results, analyse, clean up.
+"""The in-cluster bench: run the load Job, stream its progress, collect its results, clean up.
 
     render_load_job -> apply -> stream pod logs -> results ready? -> exec tar out of each pod
-        -> touch <out>/.collected (the pod may exit) -> merge shards -> analyse -> delete the Job
+        -> touch <out>/.collected (the pod may exit) -> merge shards -> delete the Job
+
+The collected run folder is finished by whoever asked for it, exactly once (``spectrn.finish``): ``spectrn
+bench`` and ``spectrn collect`` like a local run, a sweep per cell. llmperf's result folders are ingested into
+the run's records here, so an llmperf run finishes (and publishes) like any other.
 
 The load pods keep their results in an emptyDir and wait (``--hold-until-collected``) until
 ``<out>/.collected`` appears, so if the CLI dies after the Job started, ``spectrn collect RUN_ID`` finds the
@@ -237,7 +241,9 @@ def _pause(kube: KubeApi, job: LoadJob, rv: str, poll_s: float, sleep: Sleep) ->
     try:
         for _ in kube.watch("v1", "Pod", job.namespace, job.selector, resource_version=rv or None, timeout_s=poll_s):
             return
-    except KubeApiError:
+    except KubeApiError as e:
+        if e.gone:
+            return  # 410: our resourceVersion fell out of the server's history; the next loop re-lists
         sleep(poll_s)  # the next listing reports persistent problems
 
 
@@ -477,10 +483,23 @@ def run_incluster_bench(
     sleep: Sleep = time.sleep,
     poll_s: float = 5.0,
 ) -> Path:
-    """``spectrn bench`` against the deployed services from inside the cluster; returns ``<out_root>/<run-id>``.
+    """``spectrn bench`` against the deployed services from inside the cluster; returns ``<out_root>/<run-id>``
+    holding the collected (not yet analysed) results.
 
     ``kube`` defaults to the current kube context (``$KUBECONFIG``), or the in-cluster config inside a pod.
     """
+    held = [
+        n
+        for n in ("run.json", "requests.jsonl", "summary.json", "shards", "llmperf")
+        if (out_root / run_id / n).exists()
+    ]
+    if held:
+        # A second Job for a run id whose results are already here would overwrite them (and a publish ledger
+        # recorded for them); the local bench refuses the same way.
+        raise BenchError(
+            f"{out_root / run_id} already holds a run ({', '.join(held)})",
+            hint="choose another --run-id, or remove the folder",
+        )
     if kube is None:
         from spectrn.kube.client import connect
 
@@ -504,6 +523,12 @@ def run_incluster_bench(
         raise
 
 
+@dataclass
+class Collected:
+    run_dir: Path
+    engine: str  # spectrn or llmperf: what the folder holds and how it is analysed
+
+
 def collect(
     kube: KubeApi,
     namespace: str,
@@ -515,13 +540,13 @@ def collect(
     clock: Clock = time.monotonic,
     sleep: Sleep = time.sleep,
     poll_s: float = 5.0,
-) -> Path:
+) -> Collected:
     """``spectrn collect RUN_ID``: fetch the results of a load Job whose CLI went away."""
     from spectrn.render.manifests import check_run_id
 
     check_run_id(run_id)
     job = find_load_job(kube, namespace, run_id)
-    return collect_job(
+    run_dir = collect_job(
         kube,
         job,
         out_root,
@@ -532,3 +557,4 @@ def collect(
         poll_s=poll_s,
         stream_logs=False,
     )
+    return Collected(run_dir, job.engine)

@@ -85,7 +85,7 @@ def _managed(obj: Obj | None) -> bool:
 
 
 # what the plan does with one object
-Action = Literal["create", "update", "unchanged", "keep"]
+Action = Literal["create", "update", "replace", "unchanged", "keep"]
 # a pre-flight finding's weight
 Severity = Literal["ok", "warn", "error"]
 # injected time, so waits are testable without sleeping

@@ -76,6 +76,31 @@ def preflight(kube: KubeApi, cfg: SpectrnConfig, plan: Plan) -> list[Finding]:
         return [Finding("cluster", "error", f"the API server does not answer: {e.message}", e.hint or "")]
     findings.append(Finding("cluster", "ok", f"context {kube.context!r}: API server answers"))
 
+    for item in plan.items:
+        if item.terminating:
+            findings.append(
+                Finding(
+                    "namespace",
+                    "warn",
+                    f"{item.name} is being deleted (Terminating); `spectrn deploy` waits until it is gone, then "
+                    "creates it again",
+                    "nothing to do, or wait for `kubectl get namespace` to stop listing it",
+                )
+            )
+
+    # Updates the API server would refuse: an immutable field changed on an object that cannot be replaced.
+    for item in plan.items:
+        if item.immutable:
+            findings.append(
+                Finding(
+                    "immutable",
+                    "error",
+                    f"{item.name}: {item.immutable} cannot change once created (the API server refuses the update)",
+                    "remove the old objects first with `spectrn teardown` (it deletes spectrn's volume objects, never "
+                    "the data in S3), then deploy; or keep the earlier setting (e.g. s3.bucket)",
+                )
+            )
+
     # Objects with spectrn's names that belong to someone else.
     for item in plan.items:
         if item.foreign:

@@ -11,11 +11,13 @@ from spectrn.deploy.apply import ApplyResult, apply_plan
 from spectrn.deploy.objects import VARIANTS, Clock, Sleep
 from spectrn.deploy.plan import Plan, PlanItem, make_plan
 from spectrn.deploy.preflight import Finding, preflight
+from spectrn.deploy.teardown import terminating, wait_namespace_gone
 from spectrn.deploy.wait import ServiceState, observe_service, wait_ready
 from spectrn.errors import ConfigError, DeployError
 from spectrn.kube.client import (
     COMPONENT_LABEL,
     KubeApi,
+    KubeApiError,
     Obj,
     labels_of,
 )
@@ -68,8 +70,17 @@ def deploy(
     sleep: Sleep = time.sleep,
     poll_s: float = 5.0,
     grace_s: float = 120.0,
+    namespace_wait_s: float = 600.0,
+    on_note: Callable[[str], None] | None = None,
 ) -> DeployReport:
-    """Plan, pre-flight, apply and wait. ``objects`` are rendered objects (``render_for_deploy``)."""
+    """Plan, pre-flight, apply and wait. ``objects`` are rendered objects (``render_for_deploy``).
+
+    A namespace still being deleted (a teardown, or the roll-back of a failed deploy, a moment ago) refuses new
+    content with 403 until it is gone: a real deploy first waits up to ``namespace_wait_s`` for it to go."""
+    if not dry_run and _namespace_terminating(kube, cfg.namespace):
+        if on_note:
+            on_note(f"namespace {cfg.namespace} is being deleted (Terminating): waiting until it is gone")
+        wait_namespace_gone(kube, cfg.namespace, timeout_s=namespace_wait_s, clock=clock, sleep=sleep)
     plan = make_plan(kube, objects)
     findings = preflight(kube, cfg, plan)
     if on_plan:
@@ -83,7 +94,7 @@ def deploy(
             "pre-flight failed, nothing was applied: " + "; ".join(f"[{f.check}] {f.message}" for f in errors),
             hint="; ".join(f.hint for f in errors if f.hint) or None,
         )
-    report.applied = apply_plan(kube, plan, on_step=on_step)
+    report.applied = apply_plan(kube, plan, on_step=on_step, clock=clock, sleep=sleep)
     services = services_of(i.obj for i in plan.items)
     budget = cfg.probes.startup_budget_s
     report.states = wait_ready(
@@ -100,6 +111,15 @@ def deploy(
         grace_s=grace_s,
     )
     return report
+
+
+def _namespace_terminating(kube: KubeApi, namespace: str) -> bool:
+    try:
+        return terminating(kube.get("v1", "Namespace", namespace))
+    except KubeApiError as e:
+        if e.status == 403:  # namespace-scoped RBAC: cannot read namespaces; the plan handles it
+            return False
+        raise
 
 
 def status(kube: KubeApi, cfg: SpectrnConfig) -> list[ServiceState]:

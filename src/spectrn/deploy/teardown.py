@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from spectrn.deploy.objects import NAMESPACE_LABEL, _managed
+from spectrn.deploy.objects import NAMESPACE_LABEL, Clock, Sleep, _managed
+from spectrn.errors import DeployError
 from spectrn.kube.client import (
     MANAGED_SELECTOR,
     KubeApi,
@@ -44,12 +46,76 @@ _NAMESPACE_DEFAULTS = {("ConfigMap", "kube-root-ca.crt"), ("ServiceAccount", "de
 class TeardownResult:
     deleted: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
+    # the namespace was deleted (or was already being deleted) and is still Terminating
+    terminating: str | None = None
+
+
+def terminating(ns_obj: Obj | None) -> bool:
+    """A namespace whose deletion has started: it stays, in phase Terminating, until its content is gone."""
+    return ns_obj is not None and bool((ns_obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def wait_namespace_gone(
+    kube: KubeApi,
+    namespace: str,
+    *,
+    timeout_s: float,
+    clock: Clock = time.monotonic,
+    sleep: Sleep = time.sleep,
+    poll_s: float = 5.0,
+) -> None:
+    """Wait until a deleted namespace is really gone; ``DeployError`` naming what holds it after ``timeout_s``.
+
+    Deleting a namespace only starts it: the API server marks it Terminating and the namespace controller
+    deletes its content, then the namespace (kubernetes docs, tasks/administer-cluster/namespaces.md: "This
+    delete is asynchronous, so for a time you will see the namespace in the `Terminating` state"). Creating
+    anything in it meanwhile is refused with 403. A watch on namespaces wakes the wait when it goes; without
+    permission to watch namespaces it polls."""
+    start = clock()
+    while True:
+        ns_obj = kube.get("v1", "Namespace", namespace)
+        if ns_obj is None:
+            return
+        if clock() - start >= timeout_s:
+            conditions = [
+                f"{c.get('type')}: {c.get('message') or c.get('reason') or ''}".rstrip(": ")
+                for c in (ns_obj.get("status") or {}).get("conditions") or []
+                if c.get("status") == "True"
+            ]
+            raise DeployError(
+                f"namespace {namespace} is still Terminating after {timeout_s:.0f} s"
+                + (f" ({'; '.join(conditions)})" if conditions else ""),
+                hint=f"something holds it (finalizers of its objects, an unavailable API service): see `kubectl get "
+                f"namespace {namespace} -o yaml`; then re-run",
+            )
+        rv = str((ns_obj.get("metadata") or {}).get("resourceVersion") or "") or None
+        try:
+            for etype, obj in kube.watch("v1", "Namespace", resource_version=rv, timeout_s=poll_s):
+                if etype == "DELETED" and (obj.get("metadata") or {}).get("name") == namespace:
+                    break
+        except KubeApiError as e:
+            if e.gone:
+                continue  # our resourceVersion expired: get the namespace again
+            if e.status in (0, 403, 429) or e.status >= 500:
+                sleep(poll_s)  # no permission to watch namespaces, or a hiccup: poll
+                continue
+            raise
 
 
 def teardown(
-    kube: KubeApi, cfg: SpectrnConfig, *, dry_run: bool = False, keep_namespace: bool = False
+    kube: KubeApi,
+    cfg: SpectrnConfig,
+    *,
+    dry_run: bool = False,
+    keep_namespace: bool = False,
+    wait_s: float | None = None,
+    clock: Clock = time.monotonic,
+    sleep: Sleep = time.sleep,
 ) -> TeardownResult:
-    """Delete what spectrn created in ``cfg.namespace`` (by label), never anything else."""
+    """Delete what spectrn created in ``cfg.namespace`` (by label), never anything else.
+
+    With ``wait_s``, a deleted namespace is waited for until it is gone (``DeployError`` after ``wait_s``), so a
+    following ``spectrn deploy`` does not find it Terminating; without, ``result.terminating`` names it."""
     ns = cfg.namespace
     result = TeardownResult()
     versions = kube.api_versions()
@@ -88,7 +154,10 @@ def teardown(
         return result
     if ns_obj is None:
         return result
-    if not _managed(ns_obj):
+    if terminating(ns_obj):
+        result.kept.append(f"Namespace {ns} (already being deleted: Terminating)")
+        result.terminating = ns
+    elif not _managed(ns_obj):
         result.kept.append(f"Namespace {ns} (not created by spectrn)")
     elif keep_namespace:
         result.kept.append(f"Namespace {ns} (--keep-namespace)")
@@ -102,7 +171,11 @@ def teardown(
         else:
             if not dry_run:
                 kube.delete("v1", "Namespace", ns, propagation="Foreground")
+                result.terminating = ns
             result.deleted.append(f"Namespace {ns}")
+    if result.terminating and not dry_run and wait_s is not None:
+        wait_namespace_gone(kube, ns, timeout_s=wait_s, clock=clock, sleep=sleep)
+        result.terminating = None
     return result
 
 

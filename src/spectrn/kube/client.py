@@ -47,12 +47,23 @@ QueryList = list[tuple[str, str]]
 
 
 class KubeApiError(KubeError):
-    """A refused or failed Kubernetes call; ``status`` is the HTTP status (0: no response)."""
+    """A refused or failed Kubernetes call; ``status`` is the HTTP status (0: no response), ``reason`` the
+    Status reason (``Invalid``, ``Conflict``...; the HTTP reason phrase when the server sent none) and
+    ``causes`` the Status ``details.causes`` (``{"reason", "message", "field"}`` each)."""
 
-    def __init__(self, message: str, *, status: int = 0, reason: str = "", hint: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int = 0,
+        reason: str = "",
+        hint: str | None = None,
+        causes: list[dict[str, str]] | None = None,
+    ) -> None:
         super().__init__(message, hint=hint)
         self.status = status
         self.reason = reason
+        self.causes = causes or []
 
     @property
     def not_found(self) -> bool:
@@ -76,16 +87,31 @@ _HINTS = {
 }
 
 
+# Server-side apply of a field the cluster's schema does not declare (or of a wrong type) fails while typing
+# the patch, as a plain error: HTTP 500 without a reason (apimachinery managedfields structuredmerge.go
+# ``fmt.Errorf("failed to create typed patch object (%v): %v", ...)``). Retrying cannot help.
+TYPED_PATCH_FAILURE = "failed to create typed patch object"
+NAMESPACE_TERMINATING = "because it is being terminated"
+
+
 def api_error(status: int, reason: str, body: str | bytes | None, *, action: str) -> KubeApiError:
     """Build the spectrn error for an HTTP failure, keeping the server's ``Status`` message when present."""
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else (body or "")
     message = ""
     server_reason = ""
+    causes: list[dict[str, str]] = []
     try:
         parsed = json.loads(text)
         if isinstance(parsed, dict):
             message = str(parsed.get("message") or "")
             server_reason = str(parsed.get("reason") or "")
+            details = parsed.get("details")
+            if isinstance(details, dict) and isinstance(details.get("causes"), list):
+                causes = [
+                    {k: str(v) for k, v in c.items() if k in ("reason", "message", "field")}
+                    for c in details["causes"]
+                    if isinstance(c, dict)
+                ]
     except ValueError:
         message = text.strip()[:500]
     reason = server_reason or reason or ""
@@ -93,8 +119,25 @@ def api_error(status: int, reason: str, body: str | bytes | None, *, action: str
     hint = _HINTS.get(status) or (
         "the API server failed: check the cluster's health and re-run" if status >= 500 else None
     )
+    if status == 403 and NAMESPACE_TERMINATING in message:
+        hint = (
+            "the namespace is being deleted (Terminating): wait until `kubectl get namespace` no longer lists it, "
+            "then re-run"
+        )
+    elif status == 500 and TYPED_PATCH_FAILURE in message:
+        hint = (
+            "the cluster's API does not know a field of this object (an older Kubernetes version, or a field "
+            "set in the configuration that this kind does not have): check `spectrn render` against the "
+            "cluster version; re-running cannot help"
+        )
+    # one line, the server's own words otherwise untouched (its messages quote regexes and examples exactly)
+    head = f"{action}: HTTP {status} {reason}".rstrip()
     return KubeApiError(
-        f"{action}: HTTP {status} {reason}: {detail}".replace("  ", " "), status=status, reason=reason, hint=hint
+        f"{head}: {' '.join(line.strip() for line in detail.splitlines() if line.strip())}",
+        status=status,
+        reason=reason,
+        hint=hint,
+        causes=causes,
     )
 
 
@@ -296,12 +339,24 @@ class RealKube:
     ) -> Any:
         import os
 
+        import yaml
+
         use_in_cluster = in_cluster
         if use_in_cluster is None:
             use_in_cluster = not kubeconfig and not context and "KUBERNETES_SERVICE_HOST" in os.environ
             if use_in_cluster and os.path.exists(os.path.expanduser("~/.kube/config")):
                 use_in_cluster = False
         cfg = client.Configuration()
+        source = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        fix = (
+            "fix the file, or pass --kubeconfig with a valid one (e.g. from `aws eks update-kubeconfig --name CLUSTER`)"
+        )
+        if kubeconfig and not os.path.exists(os.path.expanduser(kubeconfig)):
+            raise KubeApiError(
+                f"kubeconfig {kubeconfig} not found",
+                reason="ConfigError",
+                hint="check the --kubeconfig path, or create it (e.g. `aws eks update-kubeconfig --name CLUSTER`)",
+            )
         try:
             if use_in_cluster:
                 config.load_incluster_config(client_configuration=cfg)
@@ -312,8 +367,9 @@ class RealKube:
                     _, active = config.list_kube_config_contexts(config_file=kubeconfig)
                     self._context = str((active or {}).get("name", ""))
         except config.ConfigException as e:
+            where = "the in-cluster service account" if use_in_cluster else f"kubeconfig {source}"
             raise KubeApiError(
-                f"cannot load the Kubernetes configuration: {e}",
+                f"cannot load the Kubernetes configuration from {where}: {_one_line(e)}",
                 reason="ConfigError",
                 hint="point --kubeconfig at a valid file, pick a context with --context, or run inside a pod",
             ) from None
@@ -322,6 +378,18 @@ class RealKube:
                 f"kubeconfig not found: {e.filename}",
                 reason="ConfigError",
                 hint="create it (e.g. `aws eks update-kubeconfig --name CLUSTER`) or pass --kubeconfig",
+            ) from None
+        except yaml.YAMLError as e:
+            raise KubeApiError(
+                f"kubeconfig {source} is not valid YAML: {_one_line(e)}", reason="ConfigError", hint=fix
+            ) from None
+        except (ValueError, TypeError, AttributeError, KeyError, IndexError, OSError) as e:
+            # The client walks the parsed YAML without checking its shape: a file that is not UTF-8 or YAML of
+            # the wrong shape (a string, a number where a list belongs) surfaces as one of these.
+            raise KubeApiError(
+                f"kubeconfig {source} is not a valid kubeconfig: {type(e).__name__}: {_one_line(e)}",
+                reason="ConfigError",
+                hint=fix,
             ) from None
         return client.ApiClient(cfg)
 
@@ -664,6 +732,10 @@ class RealKube:
             action=f"patch status of node {name}",
         )
         return result
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300]
 
 
 def _event_time(ev: Obj) -> str:

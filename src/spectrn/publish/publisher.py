@@ -6,8 +6,8 @@ import hashlib
 import json
 import math
 import time
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,6 +92,39 @@ def _run_lock(run_dir: Path) -> AbstractContextManager[None]:
             hint="wait for it to finish; then re-run to send anything it did not",
         ),
     )
+
+
+class _CtrlC:
+    """Ctrl-C while a PutMetricData call is in flight: the call finishes and is recorded before the publish stops.
+
+    CloudWatch has no idempotency token and cannot delete datapoints: a call interrupted after the service took
+    it, but before publish.json recorded it, would be sent again by the re-run and counted twice. A second
+    Ctrl-C stops at once (a hung endpoint must not hold the terminal)."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = signal.getsignal(signal.SIGINT)
+        if previous is None:  # installed outside Python: restore Python's default
+            previous = signal.default_int_handler
+
+        def first(signum: int, frame: Any) -> None:
+            self.requested = True
+            signal.signal(signal.SIGINT, previous)  # the second Ctrl-C acts as usual
+
+        signal.signal(signal.SIGINT, first)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
 
 
 def publish_run(
@@ -210,36 +243,40 @@ def publish_run(
         already = sum(1 for h in hashes if h in sent)
         sent_now = 0
         _save_state(state_path, state)
+        stop = _CtrlC()
         for i, (batch, h) in enumerate(zip(batches, hashes, strict=True)):
             if h in sent:
                 continue
-            try:
-                sink.put_metric_data(ns, batch)
-            except PublishError as e:
-                missing = [j for j, hh in enumerate(hashes) if hh not in sent]
-                miss_datums = sum(len(batches[j]) for j in missing)
-                done = len(batches) - len(missing)
-                target["last_error"] = {"batch": i, "message": e.message, "at": _iso(time.time())}
+            with stop.deferred():  # the call and its record in publish.json, as one step for Ctrl-C
+                try:
+                    sink.put_metric_data(ns, batch)
+                except PublishError as e:
+                    missing = [j for j, hh in enumerate(hashes) if hh not in sent]
+                    miss_datums = sum(len(batches[j]) for j in missing)
+                    done = len(batches) - len(missing)
+                    target["last_error"] = {"batch": i, "message": e.message, "at": _iso(time.time())}
+                    _save_state(state_path, state)
+                    sent_part = (
+                        f"Sent: {done}/{len(batches)} batches ({sent_now} in this attempt, {already} earlier, "
+                        f"{len(plan.datums) - miss_datums} datums)"
+                    )
+                    err = PublishError(
+                        f"publish of run {run.run_id} to {ns} ({sink.target}) stopped at batch "
+                        f"{i + 1}/{len(batches)}: {e.message}. {sent_part}; not sent: {len(missing)} batches "
+                        f"({miss_datums} datums). Progress is saved in {state_path}",
+                        hint=f"fix the cause and re-run `spectrn publish {run_dir}`: only the unsent batches are sent",
+                    )
+                    err.sent_batches = done  # type: ignore[attr-defined]
+                    err.unsent_batches = len(missing)  # type: ignore[attr-defined]
+                    raise err from e
+                sent[h] = {"index": i, "datums": len(batch), "sent_at": _iso(time.time())}
+                sent_now += 1
+                target.pop("last_error", None)
                 _save_state(state_path, state)
-                sent_part = (
-                    f"Sent: {done}/{len(batches)} batches ({sent_now} in this attempt, {already} earlier, "
-                    f"{len(plan.datums) - miss_datums} datums)"
-                )
-                err = PublishError(
-                    f"publish of run {run.run_id} to {ns} ({sink.target}) stopped at batch {i + 1}/{len(batches)}: "
-                    f"{e.message}. {sent_part}; not sent: {len(missing)} batches ({miss_datums} datums). "
-                    f"Progress is saved in {state_path}",
-                    hint=f"fix the cause and re-run `spectrn publish {run_dir}`: only the unsent batches are sent",
-                )
-                err.sent_batches = done  # type: ignore[attr-defined]
-                err.unsent_batches = len(missing)  # type: ignore[attr-defined]
-                raise err from e
-            sent[h] = {"index": i, "datums": len(batch), "sent_at": _iso(time.time())}
-            sent_now += 1
-            target.pop("last_error", None)
-            _save_state(state_path, state)
             if progress:
                 progress(i + 1, len(batches))
+            if stop.requested:  # Ctrl-C during that call: it went through and is recorded; stop here
+                raise KeyboardInterrupt
 
         dash_name = None
         messages: list[str] = []
