@@ -237,6 +237,7 @@ def render_doc() -> str:
         "DeployError": "a workload did not become ready (with a diagnosis)",
         "SimError": "the simulated server could not start or was misconfigured",
         "Interrupted": "stopped by Ctrl-C; finished requests are kept",
+        "Terminated": "stopped by SIGTERM (`kill`, a pod deletion); finished requests are kept, local servers stopped",
     }
     for name, code in sorted(EXIT_CODES.items(), key=lambda kv: (kv[1], kv[0])):
         out.append(f"| {code} | `{name}` | {meaning.get(name, '')} |")
