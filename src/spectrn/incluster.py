@@ -532,9 +532,9 @@ def collect(
     poll_s: float = 5.0,
 ) -> Path:
     """``spectrn collect RUN_ID``: fetch the results of a load Job whose CLI went away."""
-    from spectrn.render import check_run_id
+    from spectrn.names import check_run_id
 
-    check_run_id(run_id)
+    check_run_id(run_id, source="the RUN_ID argument")
     job = find_load_job(kube, namespace, run_id)
     return collect_job(
         kube,

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from spectrn import names
 from spectrn.config import SpectrnConfig
 from spectrn.errors import ConfigError, RenderError
 
@@ -102,21 +103,13 @@ for url in sys.argv[2:]:
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
-_RUN_ID = re.compile(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?")
 _CONFIGMAP_KEY = re.compile(r"[-._a-zA-Z0-9]+")
 
 
 # ---- names and paths ---------------------------------------------------------------------------
 
 
-def check_run_id(run_id: str) -> str:
-    """Run ids become object names and label values: lowercase letters, digits and '-', at most 40."""
-    if not _RUN_ID.fullmatch(run_id):
-        raise ConfigError(
-            f"run id {run_id!r} is not usable in Kubernetes names",
-            hint="use lowercase letters, digits and '-', at most 40 characters, e.g. 20260101-1200",
-        )
-    return run_id
+check_run_id = names.check_run_id  # one rule for local and in-cluster run ids (spectrn.names)
 
 
 def _check_names(cfg: SpectrnConfig) -> None:

@@ -161,29 +161,9 @@ def _bench_local(
     time_scale: float | None,
     console: Any,
 ) -> Path:
-    from spectrn.bench import execute, plan_from_config
+    from spectrn.bench import bench_local
 
-    if endpoints:
-        plan = plan_from_config(cfg, endpoints, run_id=run_id, out_root=out_dir, model=model)
-        return execute(plan, cfg, console).run_dir
-    with _local_runtime(cfg, runtime, out_dir / run_id / "servers", time_scale) as pair:
-        console.print(f"[dim]{runtime} servers: {pair.endpoints}[/]")
-        plan = plan_from_config(cfg, dict(pair.endpoints), run_id=run_id, out_root=out_dir, model=model or pair.model)
-        return execute(plan, cfg, console).run_dir
-
-
-def _local_runtime(cfg: Any, runtime: str, work_dir: Path, time_scale: float | None) -> Any:
-    if time_scale is not None and not 0 < time_scale <= 100:
-        raise ConfigError(f"--time-scale {time_scale:g} is outside (0, 100]", hint="e.g. --time-scale 0.25 (4x faster)")
-    if runtime == "sim":
-        from spectrn.runtimes.sim_pair import SimPair
-
-        return SimPair(cfg, work_dir, time_scale=time_scale)
-    if runtime == "vllm-cpu":
-        from spectrn.runtimes.vllm_cpu import VllmCpuPair
-
-        return VllmCpuPair(work_dir, num_speculative_tokens=min(cfg.num_speculative_tokens, 8))
-    raise ConfigError(f"--runtime {runtime!r} is not a local runtime", hint="use --runtime sim or --runtime vllm-cpu")
+    return bench_local(cfg, endpoints, runtime, run_id, out_dir, model, time_scale, console)
 
 
 def _finish_and_publish(run_dir: Path, console: Any, *, report: bool, publish: bool) -> None:
