@@ -475,24 +475,33 @@ async def _read_stream(resp: aiohttp.ClientResponse, stream: StreamParser, t0: f
         if received > budget:
             stream.fail("response_too_large", f"the response passed {budget} bytes for max_tokens={params.max_tokens}")
             return end
-        try:
-            payloads = decoder.feed(data)
-        except EventTooLarge as e:
-            stream.fail("response_too_large", str(e))
-            return end
-        for payload in payloads:
-            stream.event(payload, now)
-            if stream.done or stream.fatal:
-                break
-        if stream.done:
-            await _drain(resp)
-            return end
-        if stream.fatal:
+        if consume(stream, decoder, data, now):
+            if stream.done:
+                await _drain(resp)
             return end
     end = time.perf_counter() - t0
-    for payload in decoder.close():
-        stream.event(payload, end)
+    finish(stream, decoder, end)
     return end
+
+
+def consume(stream: StreamParser, decoder: SseDecoder, data: bytes, now: float) -> bool:
+    """Feed one read of the body; True when reading should stop ([DONE], or an error that ends the request)."""
+    try:
+        payloads = decoder.feed(data)
+    except EventTooLarge as e:
+        stream.fail("response_too_large", str(e))
+        return True
+    for payload in payloads:
+        stream.event(payload, now)
+        if stream.done or stream.fatal:
+            return True
+    return False
+
+
+def finish(stream: StreamParser, decoder: SseDecoder, now: float) -> None:
+    """The body ended (the server closed it): use a last event left without its blank line."""
+    for payload in decoder.close():
+        stream.event(payload, now)
 
 
 async def run_request(
