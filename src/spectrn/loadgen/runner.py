@@ -101,8 +101,45 @@ class RunOutcome:
     notes: list[str]
 
 
+def fd_budget(plan: RunPlan) -> int:
+    """File descriptors a closed-loop run holds at its peak: a connection per stream and endpoint, plus
+    the results files, the event loop and the interpreter's own."""
+    streams = max((lv.concurrency or 1 for lv in plan.levels if lv.rate is None), default=0)
+    return -(-streams // plan.shards) * len(plan.endpoints) + 64
+
+
+def ensure_fd_budget(plan: RunPlan) -> None:
+    """Raise the soft open-file limit towards the hard one when the run needs it; refuse a closed-loop run
+    that cannot fit, before anything is sent, rather than fail mid-run."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not POSIX
+        return
+    need = fd_budget(plan)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return
+    target = need if hard == resource.RLIM_INFINITY else min(hard, need)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        soft = target
+    except (ValueError, OSError):
+        pass
+    if soft < need:
+        raise BenchError(
+            f"this run needs about {need} open files (a connection per stream and endpoint, plus 64) but the "
+            f"open-file limit is {soft} (hard limit {hard})",
+            hint=f"raise it (`ulimit -n {2 * need}`) or lower --concurrency",
+        )
+
+
 def write_error(path: Path, e: OSError) -> BenchError:
     """A results file that cannot be written (disk full, read-only, no permission), as a BenchError."""
+    if e.errno in (errno.EMFILE, errno.ENFILE):
+        return BenchError(
+            f"out of file descriptors while writing {path} ({e.strerror}); the run was stopped",
+            hint="raise the open-file limit (`ulimit -n 65536`) or lower --concurrency / --rate",
+        )
     fixes = {
         errno.ENOSPC: "free space on that disk, or pass --out-dir on another disk",
         errno.EDQUOT: "free space within your quota, or pass --out-dir on another disk",
@@ -654,6 +691,7 @@ async def run_bench(
             f"{plan.out_dir} already holds a run (requests.jsonl exists)",
             hint="choose another --run-id, or remove the folder",
         )
+    ensure_fd_budget(plan)
     state = _RunState(started=time.time())
     acceptance: dict[str, dict[str, Any] | None] = {}
     phase = on_phase or (lambda _msg: None)
