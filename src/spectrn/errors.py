@@ -155,8 +155,8 @@ _SECRET_QUERY_KEYS = re.compile(
 
 def redact_url(url: str) -> str:
     """``url`` fit to store or show: the password of ``user:password@`` becomes ``***`` (a bare ``token@``
-    user, often a credential itself, too), credential-like query values become ``***``, and the rest of the
-    text goes through ``redact``. Never raises: a string that does not parse as a URL is only ``redact``-ed.
+    user, often a credential itself, too), credential-like query values become ``***``, and the path goes
+    through ``redact``. Never raises: a string that does not parse as a URL is only ``redact``-ed.
 
     Used on every URL spectrn writes (``run.json`` endpoints, records' ``error_msg``, notes) or prints."""
     try:
@@ -174,7 +174,6 @@ def redact_url(url: str) -> str:
                     [(k, "***" if _SECRET_QUERY_KEYS.search(k.lower().replace("-", "_")) else v) for k, v in pairs],
                     safe="*",
                 )
-        out = urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+        return urlunsplit((parts.scheme, netloc, redact(parts.path), query, redact(parts.fragment)))
     except ValueError:  # not a URL (an invalid port, brackets): mask what the text patterns find
-        out = url
-    return redact(out)
+        return redact(url)

@@ -16,8 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from hostile import PLANTED, HostileServer
 from relhelp import assert_summary_matches_records, bench_argv, last_line, measured_error_classes, records, run_cli
+
+from hostile import PLANTED, HostileServer
 
 REQUESTS = 8
 COMMON = ["--requests", str(REQUESTS), "--max-tokens", "12", "--concurrency", "2", "--prompts", "all"]
@@ -136,3 +137,22 @@ def test_a_results_file_that_cannot_grow_is_a_bench_error_naming_it_and_the_run_
     assert "Traceback" not in out.stderr
     run = json.loads((tmp_path / "results" / "big" / "run.json").read_text())
     assert run["interrupted"] is True and "File too large" in run["stop_reason"]
+
+
+def test_credentials_in_urls_never_reach_disk_or_the_terminal(hostile, capsys, tmp_path) -> None:
+    """An endpoint URL with user:password@, a server that echoes a URL with credentials in its error, and one
+    that redirects to a URL with credentials: none of it is stored or shown."""
+    echo, redirect = hostile("error_echoes_credentials"), hostile("redirect_other_host")
+    base = echo.url.replace("http://", f"http://bench:{PLANTED}@") + "/v1"
+    code, err, run_dir = _bench(capsys, tmp_path, {"baseline": base, "speculative": redirect.url}, "sec")
+    assert code == 4, err
+    assert PLANTED not in err
+    files = [p for p in run_dir.rglob("*") if p.is_file()]
+    assert {"run.json", "requests.jsonl", "summary.json"} <= {p.name for p in files}
+    for p in files:
+        assert PLANTED not in p.read_text(encoding="utf-8", errors="replace"), p.name
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["endpoints"]["baseline"].startswith("http://bench:***@127.0.0.1:")
+    recs = records(run_dir)
+    assert any("http://admin:***@10.0.0.1:9000" in (r.get("error_msg") or "") for r in recs)
+    assert any("http://admin:***@elsewhere.invalid:8000" in (r.get("error_msg") or "") for r in recs)
