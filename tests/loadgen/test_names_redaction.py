@@ -61,3 +61,19 @@ def test_the_default_run_ids_pass_the_rule() -> None:
 
     for draft in ("qwen3-0.6b", "qwen3-1.7b"):
         check_run_id(new_run_id(build_config({"draft": draft}), prefix="demo-"))
+
+
+@pytest.mark.parametrize(("field", "value"), [("variant", "../../etc"), ("prompt_class", "a/b"), ("variant", "/abs")])
+def test_names_read_back_from_requests_jsonl_are_checked(tmp_path, field: str, value: str) -> None:
+    """A requests.jsonl edited (or written by another tool) with a variant or class that would become a
+    path outside the run folder is refused when read, naming the line."""
+    import json
+
+    from spectrn.errors import AnalysisError
+    from spectrn.records import read_records
+
+    good = {"variant": "baseline", "index": 0, "prompt_id": "p", "prompt_class": "c", "sent_at": 1.0}
+    path = tmp_path / "requests.jsonl"
+    path.write_text(json.dumps(good) + "\n" + json.dumps({**good, field: value}) + "\n" + json.dumps(good) + "\n")
+    with pytest.raises(AnalysisError, match=rf"line 2 is not a request record: {field}: .* is not a safe name"):
+        read_records(path)
