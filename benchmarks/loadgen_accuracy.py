@@ -6,9 +6,12 @@ each event was written. We compare spectrn's reported p50 TTFT and p50 TPOT with
 computed from the server's own timestamps (the truth), and measure the client's CPU time per streamed
 token (user + system time of this process during the run / tokens received).
 
-    .venv/bin/python benchmarks/loadgen_accuracy.py [--levels 1,16,64,256] [--tokens 128] [--pattern 1]
+    .venv/bin/python benchmarks/loadgen_accuracy.py [--levels 1,16,64,256] [--tokens 128] [--pattern 1] [--ramp auto]
 
-Prints one line per level and writes benchmarks/results/loadgen_accuracy.json.
+``--ramp``: the closed-loop start (``auto``, spectrn's default, or seconds; 0 = all streams at once). Besides
+the error against the client-send truth, each line gives the error against the server's own TTFT (handler
+start to first write), which leaves out the server's ingress queue. Prints one line per level and writes
+benchmarks/results/loadgen_accuracy_pattern<P>[_ramp<R>].json.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ def cpu_seconds() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def run_level(base: str, concurrency: int, tokens: int, out: Path) -> dict[str, float]:
+def run_level(base: str, concurrency: int, tokens: int, out: Path, ramp_s: float | None = None) -> dict[str, float]:
     ps = PromptSet(name="bench", prompts=[Prompt(id="p", **{"class": "c"}, text="hello world")])
     n = max(2 * concurrency, 32)
     plan = RunPlan(
@@ -50,6 +53,7 @@ def run_level(base: str, concurrency: int, tokens: int, out: Path) -> dict[str, 
         schedule=build_schedule(ps, requests=n, warmup=0, seed=0, nonce=f"c{concurrency}"),
         params=RequestParams(model="ref-model", api="completions", max_tokens=tokens, keep_output=False),
         levels=[Level.closed(concurrency)],
+        ramp_s=ramp_s,
     )
     urllib.request.urlopen(f"{base}/log")  # connection warm, and the log so far
     before_log = len(json.load(urllib.request.urlopen(f"{base}/log")))
@@ -70,8 +74,12 @@ def run_level(base: str, concurrency: int, tokens: int, out: Path) -> dict[str, 
     arrival_ttft = statistics.median(e["sent"][0] - e["arrival"] for e in log)
     got_tpot = statistics.median(m.tpot for m in mets if m.tpot is not None)
     tok = sum(m.output_tokens for m in mets)
+    shape = json.loads((plan.out_dir / "run.json").read_text())["load_shape"][f"c{concurrency}"]
     return {
         "concurrency": concurrency,
+        "ramp_s": shape["ramp_s"],
+        "ramp": shape["ramp"],
+        "ttft_err_vs_server_pct": (got_ttft / arrival_ttft - 1) * 100,
         "requests": len(mets),
         "errors": n - len(mets),
         "true_ttft_p50_ms": statistics.median(true_ttft) * 1e3,
@@ -96,7 +104,9 @@ def main() -> None:
     ap.add_argument("--ttft", type=float, default=0.1)
     ap.add_argument("--gap", type=float, default=0.03)
     ap.add_argument("--pattern", default="1", help="tokens per event, e.g. 3 for speculative-like chunks")
+    ap.add_argument("--ramp", default="auto", help="closed-loop start: auto (the default) or seconds (0: all at once)")
     a = ap.parse_args()
+    ramp_s = None if a.ramp == "auto" else float(a.ramp)
     port = free_port()
     out = Path("benchmarks/results/loadgen_accuracy_runs") / time.strftime("%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
@@ -123,14 +133,16 @@ def main() -> None:
     try:
         wait_healthy(base, proc, log, 30)
         for c in (int(x) for x in a.levels.split(",")):
-            row = run_level(base, c, a.tokens, out)
+            row = run_level(base, c, a.tokens, out, ramp_s)
             rows.append(row)
             print(
                 f"c={c:4d} n={row['requests']:4d} TTFT p50 true {row['true_ttft_p50_ms']:.2f} ms measured "
                 f"{row['spectrn_ttft_p50_ms']:.2f} ms ({row['ttft_err_pct']:+.2f}%) | TPOT p50 true "
                 f"{row['true_tpot_p50_ms']:.3f} ms measured {row['spectrn_tpot_p50_ms']:.3f} ms "
                 f"({row['tpot_err_pct']:+.2f}%) | client CPU {row['client_cpu_us_per_token']:.1f} us/token | "
-                f"server lag p99 {row['server_lag_p99_ms']:.2f} ms",
+                f"server lag p99 {row['server_lag_p99_ms']:.2f} ms | server-side TTFT p50 "
+                f"{row['server_side_ttft_p50_ms']:.2f} ms, spectrn vs it {row['ttft_err_vs_server_pct']:+.2f}% | "
+                f"ramp {row['ramp_s']:g} s",
                 flush=True,
             )
     finally:
@@ -138,7 +150,8 @@ def main() -> None:
         proc.wait(10)
     res = Path("benchmarks/results")
     res.mkdir(exist_ok=True)
-    (res / f"loadgen_accuracy_pattern{a.pattern.replace(',', '-')}.json").write_text(json.dumps(rows, indent=2))
+    suffix = f"_ramp{a.ramp}"  # the files without a suffix predate the option (all streams at once: --ramp 0)
+    (res / f"loadgen_accuracy_pattern{a.pattern.replace(',', '-')}{suffix}.json").write_text(json.dumps(rows, indent=2))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@
     |   +-- DeployError         exit 7   a workload did not become ready (with a diagnosis)
     +-- SimError                exit 8   the simulated server could not start or was misconfigured
     +-- Interrupted             exit 130 the user stopped the command (Ctrl-C); partial results kept
+        +-- Terminated          exit 143 the process was sent SIGTERM; partial results kept
 
 Every message says what is wrong and what to do next. The CLI catches ``SpectrnError`` only,
 prints ``Type: message`` and exits with ``exit_code``; anything else is a bug and shows a traceback.
@@ -19,6 +20,7 @@ prints ``Type: message`` and exits with ``exit_code``; anything else is a bug an
 from __future__ import annotations
 
 import re
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 
 class SpectrnError(Exception):
@@ -78,6 +80,12 @@ class Interrupted(SpectrnError):
     exit_code = 130
 
 
+class Terminated(Interrupted):
+    """SIGTERM (``kill``, a Kubernetes pod deletion): 128 + 15, as a shell reports a process ended by it."""
+
+    exit_code = 143
+
+
 EXIT_CODES: dict[str, int] = {
     cls.__name__: cls.exit_code
     for cls in (
@@ -92,6 +100,7 @@ EXIT_CODES: dict[str, int] = {
         DeployError,
         SimError,
         Interrupted,
+        Terminated,
     )
 }
 
@@ -145,3 +154,35 @@ def redact(text: str) -> str:
     for pattern, repl in _SECRET_PATTERNS:
         text = pattern.sub(repl, text)
     return text
+
+
+# Query parameters whose values are credentials (matched on the lower-cased name, '-' read as '_').
+_SECRET_QUERY_KEYS = re.compile(
+    r"(?:^|_)(?:token|key|apikey|secret|password|passwd|pwd|signature|sig|credential|auth|authorization)(?:$|_)"
+)
+
+
+def redact_url(url: str) -> str:
+    """``url`` fit to store or show: the password of ``user:password@`` becomes ``***`` (a bare ``token@``
+    user, often a credential itself, too), credential-like query values become ``***``, and the path goes
+    through ``redact``. Never raises: a string that does not parse as a URL is only ``redact``-ed.
+
+    Used on every URL spectrn writes (``run.json`` endpoints, records' ``error_msg``, notes) or prints."""
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if "@" in netloc:
+            userinfo, _, hostport = netloc.rpartition("@")
+            user, colon, _password = userinfo.partition(":")
+            netloc = f"{user}:***@{hostport}" if colon else f"***@{hostport}"
+        query = parts.query
+        if query:
+            pairs = parse_qsl(query, keep_blank_values=True)
+            if any(_SECRET_QUERY_KEYS.search(k.lower().replace("-", "_")) for k, _ in pairs):
+                query = urlencode(
+                    [(k, "***" if _SECRET_QUERY_KEYS.search(k.lower().replace("-", "_")) else v) for k, v in pairs],
+                    safe="*",
+                )
+        return urlunsplit((parts.scheme, netloc, redact(parts.path), query, redact(parts.fragment)))
+    except ValueError:  # not a URL (an invalid port, brackets): mask what the text patterns find
+        return redact(url)

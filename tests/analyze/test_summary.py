@@ -180,12 +180,12 @@ def test_summary_flags_error_rate_and_counts_classes() -> None:
 
 def test_summary_counts_planned_requests_and_flags_a_run_that_stopped_part_way() -> None:
     recs = [rec(v, i, sent_at=1000 + i) for i in range(6) for v in ("baseline", "speculative")]
-    s = summarize(recs, meta(planned_requests={"c4": 10}))
+    s = summarize(recs, meta(planned={"baseline": {"c4": 10}, "speculative": {"c4": 10}}))
     assert s.levels[0].variants["baseline"].requests.planned == 10
     assert not s.clean and {f.code for f in s.findings} >= {"incomplete"}
-    s2 = summarize(recs + recs[:2], meta(planned_requests={"c4": 6}))
+    s2 = summarize(recs + recs[:2], meta(planned={"baseline": {"c4": 6}, "speculative": {"c4": 6}}))
     assert not s2.clean and "duplicates" in {f.code for f in s2.findings}
-    s3 = summarize(recs, meta(planned_requests={"c4": 6}))
+    s3 = summarize(recs, meta(planned={"baseline": {"c4": 6}, "speculative": {"c4": 6}}))
     assert s3.clean
 
 

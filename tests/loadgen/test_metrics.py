@@ -66,3 +66,61 @@ def test_v0_gauge_fallback_is_labelled() -> None:
 
 def test_missing_snapshot_is_not_reported() -> None:
     assert acceptance_delta(None, None) is None
+
+
+def _snap(drafts: float, draft_tokens: float, accepted: float, per_pos: list[float] | None = None) -> str:
+    lines = [
+        "# TYPE vllm:spec_decode_num_drafts counter",
+        f"vllm:spec_decode_num_drafts_total {drafts}",
+        "# TYPE vllm:spec_decode_num_draft_tokens counter",
+        f"vllm:spec_decode_num_draft_tokens_total {draft_tokens}",
+        "# TYPE vllm:spec_decode_num_accepted_tokens counter",
+        f"vllm:spec_decode_num_accepted_tokens_total {accepted}",
+    ]
+    if per_pos is not None:
+        lines.append("# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter")
+        lines += [
+            f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{position="{i}"}} {v}' for i, v in enumerate(per_pos)
+        ]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "why"),
+    [
+        ((0, 0, 0), (10, 70, 80), "80 accepted tokens but only 70 draft tokens"),
+        ((0, 0, 0), (0, 9, 5), "5 accepted tokens but no drafts"),
+        ((0, 0, 0), (0, 7, 0), "7 draft tokens but no drafts"),
+        ((10, 70, 30), (5, 35, 10), "a counter went down"),
+        ((0, 0, 0), ("NaN", 70, 30), "vllm:spec_decode_num_drafts is nan"),
+        ((0, 0, 0), (10, "+Inf", 30), "vllm:spec_decode_num_draft_tokens is inf"),
+    ],
+    ids=["accepted>drafted", "accepted-without-drafts", "draft-tokens-without-drafts", "reset", "nan", "inf"],
+)
+def test_impossible_counters_are_unusable_never_an_impossible_rate(before, after, why) -> None:
+    import json
+
+    acc = acceptance_delta(parse_metrics(_snap(*before)), parse_metrics(_snap(*after)))
+    assert acc is not None and acc["source"].startswith("counters unusable: ") and why in acc["source"]
+    assert acc["rate"] is None and acc["mean_accepted_length"] is None and acc["per_position"] is None
+    json.dumps(acc, allow_nan=False)  # no NaN or infinity can reach acceptance.json
+
+
+def test_per_position_rates_outside_0_1_are_unusable() -> None:
+    before = parse_metrics(_snap(0, 0, 0, [0, 0]))
+    after = parse_metrics(_snap(10, 70, 30, [25, 5]))  # 25 accepted at position 0 out of 10 drafts
+    acc = acceptance_delta(before, after)
+    assert acc is not None and acc["rate"] is None and "per-position" in acc["source"]
+
+
+def test_v0_gauge_outside_0_1_is_unusable() -> None:
+    for value in ("1.7", "NaN", "-0.1"):
+        text = f"# TYPE vllm:spec_decode_draft_acceptance_rate gauge\nvllm:spec_decode_draft_acceptance_rate {value}\n"
+        acc = acceptance_delta(parse_metrics(text), parse_metrics(text))
+        assert acc is not None and acc["rate"] is None and acc["source"].startswith("counters unusable")
+
+
+def test_sane_counters_still_give_rates() -> None:
+    acc = acceptance_delta(parse_metrics(_snap(0, 0, 0, [0, 0])), parse_metrics(_snap(10, 70, 30, [8, 4])))
+    assert acc is not None and acc["rate"] == pytest.approx(30 / 70) and acc["mean_accepted_length"] == 4.0
+    assert acc["per_position"] == [0.8, 0.4]

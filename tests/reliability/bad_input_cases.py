@@ -68,7 +68,7 @@ CASES: list[Case] = [
     _c("window enormous", "render --window 1000000", 2, "is outside 1..32"),
     _c("namespace with '/' and '..'", "render --set namespace=../etc", 2, "namespace: must be a DNS-1123 label"),
     _c("--only not a service", "render --only both", 2, "--only 'both' is not a service"),
-    _c("run id with '..'", "render --run-id ../x", 2, "run id '../x' is not usable"),
+    _c("run id with '..'", "render --run-id ../x", 2, "run id '../x' (from --run-id) is not usable"),
     _c(
         "output folder is a file",
         "render -o spectrn.yaml",
@@ -133,8 +133,15 @@ CASES: list[Case] = [
     _c("infinite timeout", ("bench", *EP, "--set", "bench.timeout_s=1e400"), 2, "bench.timeout_s"),
     _c("unknown API", ("bench", *EP, "--api", "grpc"), 2, "bench.api: Input should be 'chat' or 'completions'"),
     _c("--out-dir climbing out with '..'", ("bench", *EP, "--out-dir", "../x"), 2, "--out-dir ../x contains '..'"),
-    _c("run id with '..'", ("bench", *EP, "--run-id", "../x"), 2, "is not a safe folder name"),
-    _c("run id with '/'", ("bench", *EP, "--run-id", "a/b"), 2, "is not a safe folder name"),
+    _c("run id with '..'", ("bench", *EP, "--run-id", "../x"), 2, "run id '../x' (from --run-id) is not usable"),
+    _c("run id with '/'", ("bench", *EP, "--run-id", "a/b"), 2, "run id 'a/b' (from --run-id) is not usable"),
+    _c("run id with capitals (not a Kubernetes name)", ("bench", *EP, "--run-id", "My_Run"), 2, "is not usable"),
+    _c("run id over 40 characters", ("bench", *EP, "--run-id", "r" * 41), 2, "1-40 lowercase letters"),
+    _c("pod run id with '..'", ("loadgen", *EP, "--run-id", "../x"), 2, "run id '../x' (from --run-id) is not usable"),
+    _c("endpoint name with '/'", ("bench", "--endpoint", f"../../x={DEAD}", *ID), 2, "endpoint name '../../x'"),
+    _c("endpoint name absolute", ("bench", "--endpoint", f"/tmp/x={DEAD}", *ID), 2, "is not a safe name"),
+    _c("prompt class with '/'", ("bench", *EP, *ID, "--prompts", "bad_class.yaml"), 2, "prompts[0].class '../c'"),
+    _c("bench --local output with '..' (before any server starts)", "bench --local --out-dir ../x", 2, "contains '..'"),
     _c("prompt file over 5 MB", ("bench", *EP, "--prompts", "huge_prompts.yaml"), 2, "over the 5000000-byte limit"),
     _c("prompt file not UTF-8", ("bench", *EP, "--prompts", "latin1_prompts.yaml"), 2, "is not UTF-8"),
     _c("prompt file missing", ("bench", *EP, "--prompts", "nope.yaml"), 2, "nope.yaml"),
@@ -179,8 +186,8 @@ CASES: list[Case] = [
     _c("deploy with negative timeout", "deploy --timeout -5", 2, "--timeout"),
     _c("status in an invalid namespace", "status --set namespace=Bad_NS", 2, "namespace: must be a DNS-1123 label"),
     _c("teardown with a bad config", "teardown --yes -c unknown.yaml", 2, "unknown key"),
-    _c("collect a run id with '..'", "collect ../x", 2, "run id '../x' is not usable"),
-    _c("collect a run id with '/'", "collect a/b", 2, "run id 'a/b' is not usable"),
+    _c("collect a run id with '..'", "collect ../x", 2, "run id '../x' (from the RUN_ID argument) is not usable"),
+    _c("collect a run id with '/'", "collect a/b", 2, "run id 'a/b' (from the RUN_ID argument) is not usable"),
     _c("collect a run that does not exist", "collect nosuchrun", 4, "no load Job for run nosuchrun"),
     _c("collect with negative timeout", "collect abc --timeout -1", 2, "--timeout"),
     _c("fake capacity on a cluster that is not kind", "kind fake-neuron", 2, "is not a kind cluster"),
@@ -238,6 +245,7 @@ def make_inputs(root: Path) -> None:
     line = '  - {id: p, class: structured, text: "' + "y" * 1000 + '"}\n'
     (root / "huge_prompts.yaml").write_text("prompts:\n" + line * 5300)
     (root / "latin1_prompts.yaml").write_bytes('prompts:\n  - {id: p, text: "caf\xe9"}\n'.encode("latin-1"))
+    (root / "bad_class.yaml").write_text("name: bad\nprompts:\n  - {id: p, class: ../c, text: hello}\n")
     (root / "empty_dir").mkdir()
     meta = {"run_id": "r", "spectrn_version": "0.1.0", "started_at": 1_800_000_000.0, "finished_at": 1_800_000_100.0}
     for name in ("corrupt_run", "empty_run", "damaged_run", "good_run"):
@@ -284,6 +292,7 @@ def render_doc() -> str:
         "DeployError": "a workload did not become ready (with a diagnosis)",
         "SimError": "the simulated server could not start or was misconfigured",
         "Interrupted": "stopped by Ctrl-C; finished requests are kept",
+        "Terminated": "stopped by SIGTERM (`kill`, a pod deletion); finished requests are kept, local servers stopped",
     }
     for name, code in sorted(EXIT_CODES.items(), key=lambda kv: (kv[1], kv[0])):
         out.append(f"| {code} | `{name}` | {meaning.get(name, '')} |")

@@ -21,6 +21,16 @@ def test_every_test_named_in_reliability_md_exists() -> None:
             assert current.is_file(), f"docs/reliability.md names a missing file: {path}"
         if name:
             assert current is not None, f"::{name} without a file before it"
-            assert re.search(rf"^def {name}\(", current.read_text(), re.M), f"{current.name} has no {name}"
+            assert re.search(rf"^(?:async )?def {name}\(", current.read_text(), re.M), f"{current.name} has no {name}"
             checked += 1
     assert checked >= 25
+
+
+def test_every_request_error_class_is_in_reliability_md() -> None:
+    from error_classes import splice
+
+    text = DOC.read_text(encoding="utf-8")
+    assert splice(text) == text, (
+        "docs/reliability.md's error-class table is stale: run "
+        "`.venv/bin/python tests/reliability/error_classes.py --write docs/reliability.md`"
+    )

@@ -135,3 +135,88 @@ def test_a_torn_line_in_the_middle_is_corruption_not_a_kill(capsys, tmp_path) ->
     assert code == 5
     assert "line 2 is not a request record" in err
     assert not (run_dir / "summary.json").exists()
+
+
+def _children(pid: int) -> list[int]:
+    """Processes whose parent is ``pid`` (Linux /proc)."""
+    out = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            text = status.read_text()
+        except OSError:
+            continue
+        if f"\nPPid:\t{pid}\n" in text:
+            out.append(int(status.parent.name))
+    return out
+
+
+def _gone(pid: int, timeout_s: float = 20) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+        except OSError:
+            return True
+        if state == "Z":  # exited, not yet reaped by its new parent
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_sigterm_stops_the_run_marks_it_interrupted_and_exits_143(start_sim, capsys, tmp_path) -> None:
+    base, spec = start_sim(time_scale=0.2), start_sim(time_scale=0.2, speculative=True)
+    proc = _start_bench(tmp_path, base.base_url, spec.base_url, "term")
+    run_dir = tmp_path / "results" / "term"
+    _wait_for_records(run_dir / "requests.jsonl", 12, proc)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    text = err.decode()
+    assert proc.returncode == 143, text
+    lines = [line for line in text.splitlines() if line.startswith(("Terminated:", "Interrupted:", "Traceback"))]
+    assert lines == [lines[-1]] and lines[-1].startswith(
+        "Terminated: stopped by SIGTERM; finished requests are kept in"
+    )
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["interrupted"] is True and meta["stop_reason"] == "SIGTERM" and meta["finished_at"] is not None
+    _whole_lines(run_dir / "requests.jsonl")
+    code, _, err2 = run_cli(["analyze", str(run_dir), "--no-report"], capsys)
+    assert code == 0 and "NOT A CLEAN RUN" in err2
+
+
+def test_sigterm_to_bench_local_stops_the_simulators_it_started(tmp_path) -> None:
+    argv = [str(SPECTRN), "bench", "--local", "--runtime", "sim", "--time-scale", "0.2", "--requests", "400"]
+    argv += ["--max-tokens", "64", "--concurrency", "4", "--out-dir", str(tmp_path / "results"), "--run-id", "lt"]
+    env = {k: v for k, v in os.environ.items() if k != "SPECTRN_CONFIG"}
+    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    run_dir = tmp_path / "results" / "lt"
+    _wait_for_records(run_dir / "requests.jsonl", 8, proc, timeout_s=120)
+    servers = _children(proc.pid)
+    assert len(servers) == 2, servers  # the baseline and the speculative simulator
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err.decode()
+    assert err.decode().splitlines()[-1].startswith("Terminated: stopped by SIGTERM")
+    assert all(_gone(pid) for pid in servers), "a simulator outlived the bench"
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["interrupted"] is True and meta["stop_reason"] == "SIGTERM"
+
+
+def test_a_second_bench_with_the_same_run_id_fails_at_once(start_sim, capsys, tmp_path) -> None:
+    base, spec = start_sim(time_scale=0.2), start_sim(time_scale=0.2, speculative=True)
+    proc = _start_bench(tmp_path, base.base_url, spec.base_url, "twice")
+    run_dir = tmp_path / "results" / "twice"
+    try:
+        _wait_for_records(run_dir / "requests.jsonl", 4, proc)
+        started = time.monotonic()
+        eps = ["--endpoint", f"baseline={base.base_url}", "--endpoint", f"speculative={spec.base_url}"]
+        code, _, err = run_cli(["bench", *eps, "--out-dir", tmp_path / "results", "--run-id", "twice"], capsys)
+        assert time.monotonic() - started < 10  # at once, not after the first run
+        assert code == 4 and "Traceback" not in err
+        line = [x for x in err.splitlines() if x.strip()][-1]
+        assert line.startswith("BenchError: run folder") and "is in use by another spectrn process" in line
+        assert proc.poll() is None  # the first bench is untouched and still running
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    recs = _whole_lines(run_dir / "requests.jsonl")
+    assert len({(r["variant"], r["index"], r.get("level")) for r in recs}) == len(recs)  # no interleaved duplicates

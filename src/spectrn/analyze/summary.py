@@ -100,6 +100,8 @@ class Accumulator:
     first_send: float = math.inf
     last_end: float = -math.inf
     token_sources: Counter[str] = field(default_factory=Counter)
+    token_warnings: int = 0
+    token_warning_example: str | None = None
     stream: StreamCounter | None = None
 
     def __post_init__(self) -> None:
@@ -107,6 +109,9 @@ class Accumulator:
 
     def add(self, rec: RequestRecord, time_scale: float, max_tokens: int | None) -> None:
         self.records += 1
+        if rec.token_warning:
+            self.token_warnings += 1
+            self.token_warning_example = self.token_warning_example or rec.token_warning
         if not rec.ok:
             cls = rec.error or "error"
             self.errors[cls] += 1
@@ -159,6 +164,8 @@ class Accumulator:
         self.first_send = min(self.first_send, other.first_send)
         self.last_end = max(self.last_end, other.last_end)
         self.token_sources.update(other.token_sources)
+        self.token_warnings += other.token_warnings
+        self.token_warning_example = self.token_warning_example or other.token_warning_example
         if self.stream is not None and other.stream is not None:
             self.stream.merge(other.stream)
 
@@ -511,7 +518,9 @@ def summarize(
                 "still running); statistics cover the requests that finished",
             )
         )
-    provenance = meta.provenance.model_copy(update={"rescaled": st.time_scale != 1.0, "engine": meta.engine})
+    provenance = meta.provenance.model_copy(
+        update={"rescaled": st.time_scale != 1.0, "engine": meta.engine, "load_shape": load_shape_text(meta)}
+    )
     if st.time_scale != 1.0:
         findings.append(
             Finding(
@@ -540,6 +549,19 @@ def summarize(
     )
 
 
+def load_shape_text(meta: RunMeta) -> str | None:
+    """How load was applied, per level, in one line (run.json's ``load_shape``)."""
+    parts = []
+    for lv, shape in meta.load_shape.items():
+        if shape.get("kind") == "open-loop":
+            parts.append(f"{lv}: open loop, Poisson {shape.get('rate_per_s')} req/s")
+        elif shape.get("kind") == "closed-loop":
+            ramp = shape.get("ramp_s")
+            start = "all streams start at once" if not ramp else f"streams start over {ramp} s ({shape.get('ramp')})"
+            parts.append(f"{lv}: closed loop, {shape.get('concurrency')} streams, {start}")
+    return "; ".join(parts) or meta.provenance.load_shape
+
+
 def config_label(meta: RunMeta) -> str:
     """``<draft>/k<window>`` (``medusa/k<window>`` for Medusa): one value naming the speculative setup."""
     cfg = meta.config
@@ -565,7 +587,6 @@ def _level(
     order = {"baseline": 0, "speculative": 1}
     variants = sorted({k[1] for k in keys}, key=lambda v: (order.get(v, 2), v))
     classes = sorted({k[2] for k in keys})
-    planned = meta.planned_requests.get(lv)
     pooled: dict[str, Accumulator] = {}
     for v in variants:
         acc = Accumulator(window=accs[(lv, v, classes[0])].window, semantics=accs[(lv, v, classes[0])].semantics,
@@ -584,6 +605,7 @@ def _level(
 
     out = LevelSummary(load=Load.parse(lv))
     for v in variants:
+        planned = meta.planned.get(v, {}).get(lv)
         out.variants[v] = variant_summary(pooled[v], st, planned=planned, acceptance=acceptance_of(pooled[v], v, True))
     for c in classes:
         cs = ClassSummary()
@@ -610,6 +632,17 @@ def _level(
                 )
             )
     _level_findings(lv, out, st, findings)
+    for v in variants:
+        if pooled[v].token_warnings:
+            findings.append(
+                Finding(
+                    code="token_mismatch",
+                    severity="warning",
+                    level=lv,
+                    message=f"{v}: {pooled[v].token_warnings} request(s) where the server's token_ids and usage "
+                    f"disagree (token_ids counted), e.g. {pooled[v].token_warning_example}",
+                )
+            )
     return out
 
 

@@ -22,7 +22,7 @@ from spectrn.cli.common import (
     err_console,
     levels_flag,
 )
-from spectrn.cli.show import finish_and_show, say, show_finished
+from spectrn.cli.show import finish_and_show, show_finished
 from spectrn.errors import ConfigError
 
 # this module's commands; spectrn.cli.main adds them to the app
@@ -173,36 +173,9 @@ def _bench_local(
     time_scale: float | None,
     console: Any,
 ) -> Path:
-    from spectrn.loadgen.bench import endpoint_provenance, execute, plan_from_config
+    from spectrn.loadgen.bench import bench_local
 
-    if endpoints:
-        plan = plan_from_config(cfg, endpoints, run_id=run_id, out_root=out_dir, model=model)
-        return execute(plan, cfg, console).run_dir
-    with _local_runtime(cfg, runtime, out_dir / run_id / "servers", time_scale) as pair:
-        say(console, f"{runtime} servers: {pair.endpoints}", style="dim")
-        scale = getattr(pair, "time_scale", 1.0)
-        prov = endpoint_provenance(
-            cfg, dict(pair.endpoints), runtime=runtime, started=True, profile=getattr(pair, "profile", None),
-            time_scale=scale if runtime == "sim" else 1.0,
-        )  # fmt: skip
-        plan = plan_from_config(
-            cfg, dict(pair.endpoints), run_id=run_id, out_root=out_dir, model=model or pair.model, provenance=prov
-        )
-        return execute(plan, cfg, console).run_dir
-
-
-def _local_runtime(cfg: Any, runtime: str, work_dir: Path, time_scale: float | None) -> Any:
-    if time_scale is not None and not 0 < time_scale <= 100:
-        raise ConfigError(f"--time-scale {time_scale:g} is outside (0, 100]", hint="e.g. --time-scale 0.25 (4x faster)")
-    if runtime == "sim":
-        from spectrn.runtimes.sim_pair import SimPair
-
-        return SimPair(cfg, work_dir, time_scale=time_scale)
-    if runtime == "vllm-cpu":
-        from spectrn.runtimes.vllm_cpu import VllmCpuPair
-
-        return VllmCpuPair(work_dir, num_speculative_tokens=min(cfg.num_speculative_tokens, 8))
-    raise ConfigError(f"--runtime {runtime!r} is not a local runtime", hint="use --runtime sim or --runtime vllm-cpu")
+    return bench_local(cfg, endpoints, runtime, run_id, out_dir, model, time_scale, console)
 
 
 @commands.command("loadgen")

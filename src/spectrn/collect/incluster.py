@@ -542,9 +542,9 @@ def collect(
     poll_s: float = 5.0,
 ) -> Collected:
     """``spectrn collect RUN_ID``: fetch the results of a load Job whose CLI went away."""
-    from spectrn.render.manifests import check_run_id
+    from spectrn.names import check_run_id
 
-    check_run_id(run_id)
+    check_run_id(run_id, source="the RUN_ID argument")
     job = find_load_job(kube, namespace, run_id)
     run_dir = collect_job(
         kube,

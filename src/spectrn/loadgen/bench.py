@@ -1,43 +1,47 @@
 """Bench orchestration shared by ``spectrn bench``, ``spectrn loadgen``, ``spectrn demo`` and sweeps.
 
 ``plan_from_config`` turns the run spec into a ``RunPlan``; ``execute`` runs it with a rich progress view
-(or none, in the pod) and returns the run folder; ``spectrn.finish.finish`` then writes every local output.
+(or none, in the pod) and returns the run folder; ``bench_local`` does the same around local servers it
+starts and stops; ``finish`` analyses it and writes the local outputs (summary, llmperf-compatible files,
+EMF metrics, report). Publishing to CloudWatch happens only after everything is on disk, so a failed
+publish loses nothing and can be retried with ``spectrn publish``.
+
+A run folder is held (``claim_run_dir``: an exclusive lock on the folder) from before the local servers
+start until the run's last file is written, so a second bench with the same run id fails at once instead
+of interleaving records. SIGTERM is handled like Ctrl-C: the run stops, ``run.json`` says
+``interrupted``, local servers are stopped, and the command exits 143 (``Terminated``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
+import signal
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from rich.console import Console
 
-from spectrn.errors import BenchError, ConfigError, Interrupted, redact
+from spectrn.errors import BenchError, ConfigError, Interrupted, Terminated, redact_url
 from spectrn.loadgen.client import RequestParams
 from spectrn.loadgen.prompts import build_schedule, load_prompt_set
-from spectrn.loadgen.runner import Level, RunOutcome, RunPlan, run_bench
-from spectrn.paths import safe_output_dir
+from spectrn.loadgen.runner import Level, RunOutcome, RunPlan, run_bench, write_error
+from spectrn.names import check_name
+from spectrn.names import check_run_id as check_run_id
+from spectrn.paths import folder_lock, safe_output_dir
 from spectrn.run.summary import Provenance, ServerIdentity, Summary
 from spectrn.spec.config import SpectrnConfig
-
-RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 def new_run_id(cfg: SpectrnConfig, prefix: str = "") -> str:
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     draft = cfg.draft.replace(".", "p") if cfg.uses_draft_model else "medusa"
     return f"{prefix}{stamp}-{draft}-k{cfg.num_speculative_tokens}"
-
-
-def check_run_id(run_id: str) -> str:
-    if not RUN_ID_RE.fullmatch(run_id) or ".." in run_id:
-        raise ConfigError(
-            f"--run-id {run_id!r} is not a safe folder name",
-            hint="use letters, digits, '.', '_' and '-' only (at most 128 characters)",
-        )
-    return run_id
 
 
 def levels_from_config(cfg: SpectrnConfig) -> list[Level]:
@@ -74,7 +78,11 @@ def plan_from_config(
         timeout_s=b.timeout_s,
         keep_output=keep_output,
     )
-    out_dir = safe_output_dir(out_root, what="--out-dir") / check_run_id(run_id)
+    for name in endpoints:
+        check_name(name, what="endpoint name", source="--endpoint NAME=URL")
+    # run ids given by users pass check_run_id at the CLI; generated ones (sweep cells) at least name a safe folder
+    folder = check_name(run_id, what="run id", source="--run-id", example="20260101-1200")
+    out_dir = safe_output_dir(out_root, what="--out-dir") / folder
     return RunPlan(
         run_id=run_id,
         out_dir=out_dir,
@@ -90,6 +98,208 @@ def plan_from_config(
         ramp_s=b.ramp_s,
         provenance=provenance or endpoint_provenance(cfg, endpoints),
     )
+
+
+_HELD: set[Path] = set()
+
+
+@contextmanager
+def claim_run_dir(run_dir: Path) -> Iterator[Path]:
+    """Create ``run_dir`` and hold an exclusive lock on it until the block ends (re-entrant in one process).
+
+    A second process claiming the same folder gets a ``BenchError`` at once; a folder that already holds
+    a run is refused; a folder this claim created and that is still empty at the end is removed again, so
+    a run that could not start leaves nothing behind."""
+    key = run_dir.absolute()
+    if key in _HELD:
+        yield run_dir
+        return
+    created = not run_dir.exists()
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise write_error(run_dir, e) from None
+    if not run_dir.is_dir():
+        raise ConfigError(f"run folder {run_dir} exists and is not a folder", hint="choose another --run-id")
+
+    def busy() -> BenchError:
+        return BenchError(
+            f"run folder {run_dir} is in use by another spectrn process right now (same run id)",
+            hint="wait for that bench to finish, or choose another --run-id",
+        )
+
+    try:
+        with folder_lock(run_dir, busy):
+            if (run_dir / "requests.jsonl").exists():
+                raise BenchError(
+                    f"{run_dir} already holds a run (requests.jsonl exists)",
+                    hint="choose another --run-id, or remove the folder",
+                )
+            _HELD.add(key)
+            try:
+                yield run_dir
+            finally:
+                _HELD.discard(key)
+    finally:
+        if created:
+            try:
+                run_dir.rmdir()  # only succeeds when nothing was written
+            except OSError:
+                pass
+
+
+@contextmanager
+def sigterm_raises(what: str) -> Iterator[None]:
+    """While the block runs (main thread only), SIGTERM raises ``Terminated`` once, so ``with`` blocks around
+    it (local servers, run folder) clean up; a second SIGTERM during that clean-up is ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    fired = False
+
+    def handler(_sig: int, _frame: FrameType | None) -> None:
+        nonlocal fired
+        if fired:
+            return
+        fired = True
+        raise Terminated(f"stopped by SIGTERM {what}", hint="nothing to clean up: local servers were stopped")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def execute(plan: RunPlan, cfg: SpectrnConfig, console: Console | None, *, quiet: bool = False) -> RunOutcome:
+    """Run the plan with a progress bar per endpoint; Ctrl-C or SIGTERM stops cleanly and keeps finished
+    records (``run.json`` then says ``interrupted`` and why)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = console or Console(stderr=True)
+    per_ep = sum(1 for r in plan.schedule if not r.warmup and r.index % plan.shards == plan.shard) * len(plan.levels)
+    warm = sum(1 for r in plan.schedule if r.warmup and r.index % plan.shards == plan.shard)
+    progress = Progress(
+        TextColumn("{task.description:<12}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[errs]}"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=quiet,
+        transient=False,
+    )
+    tasks = {n: progress.add_task(n, total=per_ep + warm, errs="") for n in plan.endpoints}
+    errors: dict[str, int] = dict.fromkeys(plan.endpoints, 0)
+    stopped: list[str] = []
+
+    def on_record(rec: Any) -> None:
+        if rec.variant in tasks:
+            if not rec.ok:
+                errors[rec.variant] += 1
+            progress.update(
+                tasks[rec.variant],
+                advance=1,
+                errs=f"[red]{errors[rec.variant]} errors[/]" if errors[rec.variant] else "",
+            )
+
+    def on_phase(msg: str) -> None:
+        if not quiet:
+            progress.console.print(msg, style="dim", markup=False, highlight=False)
+
+    async def main() -> RunOutcome:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        previous = signal.getsignal(signal.SIGTERM)
+        watching = threading.current_thread() is threading.main_thread() and task is not None
+
+        def on_sigterm() -> None:
+            if not stopped:
+                stopped.append("SIGTERM")
+                assert task is not None
+                task.cancel()
+
+        if watching:
+            loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+        try:
+            return await run_bench(
+                plan,
+                on_record=on_record,
+                input_tokens=cfg.bench.input_tokens,
+                on_phase=on_phase,
+                stop_reason=lambda: stopped[0] if stopped else None,
+            )
+        finally:
+            if watching:
+                loop.remove_signal_handler(signal.SIGTERM)
+                signal.signal(signal.SIGTERM, previous)
+
+    where = f"finished requests are kept in {plan.out_dir}"
+    fix = f"analyse them with `spectrn analyze {plan.out_dir}`"
+    with claim_run_dir(plan.out_dir):
+        try:
+            with progress:
+                return asyncio.run(main())
+        except KeyboardInterrupt:
+            raise Interrupted(f"stopped by the user; {where}", hint=fix) from None
+        except asyncio.CancelledError:
+            if stopped:
+                raise Terminated(f"stopped by SIGTERM; {where}", hint=fix) from None
+            raise
+
+
+def local_runtime(cfg: SpectrnConfig, runtime: str, work_dir: Path, time_scale: float | None) -> Any:
+    """The local server pair for ``bench --local`` (not started yet: use it as a context manager)."""
+    if time_scale is not None and not 0 < time_scale <= 100:
+        raise ConfigError(f"--time-scale {time_scale:g} is outside (0, 100]", hint="e.g. --time-scale 0.25 (4x faster)")
+    if runtime == "sim":
+        from spectrn.runtimes.sim_pair import SimPair
+
+        return SimPair(cfg, work_dir, time_scale=time_scale)
+    if runtime == "vllm-cpu":
+        from spectrn.runtimes.vllm_cpu import VllmCpuPair
+
+        return VllmCpuPair(work_dir, num_speculative_tokens=min(cfg.num_speculative_tokens, 8))
+    raise ConfigError(f"--runtime {runtime!r} is not a local runtime", hint="use --runtime sim or --runtime vllm-cpu")
+
+
+def bench_local(
+    cfg: SpectrnConfig,
+    endpoints: dict[str, str],
+    runtime: str,
+    run_id: str,
+    out_root: Path,
+    model: str | None,
+    time_scale: float | None,
+    console: Console,
+) -> Path:
+    """``spectrn bench --local``: against ``endpoints``, or against a local server pair started (and always
+    stopped) here. Every input is checked before a server starts or a file is written."""
+    if endpoints:
+        plan = plan_from_config(cfg, endpoints, run_id=run_id, out_root=out_root, model=model)
+        return execute(plan, cfg, console).run_dir
+    pair = local_runtime(cfg, runtime, out_root / run_id / "servers", time_scale)  # checks, starts nothing
+    plan = plan_from_config(cfg, {}, run_id=run_id, out_root=out_root, model=model)
+    with sigterm_raises("while the local servers were starting or stopping"), claim_run_dir(plan.out_dir):
+        with pair:
+            console.print(f"{runtime} servers: {pair.endpoints}", style="dim", markup=False, highlight=False)
+            plan.endpoints = dict(pair.endpoints)
+            plan.params = replace(plan.params, model=model or pair.model)
+            plan.provenance = endpoint_provenance(
+                cfg, plan.endpoints, runtime=runtime, started=True, profile=getattr(pair, "profile", None),
+                time_scale=getattr(pair, "time_scale", 1.0) if runtime == "sim" else 1.0,
+            )  # fmt: skip
+            return execute(plan, cfg, console).run_dir
+
+
+def require_successes(summary: Summary, run_dir: Path) -> None:
+    """A variant without a single successful request is a failed run (exit 4), not a result."""
+    failed = sorted({v for lv in summary.levels for v, vs in lv.variants.items() if not vs.requests.completed})
+    if failed:
+        raise BenchError(
+            f"no successful request on {', '.join(failed)}; every record and the summary are in {run_dir}",
+            hint="read the error examples above (or requests.jsonl) and fix the server or the request settings",
+        )
 
 
 def endpoint_provenance(
@@ -113,7 +323,7 @@ def endpoint_provenance(
     for name, url in endpoints.items():
         spec = name != "baseline"
         servers[name] = ServerIdentity(
-            url=redact(url),
+            url=redact_url(url),
             profile=profile,
             draft=(cfg.draft if cfg.uses_draft_model else cfg.speculation_mode) if spec and started else None,
             window=cfg.num_speculative_tokens if spec and started else None,
@@ -124,59 +334,3 @@ def endpoint_provenance(
         runtime=runtime, started_by_spectrn=started, profile=profile, time_scale=time_scale, servers=servers,
         instance_type=cfg.instance_type,
     )  # fmt: skip
-
-
-def execute(plan: RunPlan, cfg: SpectrnConfig, console: Console | None, *, quiet: bool = False) -> RunOutcome:
-    """Run the plan with a progress bar per endpoint; Ctrl-C stops cleanly and keeps finished records."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    console = console or Console(stderr=True)
-    per_ep = sum(1 for r in plan.schedule if not r.warmup and r.index % plan.shards == plan.shard) * len(plan.levels)
-    warm = sum(1 for r in plan.schedule if r.warmup and r.index % plan.shards == plan.shard)
-    progress = Progress(
-        TextColumn("{task.description:<12}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[errs]}"),
-        TimeElapsedColumn(),
-        console=console,
-        disable=quiet,
-        transient=False,
-    )
-    tasks = {n: progress.add_task(n, total=per_ep + warm, errs="") for n in plan.endpoints}
-    errors: dict[str, int] = dict.fromkeys(plan.endpoints, 0)
-
-    def on_record(rec: Any) -> None:
-        if rec.variant in tasks:
-            if not rec.ok:
-                errors[rec.variant] += 1
-            progress.update(
-                tasks[rec.variant],
-                advance=1,
-                errs=f"[red]{errors[rec.variant]} errors[/]" if errors[rec.variant] else "",
-            )
-
-    def on_phase(msg: str) -> None:
-        if not quiet:
-            progress.console.print(f"[dim]{msg}[/]")
-
-    try:
-        with progress:
-            return asyncio.run(
-                run_bench(plan, on_record=on_record, input_tokens=cfg.bench.input_tokens, on_phase=on_phase)
-            )
-    except KeyboardInterrupt:
-        raise Interrupted(
-            f"stopped by the user; finished requests are kept in {plan.out_dir}",
-            hint=f"analyse them with `spectrn analyze {plan.out_dir}`",
-        ) from None
-
-
-def require_successes(summary: Summary, run_dir: Path) -> None:
-    """A variant without a single successful request is a failed run (exit 4), not a result."""
-    failed = sorted({v for lv in summary.levels for v, vs in lv.variants.items() if not vs.requests.completed})
-    if failed:
-        raise BenchError(
-            f"no successful request on {', '.join(failed)}; every record and the summary are in {run_dir}",
-            hint="read the error examples above (or requests.jsonl) and fix the server or the request settings",
-        )

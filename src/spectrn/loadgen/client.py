@@ -1,35 +1,88 @@
 """One streaming request against an OpenAI-compatible vLLM endpoint, measured per chunk.
 
-Token accounting, best source first:
-1. ``return_token_ids``: each event carries ``token_ids`` (vLLM >= 0.10.2, and spectrn's simulator);
-   under speculative decoding one event carries several tokens.
-2. cumulative ``usage.completion_tokens`` on every event (``continuous_usage_stats``).
-3. text deltas reconciled with the final ``usage``: events are weighted by their text length so that the
-   total equals ``usage.completion_tokens``; without any usage, one token per event (marked ``text``).
+Every request asks for ``return_token_ids`` (vLLM >= 0.10.2 and spectrn's simulator put ``token_ids`` on
+each event) and for ``stream_options: {"include_usage": true, "continuous_usage_stats": true}`` (the Neuron
+V0 fork ignores ``return_token_ids`` but puts the cumulative ``usage`` on every event; see
+docs/benchmarks.md, "Counting tokens"). Token accounting per token-bearing event, best source first
+(``RequestRecord.token_source``):
+
+1. ``token_ids``: the length of the event's ``token_ids``; under speculative decoding one event carries
+   several tokens.
+2. ``usage``: the difference of the cumulative ``usage.completion_tokens`` since the previous
+   token-bearing event. Tokens announced by an event without text (a finish event, a detokenizer that
+   holds text back) are added to the next token-bearing event, or to the last one at the end, so the
+   chunks always add up to the server's count.
+3. ``text``: neither is available: the final ``usage.completion_tokens`` is split over the events by text
+   length (at least one each), or one token per event without any usage. Estimates, and the run says so.
+
+When ``token_ids`` and ``usage`` disagree, ``token_ids`` is counted and the record carries a
+``token_warning``. Everything the server sends goes through typed models (strict pydantic): a field of the
+wrong type, a negative, fractional or absurd count, a cumulative count that goes down, an event over
+``MAX_EVENT_BYTES`` or a response over its byte budget ends that request with a classified error
+(``ERROR_CLASSES``), never a traceback and never an unbounded loop.
+
+Protocol rules: the end-to-end time is the arrival of ``data: [DONE]`` (not the connection's close) and
+anything after ``[DONE]`` is ignored; redirects are never followed (a measured request is one exchange with
+the endpoint the user named; a redirect to another host would also carry the request, and any credentials,
+elsewhere); responses must not be compressed (see ``REQUEST_HEADERS``).
 
 Arrival times are taken when a read returns from the socket, before parsing, with
 ``time.perf_counter``; events that arrive in the same read share that time, which is what the client
-observed. Parsing does the minimum: one ``json.loads`` per event.
-
-The clock of a request starts when its headers leave the client (aiohttp's ``on_request_headers_sent``,
-through ``request_trace_config``), not when the coroutine asks for a connection: when C closed-loop
-requests start in the same millisecond, the load generator's own launch queue must not be charged to the
-server's TTFT. Without that trace hook (a bare session) the clock starts just before the request.
+observed. The clock of a request starts when its headers leave the client (aiohttp's
+``on_request_headers_sent``, through ``request_trace_config``), not when the coroutine asks for a
+connection: when C closed-loop requests start in the same millisecond, the load generator's own launch
+queue must not be charged to the server's TTFT. Without that trace hook (a bare session) the clock starts
+just before the request.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import aiohttp
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from spectrn.errors import BenchError, redact, redact_url
 from spectrn.run.records import RequestRecord, TokenSource
 
 Api = Literal["chat", "completions"]
+
+# Bounds on what one response may make this process hold or compute.
+MAX_EVENT_BYTES = 1 << 20  # one SSE event (vLLM's are a few hundred bytes)
+MAX_ERROR_BODY_BYTES = 64 << 10  # an error or non-streaming body: only its start is kept
+MAX_TOKEN_COUNT = 10_000_000  # a usage count above this is not a real count
+MAX_TOKEN_ID = (1 << 32) - 1
+DRAIN_AFTER_DONE_BYTES = 64 << 10  # read past [DONE] only to let the connection be reused
+DRAIN_AFTER_DONE_S = 0.5
+
+# Compression is not advertised: a compressing server (or proxy) emits bytes when its compressor flushes,
+# not when a token is ready, so chunk arrival times would measure the compressor. Decoding gzip would
+# give the right bytes with the wrong times; asking for ``identity`` keeps the times honest, and a
+# server that compresses anyway is a ``bad_response``.
+REQUEST_HEADERS = {"Accept-Encoding": "identity", "Accept": "text/event-stream"}
+
+# Every error class a request record can carry (besides ``http_<status>``), and what it means.
+ERROR_CLASSES: dict[str, str] = {
+    "http_<status>": "the server answered with an HTTP error status; its own message is kept",
+    "connect": "no connection to the endpoint (refused, unreachable, DNS)",
+    "disconnect": "the connection closed before `data: [DONE]`; chunks received so far are kept",
+    "timeout": "no complete response within `bench.timeout_s`; chunks received so far are kept",
+    "malformed_sse": "an event that is not JSON or not a JSON object",
+    "bad_response": "JSON of the wrong shape: a field of the wrong type, a negative, fractional or absurd "
+    "count, a cumulative count going down, a compressed stream, more events than `max_tokens` allows",
+    "response_too_large": "an event without a separator over 1 MiB, or a response over its byte budget",
+    "redirect": "the server answered with a redirect (3xx), which is never followed",
+    "stream_error": "the server sent an error event mid-stream",
+    "not_streaming": "HTTP 200 but not `text/event-stream`",
+    "no_tokens": "the stream ended properly but carried no tokens",
+    "client_error": "any other HTTP client failure",
+}
 
 
 @dataclass(frozen=True)
@@ -41,6 +94,16 @@ class RequestParams:
     ignore_eos: bool = True
     timeout_s: float = 1200.0
     keep_output: bool = True
+
+    @property
+    def max_events(self) -> int:
+        """Token-bearing events one response may have: each carries at least one of ``max_tokens``
+        tokens; the slack covers servers that send a text-only event now and then."""
+        return 2 * self.max_tokens + 64
+
+    @property
+    def max_response_bytes(self) -> int:
+        return (4 << 20) + self.max_tokens * (16 << 10)
 
 
 async def _on_headers_sent(_session: Any, ctx: Any, _params: Any) -> None:
@@ -60,7 +123,9 @@ def build_body(params: RequestParams, text: str) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": params.model,
         "stream": True,
-        "stream_options": {"include_usage": True},
+        # continuous usage needs include_usage (vLLM: include_continuous_usage = include_usage and
+        # stream_options.continuous_usage_stats)
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
         "temperature": params.temperature,
         "return_token_ids": True,
     }
@@ -87,7 +152,7 @@ def _error_message(raw: bytes) -> str:
     """vLLM's error body is ``{"error": {"message", "type", "code"}}`` (older: ``{"message", ...}``)."""
     try:
         obj = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return raw[:300].decode("utf-8", "replace").strip() or "(empty body)"
     if isinstance(obj, dict):
         err = obj.get("error", obj)
@@ -97,98 +162,346 @@ def _error_message(raw: bytes) -> str:
     return str(obj)[:500]
 
 
-@dataclass
-class _Stream:
-    """Accumulates events of one response."""
+# ---- the server's events, typed ----------------------------------------------------------------------
 
-    keep_output: bool
+Count = Annotated[int, Field(ge=0, le=MAX_TOKEN_COUNT)]
+TokenId = Annotated[int, Field(ge=0, le=MAX_TOKEN_ID)]
+
+
+class _Model(BaseModel):
+    # strict: "12" is not 12, 12.0 is not 12, null is only accepted where declared; unknown fields pass
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+
+class Usage(_Model):
+    prompt_tokens: Count | None = None
+    completion_tokens: Count | None = None
+
+
+class Delta(_Model):
+    content: str | None = None
+    reasoning_content: str | None = None  # Qwen3 with a reasoning parser streams its thinking here
+
+
+class Choice(_Model):
+    index: int = 0
+    text: str | None = None  # completions
+    delta: Delta | None = None  # chat
+    token_ids: list[TokenId] | None = None
+
+
+class StreamEvent(_Model):
+    choices: list[Choice] | None = None
+    usage: Usage | None = None
+
+
+def _first_problem(e: ValidationError) -> tuple[str, str]:
+    """(error class, one line) for the first problem of a validation error."""
+    err = e.errors(include_url=False)[0]
+    kind = str(err.get("type", ""))
+    if kind in ("json_invalid", "json_type") or (kind in ("model_type", "model_attributes_type") and not err["loc"]):
+        what = "not JSON" if kind == "json_invalid" else "not a JSON object"
+        return "malformed_sse", f"event is {what}"
+    loc = ".".join(str(p) for p in err["loc"])
+    got = repr(err.get("input"))
+    got = got if len(got) <= 60 else got[:57] + "..."
+    return "bad_response", f"{loc}: {err['msg']} (got {got})"
+
+
+# ---- SSE framing ------------------------------------------------------------------------------------
+
+
+class EventTooLarge(Exception):
+    pass
+
+
+class SseDecoder:
+    """Incremental Server-Sent Events decoder: bytes in, the ``data`` of each complete event out.
+
+    Lines may end in CRLF, LF or CR; an event ends at a blank line; its ``data:`` lines are joined with
+    newlines; comments (``:``) and other fields are skipped. The pending, incomplete event is held in a
+    bytearray (appends are amortised and the separator search resumes where it stopped, so a server that
+    drips one byte at a time costs linear time), and it may not grow past ``max_event_bytes``.
+    """
+
+    def __init__(self, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
+        self._buf = bytearray()
+        self._scan = 0
+        self._cr = False
+        self._max = max_event_bytes
+
+    def feed(self, data: bytes) -> list[bytes]:
+        if self._cr or b"\r" in data:
+            if self._cr:
+                data = b"\r" + data
+            self._cr = data.endswith(b"\r")
+            if self._cr:  # its LF may arrive in the next read
+                data = data[:-1]
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        buf = self._buf
+        buf += data
+        out: list[bytes] = []
+        start = 0
+        while True:
+            cut = buf.find(b"\n\n", max(self._scan, start))
+            if cut < 0:
+                break
+            payload = _event_data(bytes(buf[start:cut]))
+            if payload is not None:
+                out.append(payload)
+            start = cut + 2
+        if start:
+            del buf[:start]
+        self._scan = max(len(buf) - 1, 0)
+        if len(buf) > self._max:
+            raise EventTooLarge(f"an event grew past {self._max} bytes without a blank line ending it")
+        return out
+
+    def close(self) -> list[bytes]:
+        """The data of a last event the server did not end with a blank line (lenient: used, not dropped)."""
+        rest, self._buf = bytes(self._buf), bytearray()
+        payload = _event_data(rest.strip(b"\n"))
+        return [payload] if payload is not None else []
+
+
+def _event_data(block: bytes) -> bytes | None:
+    if block.startswith(b"data:") and b"\n" not in block:  # vLLM: one data line per event
+        return block[6:] if block[5:6] == b" " else block[5:]
+    lines = [
+        (line[6:] if line[5:6] == b" " else line[5:])
+        for line in block.split(b"\n")
+        if line.startswith(b"data:") or line == b"data"
+    ]
+    return b"\n".join(lines) if lines else None
+
+
+# ---- one response ------------------------------------------------------------------------------------
+
+
+@dataclass
+class StreamParser:
+    """Turns the events of one response into chunk times and token counts (no I/O)."""
+
+    max_events: int = 1264
+    keep_output: bool = True
     times: list[float] = field(default_factory=list)
-    tokens: list[int | None] = field(default_factory=list)
-    texts: list[int] = field(default_factory=list)  # text length per event, for reconciliation
-    cum_usage: list[int | None] = field(default_factory=list)
+    ids: list[int | None] = field(default_factory=list)  # len(token_ids) per chunk
+    cum: list[int | None] = field(default_factory=list)  # cumulative usage.completion_tokens per chunk
+    text_len: list[int] = field(default_factory=list)
     token_ids: list[int] = field(default_factory=list)
     text_parts: list[str] = field(default_factory=list)
     prompt_tokens: int | None = None
-    completion_tokens: int | None = None
+    completion_tokens: int | None = None  # the last usage.completion_tokens seen
     error: str | None = None
     error_msg: str | None = None
     done: bool = False
 
+    @property
+    def fatal(self) -> bool:
+        """An error after which reading on is pointless (a malformed event alone is not)."""
+        return self.error is not None and self.error != "malformed_sse"
+
+    def fail(self, error: str, msg: str) -> None:
+        if self.error is None or self.error == "malformed_sse":
+            self.error, self.error_msg = error, msg
+
     def event(self, payload: bytes, now: float) -> None:
-        if payload == b"[DONE]":
+        if self.done or self.fatal:
+            return  # nothing after [DONE] or a fatal error counts
+        if payload.strip() == b"[DONE]":
             self.done = True
             return
         try:
-            obj = json.loads(payload)
-        except ValueError:
-            self.error, self.error_msg = "malformed_sse", f"undecodable event: {payload[:120]!r}"
+            ev = StreamEvent.model_validate_json(payload)
+        except ValidationError as e:
+            if b'"error"' in payload and self._error_event(payload):
+                return
+            kind, msg = _first_problem(e)
+            self.fail(kind, f"{msg}: {payload[:120]!r}" if kind == "malformed_sse" else msg)
             return
-        if not isinstance(obj, dict):
-            self.error, self.error_msg = "malformed_sse", f"event is not an object: {payload[:120]!r}"
+        if b'"error"' in payload and self._error_event(payload):
             return
-        if "error" in obj:
-            self.error, self.error_msg = "stream_error", _error_message(payload)
+        usage = ev.usage
+        if usage is not None:
+            if usage.prompt_tokens is not None:
+                self.prompt_tokens = usage.prompt_tokens
+            if usage.completion_tokens is not None:
+                last = self.completion_tokens
+                if last is not None and usage.completion_tokens < last:
+                    self.fail(
+                        "bad_response",
+                        f"usage.completion_tokens went down from {last} to {usage.completion_tokens}",
+                    )
+                    return
+                self.completion_tokens = usage.completion_tokens
+        if not ev.choices:
             return
-        usage = obj.get("usage")
-        choices = obj.get("choices") or []
-        if usage:
-            self.prompt_tokens = usage.get("prompt_tokens", self.prompt_tokens)
-        if not choices:
-            if usage:
-                self.completion_tokens = usage.get("completion_tokens")
+        choice = ev.choices[0]
+        if choice.delta is not None:
+            text = choice.delta.content or ""
+            thinking = choice.delta.reasoning_content or ""
+        else:
+            text, thinking = choice.text or "", ""
+        ids = choice.token_ids
+        if not text and not thinking and not ids:
+            return  # a role event, or one that only moves the cumulative usage (counted at the next chunk)
+        if len(self.times) >= self.max_events:
+            self.fail("bad_response", f"more than {self.max_events} token-bearing events: max_tokens is not honoured")
             return
-        choice = choices[0]
-        delta = choice.get("delta")
-        text = (delta.get("content") if delta is not None else choice.get("text")) or ""
-        ids = choice.get("token_ids")
-        if not text and not ids:
-            return  # role event, or a finish event without content
         self.times.append(now)
-        self.tokens.append(len(ids) if ids is not None else None)
-        self.texts.append(len(text))
-        self.cum_usage.append(usage.get("completion_tokens") if usage else None)
+        self.ids.append(len(ids) if ids is not None else None)
+        self.cum.append(usage.completion_tokens if usage is not None else None)
+        self.text_len.append(len(text) + len(thinking))
         if self.keep_output:
             if ids:
                 self.token_ids.extend(ids)
             self.text_parts.append(text)
 
-    def chunk_tokens(self) -> tuple[list[int], TokenSource]:
-        if self.tokens and all(t is not None for t in self.tokens):
-            return [t for t in self.tokens if t is not None], "token_ids"
-        if self.cum_usage and all(u is not None for u in self.cum_usage):
-            out, prev = [], 0
-            for u in self.cum_usage:
-                assert u is not None
-                out.append(max(u - prev, 0))
-                prev = u
-            return out, "usage"
+    def _error_event(self, payload: bytes) -> bool:
+        try:
+            obj = json.loads(payload)
+        except (ValueError, RecursionError):
+            return False
+        if isinstance(obj, dict) and "error" in obj and obj["error"] is not None:
+            self.fail("stream_error", _error_message(payload))
+            return True
+        return False
+
+    def chunk_tokens(self) -> tuple[list[int], TokenSource, str | None]:
+        """Tokens per chunk, where they were counted from, and a warning when sources disagree."""
         n = len(self.times)
-        if self.completion_tokens is not None and n:
-            return _apportion(self.completion_tokens, self.texts), "usage"
-        return [1] * n, "text"
+        total = self.completion_tokens
+        if n and all(k is not None for k in self.ids):
+            counts = [k for k in self.ids if k is not None]
+            warning = None
+            if total is not None and sum(counts) != total:
+                warning = (
+                    f"token_ids count {sum(counts)} differs from usage.completion_tokens {total}; token_ids counted"
+                )
+            return counts, "token_ids", warning
+        if n and all(c is not None for c in self.cum):
+            counts, prev = [], 0
+            for c in self.cum:
+                assert c is not None
+                counts.append(c - prev)  # never negative: the parser refuses a count that goes down
+                prev = c
+            if total is not None and total > prev:
+                counts[-1] += total - prev  # tokens announced after the last text
+            return counts, "usage", None
+        if total is not None and n:
+            return _apportion(total, self.text_len), "text", None
+        return [1] * n, "text", None
 
 
 def _apportion(total: int, weights: list[int]) -> list[int]:
-    """Split ``total`` tokens over events proportionally to text length, at least one token each."""
+    """Split ``total`` tokens over events proportionally to ``weights`` (text length), at least one each.
+
+    Exact integer arithmetic and largest-remainder rounding; the work is bounded by the number of events,
+    never by ``total``. With ``total`` below the number of events every event still gets one token (the
+    record's sum then exceeds the server's count).
+    """
+    if isinstance(total, bool) or not isinstance(total, int) or not 0 <= total <= MAX_TOKEN_COUNT:
+        raise ValueError(f"token total must be an integer in 0..{MAX_TOKEN_COUNT}, got {total!r}")
     n = len(weights)
     if total <= n:
         return [1] * n
-    wsum = sum(weights)
-    ideal = [total * w / wsum for w in weights] if wsum else [total / n] * n
-    out = [max(1, int(x)) for x in ideal]
+    w = [max(int(x), 0) for x in weights]
+    wsum = sum(w)
+    if wsum == 0:
+        w, wsum = [1] * n, n
+    out = [max(1, total * x // wsum) for x in w]
     diff = total - sum(out)
-    order = sorted(range(n), key=lambda i: ideal[i] - int(ideal[i]), reverse=diff > 0)
-    i = 0
-    while diff != 0:
-        j = order[i % n]
-        if diff > 0:
-            out[j] += 1
-            diff -= 1
-        elif out[j] > 1:
-            out[j] -= 1
-            diff += 1
-        i += 1
+    if diff > 0:  # at most n: every floor lost less than one
+        for i in sorted(range(n), key=lambda i: (-(total * w[i] % wsum), i))[:diff]:
+            out[i] += 1
+    # diff < 0: the events raised to one token took at most n tokens too many; take them back one per event
+    # and round from the largest counts (each round removes at least one, and total > n leaves enough)
+    order = sorted(range(n), key=lambda i: (-out[i], i))
+    while diff < 0:
+        for i in order:
+            if out[i] > 1 and diff < 0:
+                out[i] -= 1
+                diff += 1
     return out
+
+
+# ---- the request --------------------------------------------------------------------------------------
+
+
+def _out_of_fds(e: BaseException) -> bool:
+    return getattr(e, "errno", None) in (errno.EMFILE, errno.ENFILE)
+
+
+def _fd_error(url: str, e: BaseException) -> BenchError:
+    return BenchError(
+        f"out of file descriptors while connecting to {redact_url(url)} ({e}); the run was stopped because "
+        "further requests would fail on this client, not on the server",
+        hint="raise the open-file limit (`ulimit -n 65536`) or lower --concurrency / --rate",
+    )
+
+
+async def _read_capped(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < limit:
+        chunk = await resp.content.read(limit - len(buf))
+        if not chunk:
+            break
+        buf += chunk
+    return bytes(buf)
+
+
+async def _drain(resp: aiohttp.ClientResponse) -> None:
+    """After [DONE], read what little may follow (the chunked body's end) so the connection can be reused."""
+    with contextlib.suppress(TimeoutError, aiohttp.ClientError):
+        async with asyncio.timeout(DRAIN_AFTER_DONE_S):
+            seen = 0
+            while seen <= DRAIN_AFTER_DONE_BYTES:
+                data = await resp.content.read(DRAIN_AFTER_DONE_BYTES)
+                if not data:
+                    return
+                seen += len(data)
+
+
+async def _read_stream(resp: aiohttp.ClientResponse, stream: StreamParser, t0: float, params: RequestParams) -> float:
+    """Read the SSE body into ``stream``; returns the end time (the read that carried [DONE])."""
+    decoder = SseDecoder()
+    received = 0
+    budget = params.max_response_bytes
+    end = 0.0
+    async for data in resp.content.iter_any():
+        now = time.perf_counter() - t0
+        end = now
+        received += len(data)
+        if received > budget:
+            stream.fail("response_too_large", f"the response passed {budget} bytes for max_tokens={params.max_tokens}")
+            return end
+        if consume(stream, decoder, data, now):
+            if stream.done:
+                await _drain(resp)
+            return end
+    end = time.perf_counter() - t0
+    finish(stream, decoder, end)
+    return end
+
+
+def consume(stream: StreamParser, decoder: SseDecoder, data: bytes, now: float) -> bool:
+    """Feed one read of the body; True when reading should stop ([DONE], or an error that ends the request)."""
+    try:
+        payloads = decoder.feed(data)
+    except EventTooLarge as e:
+        stream.fail("response_too_large", str(e))
+        return True
+    for payload in payloads:
+        stream.event(payload, now)
+        if stream.done or stream.fatal:
+            return True
+    return False
+
+
+def finish(stream: StreamParser, decoder: SseDecoder, now: float) -> None:
+    """The body ended (the server closed it): use a last event left without its blank line."""
+    for payload in decoder.close():
+        stream.event(payload, now)
 
 
 async def run_request(
@@ -205,9 +518,13 @@ async def run_request(
     warmup: bool,
     shard: int = 0,
 ) -> RequestRecord:
-    """Send one streaming request and return its record; failures become records with ``error`` set."""
+    """Send one streaming request and return its record; failures become records with ``error`` set.
+
+    Raises ``BenchError`` only for a failure of this client that would fail every further request too
+    (out of file descriptors); everything the server does becomes a record.
+    """
     body = build_body(params, text)
-    stream = _Stream(params.keep_output)
+    stream = StreamParser(max_events=params.max_events, keep_output=params.keep_output)
     status: int | None = None
     sent_at = time.time()
     t_call = time.perf_counter()
@@ -215,53 +532,60 @@ async def run_request(
     end: float | None = None
     try:
         async with asyncio.timeout(params.timeout_s):
-            async with session.post(url, json=body, trace_request_ctx=clock) as resp:
+            async with session.post(
+                url, json=body, headers=REQUEST_HEADERS, allow_redirects=False, trace_request_ctx=clock
+            ) as resp:
                 t0 = clock[0]
                 sent_at += t0 - t_call
                 status = resp.status
-                if status != 200:
-                    raw = await resp.read()
-                    stream.error, stream.error_msg = f"http_{status}", _error_message(raw)
+                encoding = resp.headers.get("Content-Encoding", "identity").strip().lower()
+                if 300 <= status < 400:
+                    target = resp.headers.get("Location", "(no Location header)")
+                    stream.fail(
+                        "redirect",
+                        f"HTTP {status} redirect to {redact_url(target)} not followed: a measured request goes "
+                        "only to the endpoint given (point --endpoint at the final URL)",
+                    )
+                elif status != 200:
+                    raw = await _read_capped(resp, MAX_ERROR_BODY_BYTES)
+                    stream.fail(f"http_{status}", _error_message(raw))
                 elif not resp.content_type.startswith("text/event-stream"):
-                    raw = await resp.read()
-                    stream.error, stream.error_msg = "not_streaming", _error_message(raw)
+                    raw = await _read_capped(resp, MAX_ERROR_BODY_BYTES)
+                    stream.fail("not_streaming", _error_message(raw))
+                elif encoding not in ("", "identity"):
+                    stream.fail(
+                        "bad_response",
+                        f"the stream is Content-Encoding: {encoding[:40]} although identity was asked for; "
+                        "chunk times would be the compressor's",
+                    )
                 else:
-                    buf = b""
-                    async for data in resp.content.iter_any():
-                        now = time.perf_counter() - t0
-                        buf += data
-                        while True:
-                            cut = buf.find(b"\n\n")
-                            if cut < 0:
-                                break
-                            block, buf = buf[:cut], buf[cut + 2 :]
-                            for line in block.split(b"\n"):
-                                if line.startswith(b"data:"):
-                                    stream.event(line[5:].strip(), now)
-                        if stream.error and stream.error != "malformed_sse":
-                            break
-                    end = time.perf_counter() - t0
-                    if buf.strip():
-                        for line in buf.split(b"\n"):
-                            if line.startswith(b"data:"):
-                                stream.event(line[5:].strip(), end)
+                    end = await _read_stream(resp, stream, t0, params)
                     if stream.error is None and not stream.done:
-                        stream.error, stream.error_msg = "disconnect", "stream ended without data: [DONE]"
+                        stream.fail("disconnect", "stream ended without data: [DONE]")
     except TimeoutError:
-        stream.error, stream.error_msg = "timeout", f"no complete response within {params.timeout_s:g}s"
+        if not (stream.done and stream.error is None):
+            stream.fail("timeout", f"no complete response within {params.timeout_s:g}s")
     except aiohttp.ClientPayloadError as e:
-        stream.error, stream.error_msg = "disconnect", f"connection closed mid-stream: {e}"
+        stream.fail("disconnect", f"connection closed mid-stream: {e}")
     except aiohttp.ClientConnectorError as e:
-        stream.error, stream.error_msg = "connect", f"cannot connect to {url}: {e.os_error or e}"
+        if _out_of_fds(e) or _out_of_fds(e.os_error):
+            raise _fd_error(url, e) from None
+        stream.fail("connect", f"cannot connect to {redact_url(url)}: {e.os_error or e}")
     except aiohttp.ServerDisconnectedError as e:
-        stream.error, stream.error_msg = "disconnect", f"server disconnected: {e}"
+        stream.fail("disconnect", f"server disconnected: {e}")
     except aiohttp.ClientError as e:
-        stream.error, stream.error_msg = "client_error", f"{type(e).__name__}: {e}"
+        if _out_of_fds(e):
+            raise _fd_error(url, e) from None
+        stream.fail("client_error", f"{type(e).__name__}: {e}")
+    except OSError as e:
+        if _out_of_fds(e):
+            raise _fd_error(url, e) from None
+        stream.fail("client_error", f"{type(e).__name__}: {e}")
 
-    chunk_tokens, source = stream.chunk_tokens()
+    chunk_tokens, source, warning = stream.chunk_tokens()
     if stream.error is None and not stream.times:
-        stream.error, stream.error_msg = "no_tokens", "the response carried no tokens"
-    rec = RequestRecord(
+        stream.fail("no_tokens", "the response carried no tokens")
+    return RequestRecord(
         variant=variant,
         index=index,
         prompt_id=prompt_id,
@@ -275,12 +599,12 @@ async def run_request(
         chunk_times=[round(t, 7) for t in stream.times],
         chunk_tokens=chunk_tokens,
         token_source=source,
+        token_warning=warning,
         prompt_tokens=stream.prompt_tokens,
         completion_tokens=stream.completion_tokens,
         status=status,
         error=stream.error,
-        error_msg=stream.error_msg,
+        error_msg=redact(stream.error_msg) if stream.error_msg else None,
         output_text="".join(stream.text_parts) if params.keep_output else None,
         output_token_ids=(stream.token_ids or None) if params.keep_output else None,
     )
-    return rec

@@ -13,6 +13,7 @@ per-position rate i = delta accepted_per_pos{position=i} / d.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,7 @@ SPEC_ACCEPTED = "vllm:spec_decode_num_accepted_tokens"
 SPEC_ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
 V0_ACCEPTANCE_GAUGE = "vllm:spec_decode_draft_acceptance_rate"
 V0_EFFICIENCY_GAUGE = "vllm:spec_decode_efficiency"
+MAX_METRICS_BYTES = 32 << 20  # vLLM's exposition is tens of kilobytes
 
 
 @dataclass
@@ -72,8 +74,26 @@ def parse_metrics(text: str) -> MetricsSnapshot:
     return snap
 
 
+def _unusable(why: str) -> dict[str, Any]:
+    return {
+        "source": f"counters unusable: {why}",
+        "problem": why,
+        "rate": None,
+        "mean_accepted_length": None,
+        "per_position": None,
+    }
+
+
+def _bad(x: float | None) -> bool:
+    return x is not None and not math.isfinite(x)
+
+
 def acceptance_delta(before: MetricsSnapshot | None, after: MetricsSnapshot | None) -> dict[str, Any] | None:
-    """Acceptance over a run from two snapshots, or None when the server does not report it."""
+    """Acceptance over a run from two snapshots, or None when the server does not report it.
+
+    Counters that cannot describe a real run (not finite, going down, more accepted than drafted tokens,
+    accepted tokens without drafts, a per-position rate outside 0..1) give ``source: "counters unusable:
+    <why>"`` with every rate None, never an impossible rate or a NaN in JSON."""
     if before is None or after is None:
         return None
     d_after, t_after, a_after = (after.total(n) for n in (SPEC_DRAFTS, SPEC_DRAFT_TOKENS, SPEC_ACCEPTED))
@@ -81,29 +101,40 @@ def acceptance_delta(before: MetricsSnapshot | None, after: MetricsSnapshot | No
         gauge = after.total(V0_ACCEPTANCE_GAUGE)
         if gauge is None:
             return None
+        efficiency = after.total(V0_EFFICIENCY_GAUGE)
+        if not math.isfinite(gauge) or not 0.0 <= gauge <= 1.0:
+            return _unusable(f"{V0_ACCEPTANCE_GAUGE} is {gauge!r}, not a rate in 0..1")
         return {
             "source": "v0 gauge (cumulative since server start, not this run)",
             "rate": gauge,
             "mean_accepted_length": None,
             "per_position": None,
-            "efficiency": after.total(V0_EFFICIENCY_GAUGE),
+            "efficiency": efficiency if efficiency is not None and math.isfinite(efficiency) else None,
         }
-    drafts = d_after - (before.total(SPEC_DRAFTS) or 0.0)
-    draft_tokens = t_after - (before.total(SPEC_DRAFT_TOKENS) or 0.0)
-    accepted = a_after - (before.total(SPEC_ACCEPTED) or 0.0)
+    names = (SPEC_DRAFTS, SPEC_DRAFT_TOKENS, SPEC_ACCEPTED)
+    befores = [before.total(n) for n in names]
+    for name, x in zip(names * 2, [d_after, t_after, a_after, *befores], strict=True):
+        if _bad(x):
+            return _unusable(f"{name} is {x!r}")
+    drafts = d_after - (befores[0] or 0.0)
+    draft_tokens = t_after - (befores[1] or 0.0)
+    accepted = a_after - (befores[2] or 0.0)
     if drafts < 0 or draft_tokens < 0 or accepted < 0:
-        return {
-            "source": "counters reset during the run (server restarted?)",
-            "rate": None,
-            "mean_accepted_length": None,
-            "per_position": None,
-        }
+        return _unusable("a counter went down during the run (counters reset: server restarted?)")
+    if accepted > draft_tokens:
+        return _unusable(f"{accepted:g} accepted tokens but only {draft_tokens:g} draft tokens")
+    if accepted > 0 and drafts == 0:
+        return _unusable(f"{accepted:g} accepted tokens but no drafts")
+    if draft_tokens > 0 and drafts == 0:
+        return _unusable(f"{draft_tokens:g} draft tokens but no drafts")
     per_pos_after = after.by_label(SPEC_ACCEPTED_PER_POS, "position")
     per_pos_before = before.by_label(SPEC_ACCEPTED_PER_POS, "position")
     per_position = None
     if per_pos_after and drafts > 0:
         positions = sorted(per_pos_after, key=lambda p: int(p) if p.isdigit() else 0)
         per_position = [(per_pos_after[p] - per_pos_before.get(p, 0.0)) / drafts for p in positions]
+        if any(not math.isfinite(r) or not 0.0 <= r <= 1.0 for r in per_position):
+            return _unusable(f"a per-position acceptance rate outside 0..1: {per_position}")
     return {
         "source": "counter deltas",
         "drafts": drafts,
@@ -121,9 +152,19 @@ async def scrape(session: Any, base_url: str, timeout_s: float = 10.0) -> tuple[
 
     root = base_url.rstrip("/").removesuffix("/v1")
     try:
-        async with session.get(f"{root}/metrics", timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+        async with session.get(
+            f"{root}/metrics", timeout=aiohttp.ClientTimeout(total=timeout_s), allow_redirects=False
+        ) as resp:
             if resp.status != 200:
                 return None, f"/metrics answered HTTP {resp.status}"
-            return await resp.text(errors="replace"), None
-    except (aiohttp.ClientError, TimeoutError) as e:
+            raw = bytearray()
+            while len(raw) <= MAX_METRICS_BYTES:
+                data = await resp.content.read(MAX_METRICS_BYTES + 1 - len(raw))
+                if not data:
+                    break
+                raw += data
+            if len(raw) > MAX_METRICS_BYTES:
+                return None, f"/metrics sent over {MAX_METRICS_BYTES} bytes"
+            return bytes(raw).decode(resp.charset or "utf-8", errors="replace"), None
+    except (aiohttp.ClientError, TimeoutError, OSError, LookupError) as e:
         return None, f"/metrics unreachable: {type(e).__name__}: {e}"

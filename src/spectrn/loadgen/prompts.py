@@ -15,6 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from spectrn.errors import ConfigError
+from spectrn.names import check_name
 from spectrn.paths import data_dir
 from spectrn.spec.config import format_validation_error, load_yaml
 
@@ -64,11 +65,14 @@ def _load_file(path: Path) -> PromptSet:
             hint="see prompts/structured.yaml for the format",
         )
     try:
-        return PromptSet.model_validate(data)
+        prompt_set = PromptSet.model_validate(data)
     except ValidationError as e:
         raise ConfigError(
             f"prompt file {path}: {format_validation_error(e)}", hint="see prompts/structured.yaml"
         ) from None
+    for i, p in enumerate(prompt_set.prompts):  # classes become CloudWatch dimensions and report labels
+        check_name(p.prompt_class, what=f"prompts[{i}].class", source=f"prompt file {path}", example="structured")
+    return prompt_set
 
 
 def load_prompt_set(name_or_path: str) -> PromptSet:

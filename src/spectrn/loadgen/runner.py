@@ -9,32 +9,57 @@ open-loop Poisson arrivals (the same seeded arrival times for every endpoint). E
 ``simultaneous`` (as the published experiment: both loaded at once) or ``interleaved`` (blocks of ``C``
 requests alternate A, B, A, B, so slow drift in the environment hits both alike).
 
+Closed-loop workers start on a ramp (``closed_loop_ramp``): by default 10 ms apart, so the server's
+ingress never sees all C first requests in the same millisecond and TTFT means the same thing at 1 and
+at 256 streams (docs/benchmarks.md, "The default load shape"). Open-loop arrivals are generated as they
+fall due: only requests in flight exist as tasks, so memory does not grow with ``--requests``.
+
 Every finished request is appended to ``requests.jsonl`` at once and then dropped from memory, so an
-interrupted or killed run keeps everything that finished and memory stays flat for long runs.
+interrupted or killed run keeps everything that finished and memory stays flat for long runs. However a
+run stops (Ctrl-C, SIGTERM, an error), ``run.json`` says ``interrupted`` and why; a disk that refuses a
+write or a client out of file descriptors is a ``BenchError``, not a server's error.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import random
+import statistics
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 from spectrn import __version__
-from spectrn.errors import BenchError, EndpointError, redact
-from spectrn.loadgen.client import RequestParams, endpoint_url, request_trace_config, run_request
+from spectrn.errors import BenchError, EndpointError, SpectrnError, one_line, redact, redact_url
+from spectrn.loadgen.client import (
+    MAX_TOKEN_COUNT,
+    RequestParams,
+    endpoint_url,
+    request_trace_config,
+    run_request,
+)
 from spectrn.loadgen.metrics import acceptance_delta, parse_metrics, scrape
 from spectrn.loadgen.prompts import ScheduledRequest
+from spectrn.names import check_name
 from spectrn.paths import atomic_write_text
 from spectrn.run.records import RequestRecord, RunMeta
 from spectrn.run.summary import Provenance
 from spectrn.spec.config import SpectrnConfig
 
 OnRecord = Callable[[RequestRecord], None]
+StopReason = Callable[[], str | None]
+
+# The default closed-loop start: one stream every AUTO_RAMP_STEP_S, the whole ramp at most AUTO_RAMP_MAX_S
+# and at most half a warm-up request, so the first wave still overlaps almost entirely.
+AUTO_RAMP_STEP_S = 0.010
+AUTO_RAMP_MAX_S = 10.0
+MAX_JSON_BODY_BYTES = 1 << 20  # /v1/models and /tokenize answers
 
 
 @dataclass(frozen=True)
@@ -57,7 +82,7 @@ class RunPlan:
     run_id: str
     out_dir: Path
     endpoints: dict[str, str]
-    schedule: list[ScheduledRequest]
+    schedule: Sequence[ScheduledRequest]
     params: RequestParams
     levels: list[Level]
     mode: str = "simultaneous"
@@ -66,7 +91,7 @@ class RunPlan:
     shards: int = 1
     config: dict[str, Any] = field(default_factory=dict)
     engine: str = "spectrn"
-    ramp_s: float = 0.0
+    ramp_s: float | None = None  # None: automatic (closed_loop_ramp)
     provenance: Provenance | None = None
 
 
@@ -79,29 +104,159 @@ class RunOutcome:
     notes: list[str]
 
 
+def fd_budget(plan: RunPlan) -> int:
+    """File descriptors a closed-loop run holds at its peak: a connection per stream and endpoint, plus
+    the results files, the event loop and the interpreter's own."""
+    streams = max((lv.concurrency or 1 for lv in plan.levels if lv.rate is None), default=0)
+    return -(-streams // plan.shards) * len(plan.endpoints) + 64
+
+
+def ensure_fd_budget(plan: RunPlan) -> None:
+    """Raise the soft open-file limit towards the hard one when the run needs it; refuse a closed-loop run
+    that cannot fit, before anything is sent, rather than fail mid-run."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not POSIX
+        return
+    need = fd_budget(plan)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return
+    target = need if hard == resource.RLIM_INFINITY else min(hard, need)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        soft = target
+    except (ValueError, OSError):
+        pass
+    if soft < need:
+        raise BenchError(
+            f"this run needs about {need} open files (a connection per stream and endpoint, plus 64) but the "
+            f"open-file limit is {soft} (hard limit {hard})",
+            hint=f"raise it (`ulimit -n {2 * need}`) or lower --concurrency",
+        )
+
+
+def write_error(path: Path, e: OSError) -> BenchError:
+    """A results file that cannot be written (disk full, read-only, no permission), as a BenchError."""
+    if e.errno in (errno.EMFILE, errno.ENFILE):
+        return BenchError(
+            f"out of file descriptors while writing {path} ({e.strerror}); the run was stopped",
+            hint="raise the open-file limit (`ulimit -n 65536`) or lower --concurrency / --rate",
+        )
+    fixes = {
+        errno.ENOSPC: "free space on that disk, or pass --out-dir on another disk",
+        errno.EDQUOT: "free space within your quota, or pass --out-dir on another disk",
+        errno.EFBIG: "the file passed a size limit (`ulimit -f`); raise it or pass --out-dir elsewhere",
+        errno.EROFS: "the disk is read-only: pass --out-dir on a writable disk",
+        errno.EACCES: "no permission to write there: pass --out-dir on a folder you can write",
+        errno.EPERM: "no permission to write there: pass --out-dir on a folder you can write",
+    }
+    return BenchError(
+        f"cannot write {path}: {e.strerror or e}; records written before this point are kept",
+        hint=fixes.get(e.errno or 0, "check the disk and the folder's permissions, or pass another --out-dir"),
+    )
+
+
+def _write_text(path: Path, text: str) -> None:
+    try:
+        atomic_write_text(path, text)
+    except OSError as e:
+        raise write_error(path, e) from None
+
+
 class RecordSink:
     """Appends each record as one JSON line and flushes, so a killed process loses at most one line."""
 
     def __init__(self, path: Path, on_record: OnRecord | None) -> None:
-        self._f = path.open("a", encoding="utf-8")
+        self.path = path
+        try:
+            self._f = path.open("a", encoding="utf-8")
+        except OSError as e:
+            raise write_error(path, e) from None
         self._on_record = on_record
+        self._broken = False
         self.counts: dict[str, dict[str, int]] = {}
+        self.token_sources: dict[str, dict[str, int]] = {}
+        self.token_warnings: dict[str, int] = {}
+        self.warm_e2e: list[float] = []
 
     def add(self, rec: RequestRecord) -> None:
-        self._f.write(rec.model_dump_json(exclude_none=True) + "\n")
-        self._f.flush()
+        try:
+            self._f.write(rec.model_dump_json(exclude_none=True) + "\n")
+            self._f.flush()
+        except OSError as e:
+            self._broken = True
+            raise write_error(self.path, e) from None
         c = self.counts.setdefault(rec.variant, {"completed": 0, "errors": 0, "warmup": 0})
         if rec.warmup:
             c["warmup"] += 1
+            if rec.ok and rec.e2e is not None:
+                self.warm_e2e.append(rec.e2e)
         elif rec.ok:
             c["completed"] += 1
         else:
             c["errors"] += 1
+        if rec.chunk_times:
+            src = self.token_sources.setdefault(rec.variant, {})
+            src[rec.token_source] = src.get(rec.token_source, 0) + 1
+        if rec.token_warning:
+            self.token_warnings[rec.variant] = self.token_warnings.get(rec.variant, 0) + 1
         if self._on_record:
             self._on_record(rec)
 
     def close(self) -> None:
-        self._f.close()
+        try:
+            self._f.close()
+        except OSError as e:
+            if not self._broken:  # the first failure was already reported
+                raise write_error(self.path, e) from None
+
+    def token_notes(self) -> list[str]:
+        notes = []
+        for name, sources in sorted(self.token_sources.items()):
+            n = sum(sources.values())
+            parts = ", ".join(f"{k} {v}" for k, v in sorted(sources.items()))
+            notes.append(f"{name}: tokens per chunk counted from {parts} (records with tokens: {n})")
+            if sources.get("text"):
+                notes.append(
+                    f"{name}: {sources['text']} of {n} records counted tokens from text length (the server sent "
+                    "neither token_ids nor per-event usage): per-chunk counts and per-token latencies are estimates"
+                )
+        for name, k in sorted(self.token_warnings.items()):
+            notes.append(
+                f"{name}: {k} record(s) where token_ids and usage.completion_tokens disagree (token_ids counted; "
+                "see token_warning in requests.jsonl)"
+            )
+        return notes
+
+
+# ---- what the server says outside the stream, typed ----------------------------------------------------
+
+
+class _ModelCard(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+    id: str = Field(min_length=1, max_length=1000)
+
+
+class _ModelList(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+    data: list[_ModelCard] = Field(default_factory=list, max_length=10_000)
+
+
+class _Tokenized(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+    count: int | None = Field(default=None, ge=0, le=MAX_TOKEN_COUNT)
+    tokens: list[int] | None = Field(default=None, max_length=MAX_TOKEN_COUNT)
+
+
+async def _get_body(resp: Any, limit: int) -> bytes:
+    buf = bytearray()
+    while len(buf) <= limit:
+        chunk = await resp.content.read(limit + 1 - len(buf))
+        if not chunk:
+            break
+        buf += chunk
+    return bytes(buf)
 
 
 async def _check_endpoint(session: Any, name: str, base_url: str, model: str | None) -> str:
@@ -110,54 +265,75 @@ async def _check_endpoint(session: Any, name: str, base_url: str, model: str | N
 
     root = base_url.rstrip("/").removesuffix("/v1")
     url = root + "/v1/models"
+    shown = redact_url(base_url)
+    fix = "check the URL points at a vLLM OpenAI server (`curl <url>/v1/models`)"
     try:
         # vLLM answers /v1/models while its engine is still loading or compiling; /health tells the truth.
         # A server without /health (404, other OpenAI-compatible servers) is judged by /v1/models alone.
-        async with session.get(root + "/health", timeout=aiohttp.ClientTimeout(total=15)) as resp:
+        async with session.get(
+            root + "/health", timeout=aiohttp.ClientTimeout(total=15), allow_redirects=False
+        ) as resp:
             if resp.status >= 500:
                 raise EndpointError(
-                    f"endpoint {name} ({base_url}) is not ready: /health answered HTTP {resp.status}",
+                    f"endpoint {name} ({shown}) is not ready: /health answered HTTP {resp.status}",
                     hint="wait until `curl <url>/health` answers 200 (a Neuron server may still be compiling; "
                     "`spectrn status` shows progress)",
                 )
-        async with session.get(url, timeout=aiohttp.ClientTimeout(total=15)) as resp:
+        async with session.get(url, timeout=aiohttp.ClientTimeout(total=15), allow_redirects=False) as resp:
+            if 300 <= resp.status < 400:
+                target = redact_url(resp.headers.get("Location", "(no Location header)"))
+                raise EndpointError(
+                    f"endpoint {name} ({shown}) redirects /v1/models to {target} (HTTP {resp.status}); "
+                    "redirects are not followed",
+                    hint="give --endpoint the final URL",
+                )
             if resp.status != 200:
                 raise EndpointError(
-                    f"endpoint {name} ({base_url}) answered HTTP {resp.status} on /v1/models",
+                    f"endpoint {name} ({shown}) answered HTTP {resp.status} on /v1/models",
                     hint="check the URL points at a vLLM OpenAI server and that it has finished starting",
                 )
-            data = await resp.json(content_type=None)
-    except (aiohttp.ClientError, TimeoutError, ValueError) as e:
+            raw = await _get_body(resp, MAX_JSON_BODY_BYTES)
+    except (aiohttp.ClientError, TimeoutError, OSError) as e:
         raise EndpointError(
-            f"endpoint {name} ({base_url}) is unreachable: {type(e).__name__}: {e}",
+            f"endpoint {name} ({shown}) is unreachable: {type(e).__name__}: {redact(str(e))}",
             hint="check the URL and that the server is running (`spectrn status`, or `curl <url>/health`)",
         ) from None
-    served = [m.get("id") for m in (data.get("data") or []) if isinstance(m, dict)]
+    if len(raw) > MAX_JSON_BODY_BYTES:
+        raise EndpointError(f"endpoint {name} ({shown}) sent over {MAX_JSON_BODY_BYTES} bytes on /v1/models", hint=fix)
+    try:
+        listing = _ModelList.model_validate_json(raw)
+    except ValidationError as e:
+        raise EndpointError(
+            f"endpoint {name} ({shown}) answered /v1/models with something that is not a model list: {one_line(e)}",
+            hint=fix,
+        ) from None
+    served = [m.id for m in listing.data]
     if model:
         if served and model not in served:
             raise EndpointError(
-                f"endpoint {name} serves {', '.join(map(str, served))}, not model {model!r}",
+                f"endpoint {name} serves {', '.join(served[:20])}, not model {model!r}",
                 hint="pass --model with one of those names",
             )
         return model
     if not served:
         raise EndpointError(f"endpoint {name} lists no models on /v1/models", hint="pass --model explicitly")
-    return str(served[0])
+    return served[0]
 
 
 async def shape_input_lengths(
-    session: Any, base_url: str, model: str, schedule: list[ScheduledRequest], target: int
+    session: Any, base_url: str, model: str, schedule: Sequence[ScheduledRequest], target: int
 ) -> tuple[list[ScheduledRequest], str]:
     """Pad or trim each distinct prompt to ``target`` tokens using the server's /tokenize.
 
     Padding repeats the prompt's own text (it keeps its structure); trimming drops trailing words. When
-    /tokenize is unavailable the length is estimated at 4 characters per token, and the note says so.
+    /tokenize is unavailable or answers something that is not a count, the length is estimated at 4
+    characters per token, and the note says so and why.
     """
     import aiohttp
 
     root = base_url.rstrip("/").removesuffix("/v1")
     cache: dict[str, str] = {}
-    estimated = False
+    why: list[str] = []
 
     async def count(text: str) -> int | None:
         try:
@@ -165,32 +341,43 @@ async def shape_input_lengths(
                 f"{root}/tokenize",
                 json={"model": model, "prompt": text, "add_special_tokens": False},
                 timeout=aiohttp.ClientTimeout(total=15),
+                allow_redirects=False,
             ) as resp:
                 if resp.status != 200:
+                    why.append(f"/tokenize answered HTTP {resp.status}")
                     return None
-                data = await resp.json(content_type=None)
-                return int(data.get("count", len(data.get("tokens", []))))
-        except (aiohttp.ClientError, TimeoutError, ValueError, TypeError):
+                raw = await _get_body(resp, MAX_JSON_BODY_BYTES)
+        except (aiohttp.ClientError, TimeoutError, OSError) as e:
+            why.append(f"/tokenize failed: {type(e).__name__}")
             return None
+        try:
+            got = _Tokenized.model_validate_json(raw)
+        except ValidationError as e:
+            why.append(f"/tokenize answer unusable: {one_line(e)}")
+            return None
+        if got.count is not None:
+            return got.count
+        if got.tokens is not None:
+            return len(got.tokens)
+        why.append("/tokenize answer has neither count nor tokens")
+        return None
+
+    def estimate(pool: list[str]) -> str:
+        return " ".join(pool)[: 4 * target]
 
     async def fit(text: str) -> str:
-        nonlocal estimated
         words = text.split(" ")
         pool = list(words)
         while len(pool) < 8 * target + 8:
             pool.extend(words)
         lo, hi = 1, len(pool)
-        first = await count(" ".join(pool[: min(hi, 4 * target)]))
-        if first is None:
-            estimated = True
-            out = " ".join(pool)
-            return out[: 4 * target]
+        if why or await count(" ".join(pool[: min(hi, 4 * target)])) is None:
+            return estimate(pool)
         while lo < hi:  # smallest word count whose token count >= target
             mid = (lo + hi) // 2
             n = await count(" ".join(pool[:mid]))
             if n is None:
-                estimated = True
-                return " ".join(pool)[: 4 * target]
+                return estimate(pool)
             if n >= target:
                 hi = mid
             else:
@@ -203,20 +390,71 @@ async def shape_input_lengths(
             cache[req.text] = await fit(req.text)
         out.append(ScheduledRequest(req.index, req.prompt_id, req.prompt_class, cache[req.text], req.warmup))
     note = (
-        f"input length {target} tokens ESTIMATED at 4 characters/token: the server has no usable /tokenize"
-        if estimated
+        f"input length {target} tokens ESTIMATED at 4 characters/token: the server has no usable /tokenize "
+        f"({redact(why[0])})"
+        if why
         else f"input length shaped to {target} tokens with the server's /tokenize"
     )
     return out, note
 
 
-def poisson_offsets(n: int, rate: float, seed: int) -> list[float]:
+def poisson_arrivals(rate: float, seed: int) -> Iterator[float]:
+    """Seeded Poisson arrival offsets (seconds from the level's start), generated as they are needed."""
     rng = random.Random(seed)
-    t, out = 0.0, []
-    for _ in range(n):
+    t = 0.0
+    while True:
         t += rng.expovariate(rate)
-        out.append(t)
-    return out
+        yield t
+
+
+def poisson_offsets(n: int, rate: float, seed: int) -> list[float]:
+    arrivals = poisson_arrivals(rate, seed)
+    return [next(arrivals) for _ in range(n)]
+
+
+def closed_loop_ramp(plan: RunPlan, level: Level, warm_e2e: float | None) -> tuple[float, str]:
+    """(seconds over which the level's closed-loop streams start, how that was chosen).
+
+    ``bench.ramp_s`` set: that. Otherwise AUTO_RAMP_STEP_S per stream of the whole level (all shards),
+    at most AUTO_RAMP_MAX_S and at most half the median warm-up request, so that every first-wave
+    request still starts before the first one ends."""
+    if plan.ramp_s is not None:
+        return plan.ramp_s, "bench.ramp_s"
+    streams = level.concurrency or 1
+    ramp = AUTO_RAMP_STEP_S * (streams - 1)
+    why = f"auto: {AUTO_RAMP_STEP_S * 1e3:g} ms per stream"
+    if ramp > AUTO_RAMP_MAX_S:
+        ramp, why = AUTO_RAMP_MAX_S, f"{why}, capped at {AUTO_RAMP_MAX_S:g} s"
+    if warm_e2e is not None and ramp > warm_e2e / 2:
+        ramp, why = warm_e2e / 2, f"{why}, capped at half a warm-up request ({warm_e2e:.3g} s)"
+    return ramp, why
+
+
+async def _together(*aws: Coroutine[Any, Any, None]) -> None:
+    """Run ``aws`` concurrently; the first failure cancels the rest (no orphan keeps writing records)."""
+    try:
+        async with asyncio.TaskGroup() as tg:
+            for aw in aws:
+                tg.create_task(aw)
+    except BaseExceptionGroup as eg:
+        raise _first_error(eg) from None
+
+
+def _first_error(eg: BaseExceptionGroup[BaseException]) -> BaseException:
+    leaves: list[BaseException] = []
+
+    def walk(g: BaseExceptionGroup[BaseException]) -> None:
+        for e in g.exceptions:
+            if isinstance(e, BaseExceptionGroup):
+                walk(e)
+            else:
+                leaves.append(e)
+
+    walk(eg)
+    for e in leaves:  # a spectrn error explains itself best; then anything that is not a cancellation
+        if isinstance(e, SpectrnError):
+            return e
+    return next((e for e in leaves if not isinstance(e, asyncio.CancelledError)), leaves[0])
 
 
 async def _send(session: Any, name: str, url: str, plan: RunPlan, req: ScheduledRequest, level: Level) -> RequestRecord:
@@ -244,13 +482,15 @@ async def _closed_loop(
     level: Level,
     concurrency: int,
     sink: RecordSink,
+    ramp_s: float = 0.0,
 ) -> None:
     it = iter(items)
     workers = max(1, min(concurrency, len(items)))
+    streams = max(1, workers * plan.shards)
 
     async def worker(k: int) -> None:
-        if plan.ramp_s > 0:
-            await asyncio.sleep(plan.ramp_s * k / workers)
+        if ramp_s > 0:  # stream k of this shard is stream k * shards + shard of the whole level
+            await asyncio.sleep(ramp_s * (k * plan.shards + plan.shard) / streams)
         for req in it:
             rec = await _send(session, name, url, plan, req, level)
             # Let streams whose bytes are already here time-stamp them before this worker spends CPU on
@@ -258,7 +498,7 @@ async def _closed_loop(
             await asyncio.sleep(0)
             sink.add(rec)
 
-    await asyncio.gather(*(worker(k) for k in range(workers)))
+    await _together(*(worker(k) for k in range(workers)))
 
 
 async def _open_loop(
@@ -268,23 +508,34 @@ async def _open_loop(
     plan: RunPlan,
     items: Sequence[ScheduledRequest],
     level: Level,
-    offsets: list[float],
+    arrivals: Iterator[float],
     t_start: float,
     sink: RecordSink,
 ) -> None:
-    limit = asyncio.Semaphore(level.concurrency or 1024)
+    """Send each request at its arrival time. Arrivals are produced as they fall due and a task exists
+    only while its request is in flight (at most ``level.concurrency``); when that many are in flight,
+    the next arrival waits for a slot and is sent late (the record's ``sent_at`` shows it)."""
+    slots = asyncio.Semaphore(level.concurrency or 1024)
     loop = asyncio.get_running_loop()
 
-    async def one(req: ScheduledRequest, at: float) -> None:
-        delay = t_start + at - loop.time()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        async with limit:
+    async def one(req: ScheduledRequest) -> None:
+        try:
             rec = await _send(session, name, url, plan, req, level)
+        finally:
+            slots.release()
         await asyncio.sleep(0)
         sink.add(rec)
 
-    await asyncio.gather(*(one(r, at) for r, at in zip(items, offsets, strict=True)))
+    try:
+        async with asyncio.TaskGroup() as tg:
+            for req, at in zip(items, arrivals, strict=False):
+                delay = t_start + at - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                await slots.acquire()
+                tg.create_task(one(req))
+    except BaseExceptionGroup as eg:
+        raise _first_error(eg) from None
 
 
 async def _run_level(
@@ -294,14 +545,18 @@ async def _run_level(
     items: list[ScheduledRequest],
     level: Level,
     sink: RecordSink,
+    ramp_s: float,
 ) -> None:
     if not items:
         return
     if level.rate is not None:
-        offsets = poisson_offsets(len(items), level.rate / plan.shards, plan.seed)
+        rate = level.rate / plan.shards
         t_start = asyncio.get_running_loop().time() + 0.05
-        await asyncio.gather(
-            *(_open_loop(session, n, u, plan, items, level, offsets, t_start, sink) for n, u in urls.items())
+        await _together(
+            *(
+                _open_loop(session, n, u, plan, items, level, poisson_arrivals(rate, plan.seed), t_start, sink)
+                for n, u in urls.items()
+            )
         )
         return
     concurrency = max(1, -(-(level.concurrency or 1) // plan.shards))
@@ -309,9 +564,11 @@ async def _run_level(
         for start in range(0, len(items), concurrency):
             block = items[start : start + concurrency]
             for name, url in urls.items():
-                await _closed_loop(session, name, url, plan, block, level, concurrency, sink)
+                await _closed_loop(session, name, url, plan, block, level, concurrency, sink, ramp_s)
         return
-    await asyncio.gather(*(_closed_loop(session, n, u, plan, items, level, concurrency, sink) for n, u in urls.items()))
+    await _together(
+        *(_closed_loop(session, n, u, plan, items, level, concurrency, sink, ramp_s) for n, u in urls.items())
+    )
 
 
 async def _prewarm(session: Any, endpoints: dict[str, str], connections: int) -> None:
@@ -321,9 +578,9 @@ async def _prewarm(session: Any, endpoints: dict[str, str], connections: int) ->
 
     async def one(url: str) -> None:
         try:
-            async with session.get(url, timeout=aiohttp.ClientTimeout(total=10)) as resp:
+            async with session.get(url, timeout=aiohttp.ClientTimeout(total=10), allow_redirects=False) as resp:
                 await resp.read()
-        except (aiohttp.ClientError, TimeoutError):
+        except (aiohttp.ClientError, TimeoutError, OSError):
             pass
 
     n = min(connections, 512)
@@ -335,14 +592,17 @@ async def _prewarm(session: Any, endpoints: dict[str, str], connections: int) ->
 async def _scrape_all(session: Any, plan: RunPlan, tag: str, notes: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     mdir = plan.out_dir / "metrics"
-    mdir.mkdir(exist_ok=True)
+    try:
+        mdir.mkdir(exist_ok=True)
+    except OSError as e:
+        raise write_error(mdir, e) from None
     for name, base in plan.endpoints.items():
         text, problem = await scrape(session, base)
         if text is None:
             notes.append(f"{name}: {problem}; acceptance not reported")
             out[name] = None
             continue
-        (mdir / f"{name}.{tag}.prom").write_text(text, encoding="utf-8")
+        _write_text(mdir / f"{name}.{tag}.prom", text)  # name: checked by check_name before the run
         snap = parse_metrics(text)
         for p in snap.problems:
             notes.append(f"{name}: {p}; acceptance not reported")
@@ -350,17 +610,33 @@ async def _scrape_all(session: Any, plan: RunPlan, tag: str, notes: list[str]) -
     return out
 
 
-def write_run_meta(plan: RunPlan, started: float, finished: float | None, interrupted: bool, notes: list[str]) -> None:
+@dataclass
+class _RunState:
+    started: float
+    notes: list[str] = field(default_factory=list)
+    planned: dict[str, dict[str, int]] = field(default_factory=dict)
+    planned_warmup: dict[str, int] = field(default_factory=dict)
+    load_shape: dict[str, dict[str, object]] = field(default_factory=dict)
+    token_sources: dict[str, dict[str, int]] = field(default_factory=dict)
+    interrupted: bool = False
+    stop_reason: str | None = None
+
+
+def write_run_meta(plan: RunPlan, state: _RunState, finished: float | None) -> None:
     meta = RunMeta(
         run_id=plan.run_id,
         spectrn_version=__version__,
-        started_at=started,
+        started_at=state.started,
         finished_at=finished,
-        endpoints={name: redact(url) for name, url in plan.endpoints.items()},  # no credentials on disk
+        endpoints={name: redact_url(url) for name, url in plan.endpoints.items()},  # no credentials on disk
         engine=plan.engine,
         config=SpectrnConfig.model_validate(plan.config),
-        interrupted=interrupted,
-        notes=notes,
+        interrupted=state.interrupted,
+        stop_reason=redact(state.stop_reason) if state.stop_reason else None,
+        notes=[redact(n) for n in state.notes],
+        planned=state.planned,
+        load_shape=state.load_shape,
+        token_sources=state.token_sources,
         model=plan.params.model,
         api=plan.params.api,
         max_tokens=plan.params.max_tokens,
@@ -368,13 +644,33 @@ def write_run_meta(plan: RunPlan, started: float, finished: float | None, interr
         mode=plan.mode,
         shard=plan.shard,
         shards=plan.shards,
-        planned_requests={
-            lv.label: sum(1 for r in plan.schedule if not r.warmup and r.index % plan.shards == plan.shard)
-            for lv in plan.levels
-        },
+        planned_warmup=state.planned_warmup,
         provenance=plan.provenance or Provenance(),
     )
-    atomic_write_text(plan.out_dir / "run.json", meta.model_dump_json(indent=2))
+    _write_text(plan.out_dir / "run.json", meta.model_dump_json(indent=2))
+
+
+def _load_shape(plan: RunPlan, level: Level, ramp_s: float, why: str) -> dict[str, object]:
+    if level.rate is not None:
+        return {
+            "kind": "open-loop",
+            "arrivals": "poisson",
+            "rate_per_s": level.rate,
+            "rate_per_s_this_shard": level.rate / plan.shards,
+            "max_in_flight": level.concurrency or 1024,
+            "seed": plan.seed,
+        }
+    streams = level.concurrency or 1
+    return {
+        "kind": "closed-loop",
+        "concurrency": streams,
+        "concurrency_this_shard": max(1, -(-streams // plan.shards)),
+        "mode": plan.mode,
+        "ramp_s": round(ramp_s, 6),
+        "ramp": why,
+        "start_interval_s": round(ramp_s / streams, 6) if streams > 1 else 0.0,
+        "first_wave": "measured",
+    }
 
 
 async def run_bench(
@@ -383,23 +679,32 @@ async def run_bench(
     on_record: OnRecord | None = None,
     input_tokens: int | None = None,
     on_phase: Callable[[str], None] | None = None,
+    stop_reason: StopReason | None = None,
 ) -> RunOutcome:
-    """Execute ``plan``; everything observed lands in ``plan.out_dir`` even if the run is interrupted."""
+    """Execute ``plan``; everything observed lands in ``plan.out_dir`` even if the run is interrupted.
+
+    ``stop_reason`` names what cancelled the run (e.g. ``"SIGTERM"``) for ``run.json``."""
     import aiohttp
 
     if not plan.endpoints:
         raise BenchError("no endpoints to benchmark", hint="pass --endpoint NAME=URL (twice for an A/B run)")
+    for name in plan.endpoints:  # endpoint names become file names (metrics/<name>.*.prom, llmperf folders)
+        check_name(name, what="endpoint name", source="--endpoint NAME=URL")
     if (plan.out_dir / "requests.jsonl").exists():
         raise BenchError(
             f"{plan.out_dir} already holds a run (requests.jsonl exists)",
             hint="choose another --run-id, or remove the folder",
         )
-    started = time.time()
-    notes: list[str] = []
+    ensure_fd_budget(plan)
+    state = _RunState(started=time.time())
     acceptance: dict[str, dict[str, Any] | None] = {}
-    interrupted = False
     phase = on_phase or (lambda _msg: None)
     sink: RecordSink | None = None
+    schedule = [r for r in plan.schedule if r.index % plan.shards == plan.shard]
+    warm = [r for r in schedule if r.warmup]
+    measured = [r for r in schedule if not r.warmup]
+    state.planned = {name: {lv.label: len(measured) for lv in plan.levels} for name in plan.endpoints}
+    state.planned_warmup = dict.fromkeys(plan.endpoints, len(warm))
     connector = aiohttp.TCPConnector(limit=0, force_close=False, enable_cleanup_closed=True)
     try:
         async with aiohttp.ClientSession(
@@ -418,41 +723,57 @@ async def run_bench(
                     f"endpoints serve different models: {models}", hint="pass --model to choose the one to request"
                 )
             if not plan.params.model:
-                plan.params = RequestParams(**{**plan.params.__dict__, "model": next(iter(models.values()))})
-            plan.out_dir.mkdir(parents=True, exist_ok=True)
-            write_run_meta(plan, started, None, False, notes)
+                plan.params = replace(plan.params, model=next(iter(models.values())))
+            try:
+                plan.out_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise write_error(plan.out_dir, e) from None
+            write_run_meta(plan, state, None)
             sink = RecordSink(plan.out_dir / "requests.jsonl", on_record)
-            schedule = [r for r in plan.schedule if r.index % plan.shards == plan.shard]
             if input_tokens:
                 phase(f"shaping prompts to {input_tokens} input tokens")
                 first = next(iter(plan.endpoints.values()))
-                schedule, note = await shape_input_lengths(session, first, plan.params.model, schedule, input_tokens)
-                notes.append(note)
+                shaped, note = await shape_input_lengths(session, first, plan.params.model, schedule, input_tokens)
+                state.notes.append(note)
+                warm = [r for r in shaped if r.warmup]
+                measured = [r for r in shaped if not r.warmup]
             urls = {n: endpoint_url(u, plan.params.api) for n, u in plan.endpoints.items()}
-            warm = [r for r in schedule if r.warmup]
-            measured = [r for r in schedule if not r.warmup]
             if warm:
                 phase(f"warm-up: {len(warm)} request(s) per endpoint")
                 c = plan.levels[0].concurrency or 1
-                await asyncio.gather(
+                await _together(
                     *(_closed_loop(session, n, u, plan, warm, Level("warmup", c), c, sink) for n, u in urls.items())
                 )
+            warm_e2e = statistics.median(sink.warm_e2e) if sink.warm_e2e else None
             for level in plan.levels:
+                ramp_s, why = closed_loop_ramp(plan, level, warm_e2e) if level.rate is None else (0.0, "")
+                state.load_shape[level.label] = _load_shape(plan, level, ramp_s, why)
                 phase(f"level {level.label}: {len(measured)} request(s) per endpoint")
                 await _prewarm(session, plan.endpoints, level.concurrency or 1)
-                before = await _scrape_all(session, plan, f"{level.label}.before", notes)
-                await _run_level(session, plan, urls, measured, level, sink)
-                after = await _scrape_all(session, plan, f"{level.label}.after", notes)
+                before = await _scrape_all(session, plan, f"{level.label}.before", state.notes)
+                await _run_level(session, plan, urls, measured, level, sink, ramp_s)
+                after = await _scrape_all(session, plan, f"{level.label}.after", state.notes)
                 for name in plan.endpoints:
                     acceptance[f"{name}@{level.label}"] = acceptance_delta(before.get(name), after.get(name))
-    except (asyncio.CancelledError, KeyboardInterrupt):
-        interrupted = True
-        notes.append("run interrupted: records of finished requests are kept")
+    except BaseException as e:
+        state.interrupted = True
+        if isinstance(e, asyncio.CancelledError | KeyboardInterrupt):
+            state.stop_reason = (stop_reason() if stop_reason else None) or "Ctrl-C or cancelled"
+        else:
+            state.stop_reason = f"an error: {type(e).__name__}: {e}"
+        state.notes.append(f"run interrupted by {state.stop_reason}: records of finished requests are kept")
         raise
     finally:
         if sink is not None:
-            sink.close()
-            atomic_write_text(plan.out_dir / "acceptance.json", json.dumps(acceptance, indent=2))
-            write_run_meta(plan, started, time.time(), interrupted, notes)
+            failing = state.interrupted
+            try:
+                sink.close()
+                state.token_sources = sink.token_sources
+                state.notes.extend(sink.token_notes())
+                _write_text(plan.out_dir / "acceptance.json", json.dumps(acceptance, indent=2, allow_nan=False))
+                write_run_meta(plan, state, time.time())
+            except BenchError:
+                if not failing:  # a run already failing keeps its first error
+                    raise
     assert sink is not None  # the session block either opened the sink or raised
-    return RunOutcome(plan.out_dir, sink.counts, acceptance, interrupted, notes)
+    return RunOutcome(plan.out_dir, sink.counts, acceptance, state.interrupted, state.notes)

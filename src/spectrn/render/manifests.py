@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from spectrn import names
 from spectrn.errors import ConfigError, RenderError
 from spectrn.spec.config import SpectrnConfig, check_config_names
 
@@ -99,8 +100,6 @@ for url in sys.argv[2:]:
         time.sleep(10)
 """
 
-_RUN_ID = re.compile(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?")
-
 
 # ---- values in container specs -------------------------------------------------------------------
 
@@ -126,14 +125,7 @@ def k8s_literals(values: Iterable[str]) -> list[str]:
 # ---- names and paths ---------------------------------------------------------------------------
 
 
-def check_run_id(run_id: str) -> str:
-    """Run ids become object names and label values: lowercase letters, digits and '-', at most 40."""
-    if not _RUN_ID.fullmatch(run_id):
-        raise ConfigError(
-            f"run id {run_id!r} is not usable in Kubernetes names",
-            hint="use lowercase letters, digits and '-', at most 40 characters, e.g. 20260101-1200",
-        )
-    return run_id
+check_run_id = names.check_run_id  # one rule for local and in-cluster run ids (spectrn.names)
 
 
 def deployment_name(cfg: SpectrnConfig, variant: str) -> str:

@@ -16,16 +16,18 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from spectrn.errors import AnalysisError, one_line
+from spectrn.names import name_problem
 from spectrn.run.summary import Provenance
 from spectrn.spec.config import SpectrnConfig
 
 Variant = Literal["baseline", "speculative"]
 VARIANTS: tuple[Variant, Variant] = ("baseline", "speculative")
 
-# How the token count of each chunk was obtained, best first.
+# How the token count of each chunk was obtained, best first: the event's ``token_ids``; the difference of
+# the cumulative ``usage.completion_tokens`` (continuous usage); an estimate from text lengths.
 TokenSource = Literal["token_ids", "usage", "text"]
 
 
@@ -41,12 +43,18 @@ class RequestRecord(BaseModel):
     shard: int = 0
     sent_at: float = Field(description="Unix time the request was sent.")
     ttft: float | None = Field(default=None, description="Seconds from send to the first token.")
-    e2e: float | None = Field(default=None, description="Seconds from send to the last byte.")
+    e2e: float | None = Field(default=None, description="Seconds from send to the arrival of data: [DONE].")
     chunk_times: list[float] = Field(
         default_factory=list, description="Arrival of each token-bearing event (s after send)."
     )
     chunk_tokens: list[int] = Field(default_factory=list, description="Tokens in each token-bearing event.")
-    token_source: TokenSource = "token_ids"
+    token_source: TokenSource = Field(
+        default="token_ids",
+        description="Where chunk_tokens come from: token_ids, usage (cumulative per event) or text (estimated).",
+    )
+    token_warning: str | None = Field(
+        default=None, description="Set when the server's token_ids and usage disagree (token_ids are counted)."
+    )
     prompt_tokens: int | None = None
     completion_tokens: int | None = Field(default=None, description="Server-reported usage.completion_tokens.")
     status: int | None = Field(default=None, description="HTTP status (None: no response).")
@@ -57,6 +65,15 @@ class RequestRecord(BaseModel):
     llmperf_itl: float | None = Field(
         default=None, description="llmperf's own inter-token latency (ingested llmperf responses: no event times)."
     )
+
+    @field_validator("variant", "prompt_class")
+    @classmethod
+    def _safe_name(cls, v: str) -> str:
+        # variants and prompt classes become file names and labels downstream (llmperf folders, dimensions)
+        problem = name_problem(v)
+        if problem:
+            raise ValueError(problem)
+        return v
 
     @property
     def ok(self) -> bool:
@@ -81,7 +98,10 @@ class RunMeta(BaseModel):
     endpoints: dict[str, str] = Field(default_factory=dict, description="variant -> base URL (credentials removed)")
     engine: str = "spectrn"
     config: SpectrnConfig = Field(default_factory=SpectrnConfig, description="The run's full configuration.")
-    interrupted: bool = False
+    interrupted: bool = Field(
+        default=False, description="The run was stopped before its end (Ctrl-C, SIGTERM or an error mid-run)."
+    )
+    stop_reason: str | None = Field(default=None, description="Why an interrupted run stopped.")
     notes: list[str] = Field(default_factory=list)
     model: str | None = None
     api: str | None = None
@@ -90,8 +110,18 @@ class RunMeta(BaseModel):
     mode: str | None = None
     shard: int = 0
     shards: int = 1
-    planned_requests: dict[str, int] = Field(
-        default_factory=dict, description="load level -> measured requests planned per endpoint"
+    planned: dict[str, dict[str, int]] = Field(
+        default_factory=dict,
+        description="endpoint -> load level -> measured requests this process planned (warm-up excluded).",
+    )
+    planned_warmup: dict[str, int] = Field(
+        default_factory=dict, description="endpoint -> warm-up requests this process planned."
+    )
+    load_shape: dict[str, dict[str, object]] = Field(
+        default_factory=dict, description="load level -> how requests were started (closed-loop ramp, open-loop)."
+    )
+    token_sources: dict[str, dict[str, int]] = Field(
+        default_factory=dict, description="endpoint -> token source -> records whose tokens were counted that way."
     )
     provenance: Provenance = Field(default_factory=Provenance)
 

@@ -7,6 +7,7 @@ manager waits for ``/health`` and stops both servers (SIGTERM, then SIGKILL) wha
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -137,9 +138,25 @@ class SimPair:
         return self
 
     def stop(self) -> None:
-        for proc in self.procs.values():
-            terminate(proc)
+        """Stop every server this pair started, even when Ctrl-C or SIGTERM interrupts the clean-up itself:
+        all get SIGTERM first (they shut down in parallel), then each is waited for or killed; an
+        interruption while waiting for one still kills the others, and is re-raised at the end."""
+        procs = list(self.procs.values())
         self.procs.clear()
+        for proc in procs:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGTERM)
+        pending: BaseException | None = None
+        for proc in procs:
+            try:
+                terminate(proc)
+            except BaseException as e:
+                pending = pending or e
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+        if pending is not None:
+            raise pending
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

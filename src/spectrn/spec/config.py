@@ -346,11 +346,11 @@ class BenchConfig(Strict):
         description="Run both endpoints at once (as the published experiment) or alternate A/B/A/B.",
     )
     nonce: bool = Field(default=False, description="Prefix each prompt with a unique nonce to defeat prefix caching.")
-    ramp_s: float = Field(
-        default=0.0,
+    ramp_s: float | None = Field(
+        default=None,
         ge=0,
         le=3600,
-        description="Spread the start of the closed-loop workers evenly over this many seconds (0: all start at once, as the published experiment); later requests follow each worker's own pace, so waves do not stay locked together.",
+        description="Spread the start of the closed-loop workers evenly over this many seconds; unset: 10 ms per stream (at most 10 s and half a warm-up request), so TTFT means the same at every load (docs/benchmarks.md); 0: all start at once, as the published experiment.",
     )
     timeout_s: float = Field(
         default=1200.0,
