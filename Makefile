@@ -64,6 +64,7 @@ check: lint
 
 docs: venv
 	$(BIN)/spectrn config-reference --write README.md
+	$(BIN)/spectrn schemas --write docs/schemas
 
 # Rewrite the render golden files after a deliberate manifest change; review the diff it prints before committing.
 golden: venv

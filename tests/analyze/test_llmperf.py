@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from contract import assert_valid_run_folder
 from spectrn.analyze.llmperf import ingest
 from spectrn.cli.main import main
 from spectrn.errors import AnalysisError
@@ -21,6 +22,7 @@ def test_ingest_golden_llmperf_folders_into_a_run_folder(tmp_path: Path) -> None
     folder = ingest(FIXTURES / "llmperf", tmp_path / "llm", run_id="llm")
     assert folder.meta.engine == "llmperf" and folder.meta.provenance.runtime == "llmperf"
     done = finish(folder.path, report=True)
+    assert_valid_run_folder(folder.path)  # an ingested llmperf run's files follow the published schemas
     s = done.summary
     lv = s.levels[0]
     assert set(lv.variants) == {"baseline", "speculative"}

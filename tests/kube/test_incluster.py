@@ -13,6 +13,7 @@ import pytest
 from kube_runfiles import shard_files
 from kubehelp import make_cfg, run_deploy
 
+from contract import assert_valid_run_folder
 from doubles.kube_fake import FakeKube
 from spectrn.collect.incluster import _safe_extract, collect, run_incluster_bench
 from spectrn.errors import BenchError, Interrupted
@@ -54,6 +55,7 @@ def test_single_pod_bench_collects_and_cleans_up(tmp_path):
     assert len(read_records(run_dir / "requests.jsonl")) == 24
     assert not (run_dir / "summary.json").exists()  # collected, not analysed: the caller finishes it once
     summary = finish(run_dir, report=False).summary
+    assert_valid_run_folder(run_dir)  # an in-cluster run's files follow the published schemas
     assert summary.levels[0].speedup is not None and summary.levels[0].speedup.tpot_p50 is not None
     assert (summary.levels[0].speedup.tpot_p50.value or 0) > 1  # the collected records are a complete run
     # progress was streamed from the pod

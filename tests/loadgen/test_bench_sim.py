@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from contract import assert_valid_run_folder
 from spectrn.analyze.metrics import request_metrics
 from spectrn.analyze.run import analyze_folder
 from spectrn.cli.main import main
@@ -168,7 +169,7 @@ def test_bench_cli_local_sim_end_to_end(tmp_path: Path) -> None:
             ]
         )
     assert e.value.code == 0
-    s = json.loads((tmp_path / "cli" / "summary.json").read_text())
+    s = assert_valid_run_folder(tmp_path / "cli")
     structured = s["levels"][0]["by_prompt_class"]["structured"]["speedup"]["tpot_p50"]["value"]
     assert s["verdict"]["clean"] and structured > 1.5
     assert (tmp_path / "cli" / "metrics.emf.jsonl").exists()

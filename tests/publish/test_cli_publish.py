@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runfactory import make_run
 
 from doubles.cwfakes import REGION
+from doubles.runfactory import make_run
 from spectrn.cli.main import main
 from spectrn.publish import dashboard, datums, publisher
 from spectrn.run.folder import RunFolder

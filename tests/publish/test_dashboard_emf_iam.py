@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runfactory import make_run
 
+from doubles.runfactory import make_run
 from spectrn.analyze.metrics import request_metrics
 from spectrn.errors import ConfigError, PublishError
 from spectrn.publish import dashboard, datums, emf, iam, limits

@@ -13,8 +13,8 @@ from urllib.parse import urlencode
 
 import numpy as np
 import pytest
-from runfactory import make_run
 
+from doubles.runfactory import make_run
 from spectrn.analyze.metrics import request_metrics
 from spectrn.analyze.run import ensure_summary
 from spectrn.errors import ConfigError, PublishError

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runfactory import make_run
 
 from doubles.cwfakes import REGION
+from doubles.runfactory import make_run
 from spectrn.analyze.metrics import request_metrics
 from spectrn.analyze.run import ensure_summary
 from spectrn.errors import PublishError

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runfactory import make_run
 
 from doubles.cwfakes import MAX_REQUEST_BYTES, CloudWatchDouble, FakeSink, json_body_bytes, put_metric_data_fault
+from doubles.runfactory import make_run
 from spectrn.cli.main import main
 from spectrn.errors import PublishError
 from spectrn.publish import datums, publisher

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from runfactory import make_records, make_run
 
+from doubles.runfactory import make_records, make_run
 from spectrn.cli.main import main
 from spectrn.errors import ConfigError
 from spectrn.report import compare, html, plots, tables

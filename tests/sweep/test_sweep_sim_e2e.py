@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from contract import assert_valid_run_folder
 from spectrn.cli.main import main
 
 from .conftest import load
@@ -43,7 +44,11 @@ def grid(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]
 
 
 def test_grid_recovers_the_published_shape(grid: tuple[Path, dict[str, Any]]) -> None:
-    _, a = grid
+    root, a = grid
+    cells = sorted((root / "grid" / "cells").rglob("summary.json"))
+    assert len(cells) == 8
+    for path in cells:  # every cell's run folder follows the published schemas
+        assert_valid_run_folder(path.parent)
     s = rows(a, "structured")
     assert len(s) == 8
     # 1.7B beats 0.6B at every window, with separated CIs

@@ -63,3 +63,20 @@ def config_reference(
     if updated != text:
         atomic_write_text(target, updated)
     typer.echo(f"{target}: configuration reference {'updated' if updated != text else 'already up to date'}")
+
+
+@commands.command("schemas")
+def schemas(
+    write: Annotated[
+        Path | None, typer.Option("--write", help="Write the JSON Schemas into this folder (e.g. docs/schemas).")
+    ] = None,
+) -> None:
+    """The JSON Schemas of summary.json, run.json and requests.jsonl (print their names, or write them)."""
+    from spectrn.run.schemas import schema_texts, write_schemas
+
+    if write is None:
+        for name in schema_texts():
+            typer.echo(name)
+        return
+    for path in write_schemas(write):
+        typer.echo(f"wrote {path}")

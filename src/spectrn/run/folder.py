@@ -157,7 +157,7 @@ class RunFolder:
 
         path = self.file(RUN_JSON)
         atomic_write_text(path, meta.model_dump_json(indent=2) + "\n")
-        self.__dict__.pop("meta", None)
+        vars(self).pop("meta", None)  # the cached_property reads the new file next time
         return path
 
 

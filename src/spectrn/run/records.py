@@ -23,9 +23,6 @@ from spectrn.names import name_problem
 from spectrn.run.summary import Provenance
 from spectrn.spec.config import SpectrnConfig
 
-Variant = Literal["baseline", "speculative"]
-VARIANTS: tuple[Variant, Variant] = ("baseline", "speculative")
-
 # How the token count of each chunk was obtained, best first: the event's ``token_ids``; the difference of
 # the cumulative ``usage.completion_tokens`` (continuous usage); an estimate from text lengths.
 TokenSource = Literal["token_ids", "usage", "text"]
