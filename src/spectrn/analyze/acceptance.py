@@ -60,14 +60,20 @@ class StreamCounter:
             a = n - 1
             steps += 1
             acc += a
-            for i in range(min(a, self.props)):
+            if self.window is None and a > len(self.hits):  # unknown window: positions as far as observed
+                self.hits.extend([0] * (a - len(self.hits)))
+            for i in range(min(a, len(self.hits))):
                 self.hits[i] += 1
         if steps:
             self.steps.append(steps)
             self.accepted.append(acc)
 
     def merge(self, other: StreamCounter) -> None:
-        self.hits = [a + b for a, b in zip(self.hits, other.hits, strict=True)]
+        width = max(len(self.hits), len(other.hits))
+        self.hits = [
+            (self.hits[i] if i < len(self.hits) else 0) + (other.hits[i] if i < len(other.hits) else 0)
+            for i in range(width)
+        ]
         self.steps += other.steps
         self.accepted += other.accepted
         self.coalesced += other.coalesced
@@ -79,7 +85,7 @@ class StreamCounter:
         out = StreamAcceptance(
             window=self.window, semantics=self.semantics, steps=total_steps, coalesced_events=self.coalesced
         )
-        if total_steps == 0 or not self.window:
+        if total_steps == 0:
             return out
         st = np.asarray(self.steps, dtype=float)
         ac = np.asarray(self.accepted, dtype=float)
@@ -90,7 +96,9 @@ class StreamCounter:
             seed=seed,
             vectorized=True,
         )
-        if self.props:
+        if self.window is None:  # unknown window: per position as observed, no rate (proposals unknown)
+            out.per_position = [h / total_steps for h in self.hits]
+        elif self.props:
             out.rate = float(ac.sum() / (st.sum() * self.props))
             out.rate_ci95 = bootstrap(
                 lambda i: ac[i].sum(axis=-1) / (st[i].sum(axis=-1) * self.props),

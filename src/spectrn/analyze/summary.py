@@ -203,7 +203,12 @@ class Settings:
         hourly = cfg.pricing.instance_hourly_usd or (inst.hourly_usd if inst else INSTANCES["trn2.48xlarge"].hourly_usd)
         prov = meta.provenance
         spec_server = prov.servers.get("speculative")
-        window = spec_server.window if spec_server and spec_server.window else cfg.num_speculative_tokens
+        if spec_server is not None and spec_server.window:
+            window: int | None = spec_server.window
+        elif spec_server is not None and spec_server.source == "unknown":
+            window = None  # a server spectrn did not start, whose window nobody knows: read the stream as observed
+        else:
+            window = cfg.num_speculative_tokens
         if spec_server and spec_server.window_semantics:
             semantics = spec_server.window_semantics
         elif prov.profile:
@@ -695,6 +700,18 @@ def _level_findings(lv: str, out: LevelSummary, st: Settings, findings: list[Fin
                 )
             )
         acc = vs.acceptance
+        if st.window is None and acc is not None and acc.stream is not None and acc.stream.steps:
+            seen = len(acc.stream.per_position) + 1
+            findings.append(
+                Finding(
+                    code="window_unknown",
+                    severity="warning",
+                    level=lv,
+                    message=f"WINDOW UNKNOWN: {v}'s server did not say its speculation window and none was declared; "
+                    f"its largest step carried {seen} tokens, so acceptance is read as observed (pass --draft and "
+                    "--window to read it against the server's real window)",
+                )
+            )
         if acc is not None and acc.agreement and "DISAGREE" in acc.agreement:
             findings.append(
                 Finding(code="acceptance_disagree", severity="warning", level=lv, message=f"{v}: {acc.agreement}")

@@ -143,9 +143,11 @@ def bench(
             f"--engine {engine!r} is not spectrn or llmperf", hint="use --engine spectrn or --engine llmperf"
         )
     endpoints = parse_endpoints(endpoint)
-    rid = check_run_id(run_id) if run_id else new_run_id(cfg)
+    declared = draft is not None or window is not None
+    unknown_setup = bool(endpoints) and not declared  # servers spectrn did not start and nobody described
+    rid = check_run_id(run_id) if run_id else new_run_id(cfg, label="endpoints" if unknown_setup else None)
     if endpoints or local:
-        run_dir = _bench_local(cfg, endpoints, runtime, rid, out_dir, model, time_scale, console)
+        run_dir = _bench_local(cfg, endpoints, runtime, rid, out_dir, model, time_scale, console, declared=declared)
         engine = "spectrn"
     else:
         from spectrn.collect.incluster import run_incluster_bench
@@ -172,10 +174,12 @@ def _bench_local(
     model: str | None,
     time_scale: float | None,
     console: Any,
+    *,
+    declared: bool = False,
 ) -> Path:
     from spectrn.loadgen.bench import bench_local
 
-    return bench_local(cfg, endpoints, runtime, run_id, out_dir, model, time_scale, console)
+    return bench_local(cfg, endpoints, runtime, run_id, out_dir, model, time_scale, console, declared=declared)
 
 
 @commands.command("loadgen")

@@ -78,5 +78,7 @@ def schemas(
         for name in schema_texts():
             typer.echo(name)
         return
-    for path in write_schemas(write):
+    from spectrn.paths import safe_output_dir
+
+    for path in write_schemas(safe_output_dir(write, what="--write folder")):
         typer.echo(f"wrote {path}")

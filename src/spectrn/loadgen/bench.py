@@ -38,8 +38,12 @@ from spectrn.run.summary import Provenance, ServerIdentity, Summary
 from spectrn.spec.config import SpectrnConfig
 
 
-def new_run_id(cfg: SpectrnConfig, prefix: str = "") -> str:
+def new_run_id(cfg: SpectrnConfig, prefix: str = "", *, label: str | None = None) -> str:
+    """``<time>-<draft>-k<window>``; ``label`` instead of the draft and window for servers whose setup spectrn
+    does not know (endpoints it did not start and whose draft and window nobody declared)."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    if label is not None:
+        return f"{prefix}{stamp}-{label}"
     draft = cfg.draft.replace(".", "p") if cfg.uses_draft_model else "medusa"
     return f"{prefix}{stamp}-{draft}-k{cfg.num_speculative_tokens}"
 
@@ -272,11 +276,15 @@ def bench_local(
     model: str | None,
     time_scale: float | None,
     console: Console,
+    *,
+    declared: bool = False,
 ) -> Path:
     """``spectrn bench --local``: against ``endpoints``, or against a local server pair started (and always
-    stopped) here. Every input is checked before a server starts or a file is written."""
+    stopped) here. Every input is checked before a server starts or a file is written. ``declared``: the user
+    named the endpoints' draft and window (--draft/--window)."""
     if endpoints:
-        plan = plan_from_config(cfg, endpoints, run_id=run_id, out_root=out_root, model=model)
+        prov = endpoint_provenance(cfg, endpoints, declared=declared)
+        plan = plan_from_config(cfg, endpoints, run_id=run_id, out_root=out_root, model=model, provenance=prov)
         return execute(plan, cfg, console).run_dir
     pair = local_runtime(cfg, runtime, out_root / run_id / "servers", time_scale)  # checks, starts nothing
     plan = plan_from_config(cfg, {}, run_id=run_id, out_root=out_root, model=model)
@@ -310,25 +318,29 @@ def endpoint_provenance(
     started: bool = False,
     profile: str | None = None,
     time_scale: float = 1.0,
+    declared: bool = False,
 ) -> Provenance:
-    """What a run's servers are, as far as the configuration says (the load generator adds what they expose).
+    """What a run's servers are, as far as the configuration says (the load generator adds what they expose,
+    ``spectrn.loadgen.identity``).
 
-    Draft and window come from the config only for servers spectrn started itself; for other endpoints they
-    are ``unknown`` until the servers tell (metrics labels, /v1/models) or the user passes --draft/--window.
+    Draft and window come from the config for servers spectrn started itself, or when the user declared them
+    (``declared``: ``--draft``/``--window`` on a run against endpoints); otherwise they are ``unknown`` until the
+    servers tell.
     """
     from spectrn.windows import for_dialect, for_profile
 
     semantics = for_profile(profile) if profile else for_dialect(cfg.vllm_dialect)
+    known = started or declared
     servers = {}
     for name, url in endpoints.items():
         spec = name != "baseline"
         servers[name] = ServerIdentity(
             url=redact_url(url),
             profile=profile,
-            draft=(cfg.draft if cfg.uses_draft_model else cfg.speculation_mode) if spec and started else None,
-            window=cfg.num_speculative_tokens if spec and started else None,
+            draft=(cfg.draft if cfg.uses_draft_model else cfg.speculation_mode) if spec and known else None,
+            window=cfg.num_speculative_tokens if spec and known else None,
             window_semantics=semantics if spec else None,
-            source="config" if started else "unknown",
+            source="config" if started else "declared" if declared else "unknown",
         )
     return Provenance(
         runtime=runtime, started_by_spectrn=started, profile=profile, time_scale=time_scale, servers=servers,

@@ -44,6 +44,7 @@ from spectrn.loadgen.client import (
     request_trace_config,
     run_request,
 )
+from spectrn.loadgen.identity import identify
 from spectrn.loadgen.metrics import acceptance_delta, parse_metrics, scrape
 from spectrn.loadgen.prompts import ScheduledRequest
 from spectrn.names import check_name
@@ -724,6 +725,8 @@ async def run_bench(
                 )
             if not plan.params.model:
                 plan.params = replace(plan.params, model=next(iter(models.values())))
+            if plan.provenance is not None:
+                plan.provenance = await identify(session, plan.endpoints, models, plan.provenance)
             try:
                 plan.out_dir.mkdir(parents=True, exist_ok=True)
             except OSError as e:
