@@ -26,7 +26,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from spectrn.loadgen.bench import execute, finish, plan_from_config
+from spectrn.finish import finish
+from spectrn.loadgen.bench import execute, plan_from_config
 from spectrn.run.records import iter_records
 from spectrn.runtimes.sim_pair import SimPair
 from spectrn.spec.config import build_config
@@ -91,7 +92,7 @@ def main() -> int:
         for variant, proc in pair.procs.items():
             servers[variant] = proc_status_mib(proc.pid, "VmHWM")
     t_an = time.monotonic()
-    summary = finish(outcome.run_dir, console, report=args.report)
+    summary = finish(outcome.run_dir, report=args.report).summary
     analyze_s = time.monotonic() - t_an
     rss_after_analysis = peak_rss_mib()
     total_s = time.monotonic() - t0
@@ -118,9 +119,10 @@ def main() -> int:
         and duplicates == 0
         and not errors
         and lines == expected_lines
-        and summary["clean"]
+        and summary.clean
     )
-    tokens = sum(summary["variants"][v]["output_tokens_per_s"]["aggregate"] or 0 for v in ("baseline", "speculative"))
+    lv = summary.levels[0]
+    tokens = sum(lv.variants[v].output_tokens_per_s.aggregate or 0 for v in ("baseline", "speculative"))
     result = {
         "ok": ok,
         "requests_per_endpoint": args.requests,
@@ -131,8 +133,8 @@ def main() -> int:
         "records": {"lines": lines, "expected": expected_lines, "per_variant": per_variant},
         "duplicates": duplicates,
         "errors": dict(errors),
-        "clean": summary["clean"],
-        "warnings": summary["warnings"],
+        "clean": summary.clean,
+        "warnings": summary.warnings(),
         "duration_s": {"run": round(run_s, 1), "analysis": round(analyze_s, 1), "total": round(total_s, 1)},
         "aggregate_output_tokens_per_s_both": round(tokens, 1),
         "peak_rss_mib": {

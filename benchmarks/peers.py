@@ -308,7 +308,7 @@ def spectrn_child(base: str, c: int, n: int, tokens: int, out: Path) -> None:
     """What ``spectrn bench`` does for one endpoint and one closed-loop level: run, then analyse."""
     import asyncio
 
-    from spectrn.analyze.summary import analyze_run
+    from spectrn.analyze.run import analyze_folder
     from spectrn.loadgen.client import RequestParams
     from spectrn.loadgen.prompts import Prompt, PromptSet, build_schedule
     from spectrn.loadgen.runner import Level, RunPlan, run_bench
@@ -327,12 +327,12 @@ def spectrn_child(base: str, c: int, n: int, tokens: int, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "prompts.json").write_text(json.dumps({r.index: r.text for r in schedule}))
     asyncio.run(run_bench(plan))
-    analyze_run(run_dir)
+    analyze_folder(run_dir)
 
 
 def spectrn_results(out: Path) -> dict[str, Any]:
     summary = json.loads((out / "run" / "summary.json").read_text())
-    v = summary["variants"]["ep"]
+    v = summary["levels"][0]["variants"]["ep"]
     texts = {int(k): t for k, t in json.loads((out / "prompts.json").read_text()).items()}
     starts, tpot_last = [], []
     for line in (out / "run" / "requests.jsonl").read_text().splitlines():

@@ -270,3 +270,34 @@ def test_analyze_folder_writes_a_summary_that_validates(tmp_path: Path) -> None:
     assert acc.stream is not None and acc.stream.steps > 0  # the stream is kept next to the counters
     on_disk = Summary.model_validate_json((run / "summary.json").read_text())
     assert on_disk == s and on_disk.schema_version == 2 and on_disk.run_id == "r1"
+
+
+def test_clustered_intervals_match_a_direct_bootstrap_of_the_expanded_values() -> None:
+    """The binned bootstrap (a matrix product) gives the interval a direct bootstrap of the weighted median
+    gives, within the sketch's accuracy; and it covers the median of the generating distribution."""
+    import numpy as np
+
+    from spectrn.analyze.stats import SKETCH_ACCURACY, clustered_ci, rng
+
+    gen = np.random.default_rng(3)
+    groups = []
+    for _ in range(300):  # requests: a per-request level (correlated tokens) plus per-event noise
+        level = gen.lognormal(np.log(0.015), 0.3)
+        k = gen.integers(1, 5, 40)
+        groups.append((level * gen.lognormal(0, 0.1, 40) / k, k.astype(float)))
+    ci = clustered_ci(groups, seed=1, resamples=400)
+    assert ci.p50 is not None and ci.mean is not None
+    direct = []
+    r = rng(9)
+    for _ in range(400):
+        idx = r.integers(0, len(groups), len(groups))
+        v = np.concatenate([groups[i][0] for i in idx])
+        w = np.concatenate([groups[i][1] for i in idx])
+        direct.append(weighted_median(v, w))
+    lo, hi = np.percentile(direct, [2.5, 97.5])
+    width = hi - lo
+    assert ci.p50[0] == pytest.approx(lo, abs=0.25 * width + 2 * SKETCH_ACCURACY * lo)
+    assert ci.p50[1] == pytest.approx(hi, abs=0.25 * width + 2 * SKETCH_ACCURACY * hi)
+    all_v = np.concatenate([g[0] for g in groups])
+    all_w = np.concatenate([g[1] for g in groups])
+    assert ci.p50[0] <= weighted_median(all_v, all_w) <= ci.p50[1]

@@ -184,33 +184,98 @@ def _clip(v: float | None, lo: float, hi: float) -> float | None:
     return None if v is None else min(max(float(v), lo), hi)
 
 
-def clustered_ci(groups: Sequence[tuple[Any, Any]], *, seed: int = 0, resamples: int = 300) -> CI95:
-    """CIs of the mean and median of weighted values, resampling whole groups (requests).
+class BinnedGroups:
+    """Per-group (request) weighted values on the sketch's logarithmic bins, as a dense matrix, so that a
+    bootstrap over groups is a matrix product: resample counts (resamples x groups) @ histograms (groups x bins).
 
-    ``groups``: per request, (values, weights) arrays, e.g. event gaps / tokens and the tokens.
-    """
+    Medians from it carry the sketch's relative accuracy (``SKETCH_ACCURACY``); means are exact."""
+
+    def __init__(self, groups: Sequence[tuple[Any, Any]]) -> None:
+        import numpy as np
+
+        gamma = (1 + SKETCH_ACCURACY) / (1 - SKETCH_ACCURACY)
+        self.log_gamma = math.log(gamma)
+        keys_per_group = []
+        self.sums = np.zeros(len(groups))
+        self.weights = np.zeros(len(groups))
+        for g, (v, w) in enumerate(groups):
+            v = np.maximum(np.asarray(v, dtype=float), 1e-12)
+            w = np.asarray(w, dtype=float)
+            keys_per_group.append((np.ceil(np.log(v) / self.log_gamma).astype(np.int64), w))
+            self.sums[g] = float(np.sum(v * w))
+            self.weights[g] = float(np.sum(w))
+        allkeys = np.unique(np.concatenate([k for k, _ in keys_per_group])) if keys_per_group else np.zeros(0, int)
+        self.keys = allkeys
+        self.hist = np.zeros((len(groups), allkeys.size))
+        for g, (k, w) in enumerate(keys_per_group):
+            np.add.at(self.hist[g], np.searchsorted(allkeys, k), w)
+        # a bin's representative value: its geometric centre (within SKETCH_ACCURACY of every value in it)
+        self.values = 2 * np.exp(allkeys * self.log_gamma) / (1 + gamma)
+
+    def __len__(self) -> int:
+        return int(self.hist.shape[0])
+
+    def counts(self, n_resamples: int, seed: int) -> Any:
+        """A (resamples x groups) matrix of how often each group is drawn."""
+        import numpy as np
+
+        n = len(self)
+        idx = rng(seed).integers(0, n, (n_resamples, n))
+        out = np.zeros((n_resamples, n))
+        np.add.at(out, (np.arange(n_resamples)[:, None], idx), 1.0)
+        return out
+
+    def medians(self, counts: Any) -> Any:
+        import numpy as np
+
+        hist = counts @ self.hist
+        cum = np.cumsum(hist, axis=1)
+        half = cum[:, -1:] / 2.0
+        pos = np.minimum((cum < half).sum(axis=1), self.keys.size - 1)
+        return self.values[pos]
+
+    def means(self, counts: Any) -> Any:
+        import numpy as np
+
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (counts @ self.sums) / (counts @ self.weights)
+
+
+def _interval(values: Any, resamples: int) -> Interval | None:
     import numpy as np
 
-    groups = [(np.asarray(v, dtype=float), np.asarray(w, dtype=float)) for v, w in groups]
-    groups = [(v, w) for v, w in groups if v.size]
+    vals = np.asarray(values, dtype=float)
+    vals = vals[np.isfinite(vals)]
+    if vals.size < resamples // 2:
+        return None
+    lo, hi = np.percentile(vals, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+def clustered_ci(groups: Sequence[tuple[Any, Any]], *, seed: int = 0, resamples: int = BOOT_RESAMPLES) -> CI95:
+    """CIs of the mean and median of weighted values, resampling whole groups (requests).
+
+    ``groups``: per request, (values, weights) arrays, e.g. event gaps / tokens and the tokens."""
+    groups = [(v, w) for v, w in groups if len(v)]
     if len(groups) < 2:
         return CI95()
+    binned = BinnedGroups(groups)
+    counts = binned.counts(resamples, seed)
+    return CI95(mean=_interval(binned.means(counts), resamples), p50=_interval(binned.medians(counts), resamples))
 
-    def pick(idx: Any) -> tuple[Any, Any]:
-        return np.concatenate([groups[i][0] for i in idx]), np.concatenate([groups[i][1] for i in idx])
 
-    def mean(idx: Any) -> float:
-        v, w = pick(idx)
-        return float(np.sum(v * w) / np.sum(w)) if w.sum() > 0 else math.nan
+def paired_median_ratio_ci(
+    a: Sequence[tuple[Any, Any]], b: Sequence[tuple[Any, Any]], *, seed: int = 0, resamples: int = BOOT_RESAMPLES
+) -> Interval | None:
+    """CI of median(a) / median(b) of weighted values, resampling pairs of groups (the same request in both)."""
+    if len(a) < 2 or len(a) != len(b):
+        return None
+    ba, bb = BinnedGroups(a), BinnedGroups(b)
+    counts = ba.counts(resamples, seed)
+    import numpy as np
 
-    def median(idx: Any) -> float:
-        v, w = pick(idx)
-        return weighted_median(v, w)
-
-    return CI95(
-        mean=bootstrap(mean, len(groups), seed=seed, resamples=resamples),
-        p50=bootstrap(median, len(groups), seed=seed + 1, resamples=resamples),
-    )
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return _interval(ba.medians(counts) / bb.medians(counts), resamples)
 
 
 def weighted_median(values: Any, weights: Any) -> float:

@@ -36,9 +36,9 @@ from spectrn.analyze.stats import (
     bootstrap,
     clustered_ci,
     describe,
+    paired_median_ratio_ci,
     stats_with_ci,
     subsample,
-    weighted_median,
 )
 from spectrn.errors import AnalysisError
 from spectrn.run.records import RequestRecord, RunMeta
@@ -388,17 +388,8 @@ def _itl_speedup(base: Accumulator, spec: Accumulator, *, paired: bool, seed: in
     common = sorted(set(sb) & set(ss))
     if len(common) < 2:
         return Speedup(value=value)
-    import numpy as np
-
-    gb = [(np.asarray(sb[i][0]), np.asarray(sb[i][1], dtype=float)) for i in common]
-    gs = [(np.asarray(ss[i][0]), np.asarray(ss[i][1], dtype=float)) for i in common]
-
-    def stat(idx: Any) -> float:
-        mb = weighted_median(np.concatenate([gb[j][0] for j in idx]), np.concatenate([gb[j][1] for j in idx]))
-        ms = weighted_median(np.concatenate([gs[j][0] for j in idx]), np.concatenate([gs[j][1] for j in idx]))
-        return mb / ms if ms > 0 else math.nan
-
-    return Speedup(value=value, ci95=bootstrap(stat, len(common), seed=seed, resamples=300))
+    ci = paired_median_ratio_ci([sb[i] for i in common], [ss[i] for i in common], seed=seed)
+    return Speedup(value=value, ci95=ci)
 
 
 class OutputComparer:

@@ -11,7 +11,6 @@ tokens it carried; under speculative decoding one event carries several tokens, 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Literal
@@ -130,24 +129,23 @@ def write_records(path: Path, records: Iterable[RequestRecord]) -> None:
 
 
 def iter_records(path: Path) -> Iterator[RequestRecord]:
-    """Read ``requests.jsonl``; a torn last line (killed writer) is skipped, any other bad line is an error."""
+    """Stream ``requests.jsonl`` one line at a time (bounded memory for any run length). A torn last line (a
+    killed writer: no newline at its end) is skipped; any other bad line is an error."""
     if not path.exists():
         raise AnalysisError(f"{path} does not exist", hint="run `spectrn bench` first or pass the run folder")
     with path.open("r", encoding="utf-8", errors="replace") as f:
-        lines = f.readlines()
-    for n, line in enumerate(lines, 1):
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            yield RequestRecord.model_validate(json.loads(line))
-        except (ValueError, TypeError) as e:
-            if n == len(lines):
-                return  # the writer was killed mid-line; the complete records before it stand
-            raise AnalysisError(
-                f"{path} line {n} is not a request record: {one_line(e)}",
-                hint="the file was damaged; remove or repair that line (only a torn last line is skipped)",
-            ) from None
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield RequestRecord.model_validate_json(line)
+            except ValueError as e:
+                if not line.endswith("\n"):
+                    return  # the writer was killed mid-line; the complete records before it stand
+                raise AnalysisError(
+                    f"{path} line {n} is not a request record: {one_line(e)}",
+                    hint="the file was damaged; remove or repair that line (only a torn last line is skipped)",
+                ) from None
 
 
 def read_records(path: Path) -> list[RequestRecord]:
