@@ -181,7 +181,7 @@ CASES: list[Case] = [
     _c("llmperf output with '..'", "ingest-llmperf empty_dir --out ../x", 2, "--out ../x contains '..'"),
     _c("config-reference into a file without markers", "config-reference --write unknown.yaml", 2, "lacks the markers"),
     _c("config-reference of a missing file", "config-reference --check nope.md", 2, "nope.md cannot be read"),
-    _c("schemas into a file", "schemas --write spectrn.yaml", 2, "--write folder spectrn.yaml exists and is not a folder"),
+    _c("schemas into a file", "schemas --write spectrn.yaml", 2, "spectrn.yaml exists and is not a folder"),
     # ---- cluster commands (fake API) ----
     _c("deploy with a bad config", "deploy -c alias.yaml", 2, "YAML aliases are not allowed"),
     _c("deploy with negative timeout", "deploy --timeout -5", 2, "--timeout"),
