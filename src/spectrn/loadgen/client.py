@@ -60,7 +60,7 @@ def build_body(params: RequestParams, text: str) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": params.model,
         "stream": True,
-        "stream_options": {"include_usage": True},
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
         "temperature": params.temperature,
         "return_token_ids": True,
     }

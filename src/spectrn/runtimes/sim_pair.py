@@ -103,6 +103,8 @@ class SimPair:
             "--served-model-name",
             self.model,
         ]
+        if cfg.sim.profile is not None:  # else the preset's own (neuron-fork for the Neuron presets)
+            cmd += ["--profile", cfg.sim.profile]
         if variant == "speculative":
             cmd += ["--speculative", "--draft", cfg.draft, "--window", str(cfg.num_speculative_tokens)]
         return cmd + self.extra_args

@@ -10,8 +10,9 @@ finished/aborted). Per step the engine:
    deadline on the loop clock (``time.monotonic``): the next step starts at the previous deadline, so
    lateness never accumulates;
 3. plans what each request emits (prefill: the first token; decode: 1 token, or under speculation the
-   accepted prefix of ``window`` draws plus the bonus token, cut at the request's length) and encodes the
-   bytes in advance;
+   accepted prefix of the step's proposals (``window - 1`` on NxDI, ``window`` upstream, see
+   ``spectrn.windows``) plus the target's own token, cut at the request's length) and encodes the bytes in
+   advance;
 4. sleeps until the deadline (the last ``spin_s`` by busy-waiting, for sub-millisecond precision), writes
    every chunk at once, then does the bookkeeping (metrics, logs, finished requests).
 
@@ -307,6 +308,7 @@ class Engine:
         self._written_at = now()
         self._write_cpu = time.thread_time()
         m = self.metrics
+        proposals = self.model.proposals
         step_tokens = 0
         for p in plan:
             req = p.req
@@ -329,11 +331,7 @@ class Engine:
             else:
                 m.itl.observe(t - req.last_at)
                 if p.accepted >= 0:
-                    m.spec_drafts.inc()
-                    m.spec_draft_tokens.inc(self.model.window)
-                    m.spec_accepted.inc(p.accepted)
-                    for i in range(p.accepted):
-                        m.spec_per_pos[i].inc()
+                    m.spec_step(proposals, p.accepted)
             req.last_at = t
             if p.finish is not None:
                 self._finish(req, p.finish, t)
@@ -363,6 +361,7 @@ class Engine:
             m.req_prompt_tokens.observe(req.prompt_len)
             m.req_generation_tokens.observe(req.emitted)
             m.max_tokens_param.observe(req.max_tokens)
+            m.request_done(req.emitted, req.max_tokens)
             if req.emitted > 1:
                 m.tpot.observe((t - req.first_at) / (req.emitted - 1))
         if not req.done.done():
