@@ -1,9 +1,10 @@
 """Simulator vs real vLLM, field by field, on the recorded transcripts in tests/fixtures/vllm-real.
 
 Each recorded request is replayed against a simulator configured like the recorded server (profile
-``upstream``, model name ``tiny-qwen3``, max_model_len 2048, draft-model speculation with 4 tokens) and the answers are compared by
-*shape*: status, content type, event order, the keys of every object in order, and where values are null,
-lists, strings or numbers. Token values differ (different tokenizer and weights); the protocol must not.
+``upstream``, model name ``tiny-qwen3``, max_model_len 2048, draft-model speculation with 4 tokens) and the
+answers are compared by *shape*: status, content type, event order, the keys of every object in order, and
+where values are null, lists, strings or numbers. Token values differ (different tokenizer and weights); the
+protocol must not.
 """
 
 from __future__ import annotations

@@ -294,9 +294,11 @@ class SimMetrics:
 
 
 def _is_created_sample(line: bytes) -> bool:
-    if line.startswith(b"#"):
-        return False
-    name = line.split(b"{", 1)[0].split(b" ", 1)[0]
+    """A ``_created`` sample, or the HELP / TYPE line of its family."""
+    if line.startswith((b"# HELP ", b"# TYPE ")):
+        name = line.split(b" ", 3)[2]
+    else:
+        name = line.split(b"{", 1)[0].split(b" ", 1)[0]
     return name.endswith(b"_created")
 
 
