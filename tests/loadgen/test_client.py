@@ -150,7 +150,8 @@ async def test_unreachable_endpoint() -> None:
 def test_request_body_always_sends_temperature_and_fixed_length() -> None:
     chat = build_body(RequestParams(model="m", api="chat", max_tokens=600), "x")
     assert chat["temperature"] == 0.0 and chat["max_completion_tokens"] == 600 and chat["min_tokens"] == 600
-    assert chat["ignore_eos"] is True and chat["stream_options"] == {"include_usage": True}
+    assert chat["ignore_eos"] is True
+    assert chat["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
     assert chat["messages"] == [{"role": "user", "content": "x"}] and chat["return_token_ids"] is True
     comp = build_body(RequestParams(model="m", api="completions", max_tokens=5, temperature=0.7), "x")
     assert comp["prompt"] == "x" and comp["max_tokens"] == 5 and comp["temperature"] == 0.7
