@@ -111,3 +111,39 @@ def test_port_in_use_is_a_clear_error() -> None:
             assert "could not start on 127.0.0.1" in str(e)
         else:
             raise AssertionError("expected SimError")
+
+
+def test_preset_file_round_trip_and_strict_errors(tmp_path: Path) -> None:
+    r = spectrn("sim", "presets", "--yaml", "qwen3-32b-trn2")
+    assert r.returncode == 0 and "profile: neuron-fork" in r.stdout and "compute_per_token_s:" in r.stdout
+    fit = tmp_path / "fit.yaml"
+    fit.write_text(
+        r.stdout.replace("name: qwen3-32b-trn2", "name: my-fit").replace(
+            "weights_read_s: 0.044", "weights_read_s: 0.05"
+        )
+    )
+    r = spectrn("sim", "expect", "--preset-file", str(fit), "--prompt", "counting numbers from 1 " * 8)
+    out = json.loads(r.stdout)
+    assert r.returncode == 0 and out["profile"] == "neuron-fork"
+    # The file's cost is what the model runs (memory bound at batch 4: weights + 4 sequences + their context).
+    assert 0.050 < out["baseline_tpot_s"] < 0.052
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(r"name: x" + "\n" + fit.read_text().split("\n", 1)[1].replace("weights_read_s:", "weights_red_s:"))
+    r = spectrn("sim", "serve", "--preset-file", str(bad))
+    assert r.returncode == 8 and str(bad) in r.stderr and "cost.weights_red_s: unknown key" in r.stderr
+    bad.write_text(fit.read_text().replace("profile: neuron-fork", "profile: neuron-v2"))
+    r = spectrn("sim", "serve", "--preset-file", str(bad))
+    assert r.returncode == 8 and str(bad) in r.stderr and "profile:" in r.stderr
+    r = spectrn("sim", "serve", "--preset-file", str(tmp_path / "missing.yaml"))
+    assert r.returncode != 0 and "missing.yaml does not exist" in r.stderr
+
+
+def test_profile_flag_and_its_errors() -> None:
+    r = spectrn("sim", "expect", "--profile", "upstream", "--prompt", "counting numbers from 1 " * 8)
+    out = json.loads(r.stdout)
+    assert out["window_semantics"] == "upstream" and out["max_tokens_per_step"] == 8
+    assert len(out["position_accept_probs"]) == 7
+    r = spectrn("sim", "serve", "--profile", "neuron-v2")
+    assert r.returncode == 8 and "profile" in r.stderr and "neuron-fork" in r.stderr
+    r = spectrn("sim", "serve", "--speculative", "--window", "1")
+    assert r.returncode == 8 and "window: 1 proposes nothing under NxDI" in r.stderr

@@ -291,6 +291,7 @@ class SimServer:
             log_size=settings.request_log_size,
             # KV cache sized for a full batch of full-length sequences (what Neuron compiles for).
             kv_capacity_tokens=settings.batch_limit * settings.context_limit,
+            writers=settings.writers,
         )
         self.started = time.time()
         self.ready_at = time.monotonic() + settings.startup_delay_s
@@ -489,6 +490,9 @@ class SimServer:
             sink.transport = request.transport
             if sink.transport is not None:
                 tcp_nodelay(sink.transport, True)  # every chunk leaves at once, never held back by Nagle
+                sock = sink.transport.get_extra_info("socket")
+                if sock is not None:
+                    self.engine.attach(req, sock.fileno())
             self.engine.submit(req)
             try:
                 await asyncio.shield(req.done)

@@ -64,6 +64,13 @@ class SimSettings(BaseModel):
     spin_s: float = Field(
         default=0.001, ge=0, le=0.05, description="Busy-wait this long before each step deadline for timing precision."
     )
+    write_workers: int | None = Field(
+        default=None,
+        ge=0,
+        le=16,
+        description="Writer processes that write streams' chunks in parallel with the engine (default: 1 when "
+        "the batch limit is 32 or more and the machine has 2 or more CPUs, else 0).",
+    )
     request_log_size: int = Field(
         default=2000, ge=0, le=1_000_000, description="Most recent requests kept for GET /sim/requests."
     )
@@ -96,6 +103,14 @@ class SimSettings(BaseModel):
     @property
     def server_profile(self) -> ServerProfile:
         return PROFILES[self.profile or self.base_preset().profile]
+
+    @property
+    def writers(self) -> int:
+        if self.write_workers is not None:
+            return self.write_workers
+        import os
+
+        return 1 if self.batch_limit >= 32 and (os.cpu_count() or 1) >= 2 else 0
 
     @property
     def holdback_rate(self) -> float:
