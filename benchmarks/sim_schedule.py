@@ -246,6 +246,12 @@ def main() -> None:
         help="Run the simulator under SCHED_FIFO (chrt -f 10; needs privileges): shows its own limit on a busy host.",
     )
     ap.add_argument(
+        "--write-workers",
+        type=int,
+        default=None,
+        help="Writer processes of the simulator (default: its own choice, 2 from 192 streams on 2+ CPUs).",
+    )
+    ap.add_argument(
         "--nice",
         type=int,
         default=0,
@@ -259,6 +265,8 @@ def main() -> None:
         cmd += ["--max-num-seqs", str(max(n, 4)), "--time-scale", repr(args.time_scale), "--max-model-len", "4096"]
         if not args.baseline:
             cmd += ["--speculative"]
+        if args.write_workers is not None:
+            cmd += ["--write-workers", str(args.write_workers)]
         if args.nice:
             cmd = ["nice", "-n", str(args.nice), *cmd]
         if args.realtime:

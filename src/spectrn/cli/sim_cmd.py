@@ -115,6 +115,14 @@ def serve(
     malformed_sse_rate: Annotated[
         float, typer.Option("--malformed-sse-rate", help="Share of streams with one malformed event.")
     ] = 0.0,
+    write_workers: Annotated[
+        int | None,
+        typer.Option(
+            "--write-workers",
+            help="Processes that write streams' chunks in parallel with the engine (default: 2 from a batch "
+            "limit of 192 on 2+ CPUs, else 0).",
+        ),
+    ] = None,
     config_file: ConfigFileOpt = None,
     sets: SetOpt = None,
 ) -> None:
@@ -153,6 +161,7 @@ def serve(
         seed=given("seed", seed),
         served_model_name=served_model_name,
         startup_delay_s=given("startup_delay", startup_delay),
+        write_workers=write_workers,
         faults=faults or None,
         **_param_overrides(sets),
     )

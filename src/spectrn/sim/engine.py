@@ -257,7 +257,7 @@ class Engine:
                 continue
             if self.pool is not None:
                 self._hand_off(plan, end)
-            await self._sleep_until(end, duration)
+            await self._sleep_until(end, duration, spin=not all(p.remote for p in plan))
             woke = now()
             cpu = time.thread_time()
             self._deliver(plan, end, prefill=bool(admit))
@@ -267,10 +267,13 @@ class Engine:
             if self.stall_rate and self._stall_rng.random() < self.stall_rate:
                 clock += self.stall_s
 
-    async def _sleep_until(self, deadline: float, duration: float) -> None:
+    async def _sleep_until(self, deadline: float, duration: float, spin: bool = True) -> None:
         now = time.monotonic
-        spin = min(self.spin_s, 0.2 * duration)
-        delay = deadline - now() - spin
+        if not spin:  # writer processes write every chunk at the deadline: no need to be there to the microsecond
+            await asyncio.sleep(max(0.0, deadline - now()))
+            return
+        spin_s = min(self.spin_s, 0.2 * duration)
+        delay = deadline - now() - spin_s
         if delay > 0:
             await asyncio.sleep(delay)
         else:

@@ -115,8 +115,13 @@ def _flush(out: _Out) -> bool:
 
 def writer_main(ctrl: socket.socket) -> None:
     """Entry point of a writer process: serve the engine's messages until ``quit`` or the engine is gone."""
+    # A session of its own: with the kernel's autogroup scheduling a process competes for CPU as its session's
+    # group, so writers in the engine's session would share one CPU share between them all.
+    with contextlib.suppress(OSError):
+        os.setsid()
     request_short_slice()
     _fine_timer_slack()
+    ctrl.send(pickle.dumps(("ready",)))
     outs: dict[int, _Out] = {}
     sel = selectors.DefaultSelector()
     sel.register(ctrl, selectors.EVENT_READ, None)
@@ -207,6 +212,19 @@ class WriterPool:
             theirs.close()
             self._ctrls.append(mine)
             self._procs.append(proc)
+        for mine in self._ctrls:
+            # Serve only once every writer runs: a chunk handed to a writer still starting would leave late.
+            mine.settimeout(60)
+            try:
+                ready = mine.recv(64)
+            except TimeoutError:
+                ready = b""
+            if not ready or pickle.loads(ready) != ("ready",):
+                from spectrn.errors import SimError
+
+                self.stop()
+                raise SimError("a writer process of the simulator did not start", hint="run with --write-workers 0")
+            mine.settimeout(None)  # blocking sends (8 MiB buffers); reads only when the loop says it is readable
             loop.add_reader(mine.fileno(), self._on_readable, mine, on_done)
 
     @staticmethod
