@@ -195,3 +195,19 @@ def test_yaml_config_file(tmp_path: object) -> None:
     path.write_text("speculativ: true\n")
     with pytest.raises(SimError, match=r"sim.yaml: speculativ: unknown key"):
         load_settings(path)
+
+
+def test_window_semantics_definitions() -> None:
+    from spectrn import windows
+
+    assert [windows.proposals("nxdi", k) for k in (1, 2, 7)] == [0, 1, 6]
+    assert [windows.proposals("upstream", k) for k in (1, 2, 7)] == [1, 2, 7]
+    assert windows.max_tokens_per_step("nxdi", 7) == windows.verified_tokens("nxdi", 7) == 7
+    assert windows.max_tokens_per_step("upstream", 7) == windows.verified_tokens("upstream", 7) == 8
+    assert windows.draft_runs("nxdi", 7) == windows.draft_runs("upstream", 7) == 7
+    assert windows.expected_tokens_per_step([]) == 1.0
+    assert windows.expected_tokens_per_step([0.5, 0.5]) == pytest.approx(1 + 0.5 + 0.25)
+    with pytest.raises(ValueError, match="window 0"):
+        windows.proposals("nxdi", 0)
+    with pytest.raises(ValueError, match="not one of nxdi, upstream"):
+        windows.proposals("eagle", 3)  # type: ignore[arg-type]

@@ -29,10 +29,10 @@ def run_stream(base: str, body: dict[str, Any], client: httpx.Client | None = No
 
 
 def test_streams_written_by_writer_processes_are_intact_and_exact(start_sim: Callable[..., SimHandle]) -> None:
-    h = start_sim(speculative=True, time_scale=0.02, max_num_seqs=16, write_workers=2)
+    h = start_sim(speculative=True, time_scale=0.05, max_num_seqs=16, write_workers=2)
     assert h.server.engine.pool is not None and h.server.engine.pool.count == 2
     bodies = [
-        {"prompt": (STRUCTURED if i % 2 else OPEN) + f" {i}", "max_tokens": 60 + i, "ignore_eos": True,
+        {"prompt": (STRUCTURED if i % 2 else OPEN) + f" {i}", "max_tokens": 100 + i, "ignore_eos": True,
          "temperature": 0, "stream_options": USAGE}
         for i in range(12)
     ]  # fmt: skip
@@ -52,7 +52,7 @@ def test_streams_written_by_writer_processes_are_intact_and_exact(start_sim: Cal
     # All three processes wrote some of the streams (two writers and the engine itself), and every stream was
     # given back.
     pool = h.server.engine.pool
-    assert all(n >= 3 for n in pool.opened) and sum(pool.opened) == 12
+    assert all(n >= 2 for n in pool.opened) and sum(pool.opened) == 12
     assert h.call(lambda: list(pool._load)) == [0, 0, 0]
 
 

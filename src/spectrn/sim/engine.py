@@ -14,7 +14,9 @@ finished/aborted). Per step the engine:
    ``spectrn.windows``) plus the target's own token, cut at the request's length) and encodes the bytes in
    advance;
 4. sleeps until the deadline (the last ``spin_s`` by busy-waiting, for sub-millisecond precision), writes
-   every chunk at once, then does the bookkeeping (metrics, logs, finished requests).
+   every chunk at once, then does the bookkeeping (metrics, logs, finished requests). With writer processes
+   (``spectrn.sim.writers``) the streams they own get their bytes before the sleep and are written by them at
+   the same deadline; their write times come back asynchronously.
 
 Acceptance draws come from ``random.Random(hash(seed, request counter, prompt))``: reproducible for a seed
 and arrival order, different between requests. Output tokens come from ``tokens.OutputStream`` and do not
