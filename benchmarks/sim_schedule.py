@@ -14,13 +14,13 @@ scheduled time, p50 / p99 / max per concurrency level:
 "steady state" leaves out the chunks scheduled before every stream had its first token (the burst of
 simultaneous connections is accepted and parsed on the simulator's event loop, which delays the first steps).
 
-What to expect. Every chunk costs the simulator ~10 us of CPU to write on loopback (the sender also pays for
-the receiver's TCP processing), and one event loop writes a step's chunks one after another: at 256 streams
-the last chunk of a step leaves ~2.5 ms after the first, so the p99 at 256 streams sits near 3 ms even when
-the simulator has a core to itself (--realtime). Measured on the 2-core shared development VM (load average
-3.5-5.5 from other jobs), 128 tokens per stream, speculative, steady state, deviation of the write time:
-1 stream p99 0.06 ms, 64 streams p99 0.8 ms, 256 streams p50 1.2 / p99 3.0 ms under --realtime; at normal
-priority 64 streams p99 ~4.8 ms and 256 streams p99 ~10.6 ms, dominated by waiting for a CPU.
+What to expect. Every chunk costs ~10-12 us of CPU to write on loopback (the sender also pays for the
+receiver's TCP processing), so at 256 streams a step's chunks are 2.6-3 ms of CPU. From a batch limit of 192 the
+simulator spreads them over two writer processes plus its own (``--write-workers``). Measured on the 2-CPU
+shared development VM (other jobs kept ~1.3 CPUs busy), 128 tokens per stream, speculative, steady state,
+median of 5 runs, deviation of the write time p50 / p99: 1 stream 0.26 / 2.45 ms (25 chunks: p99 is the worst
+one), 64 streams 0.92 / 2.24 ms, 256 streams 1.94 / 6.16 ms (2.78 / 6.45 ms before the writer processes). See
+docs/simulator.md, "Keeping time at 256 streams".
 
     .venv/bin/python benchmarks/sim_schedule.py                  # 1, 64, 256 streams, speculative
     .venv/bin/python benchmarks/sim_schedule.py --streams 256 --max-tokens 128 --baseline --json out.json
@@ -246,6 +246,12 @@ def main() -> None:
         help="Run the simulator under SCHED_FIFO (chrt -f 10; needs privileges): shows its own limit on a busy host.",
     )
     ap.add_argument(
+        "--write-workers",
+        type=int,
+        default=None,
+        help="Writer processes of the simulator (default: its own choice, 2 from 192 streams on 2+ CPUs).",
+    )
+    ap.add_argument(
         "--nice",
         type=int,
         default=0,
@@ -259,6 +265,8 @@ def main() -> None:
         cmd += ["--max-num-seqs", str(max(n, 4)), "--time-scale", repr(args.time_scale), "--max-model-len", "4096"]
         if not args.baseline:
             cmd += ["--speculative"]
+        if args.write_workers is not None:
+            cmd += ["--write-workers", str(args.write_workers)]
         if args.nice:
             cmd = ["nice", "-n", str(args.nice), *cmd]
         if args.realtime:

@@ -1,40 +1,76 @@
-"""What a speculation window k means on each server (one definition for the simulator, analysis and sweeps).
+"""What a speculation window of ``k`` means on each kind of server: proposals, tokens verified, tokens emitted.
 
-- ``nxdi``: NxDI fused speculation, used by the Neuron fork of vLLM (the 0.9.1 DLC). ``num_speculative_tokens
-  = k`` becomes NxDI's ``speculation_length = k``: the draft runs k times but only its first k - 1 tokens are
-  proposed ("k iterations of the draft model. We use only first k-1 tokens", neuronx-distributed-inference
-  ``models/model_base.py``), the target verifies them, and a step emits at most k tokens.
-- ``upstream``: vLLM's own speculative decoding (and the vllm-neuron plugin's EAGLE): k proposals, the accepted
-  prefix plus one bonus token, up to k + 1 tokens per step.
+One definition for every module that reasons about windows (the simulator, analysis, prediction, sweeps):
 
-Sources: docs/neuron.md.
+``"nxdi"``
+    NxDI fused speculation (the Neuron fork of vLLM and the vllm-neuron plugin): ``speculation_length = k``
+    runs the draft ``k`` times but proposes only the first ``k - 1`` tokens; the target verifies ``k``
+    positions (the last emitted token and the ``k - 1`` proposals), so a step emits at most ``k`` tokens.
+    neuronx-distributed-inference ``models/model_base.py``: *"k" iterations of the draft model. We use only
+    first "k-1" tokens. Extra run is for populating the kv cache*; the target then runs on
+    ``candidate_input_ids[:, :-1]``.
+``"upstream"``
+    Upstream vLLM (``num_speculative_tokens = k``): ``k`` proposals, the target verifies ``k + 1`` positions
+    and a step emits the accepted prefix plus one bonus token, at most ``k + 1`` tokens.
+
+In both cases a step emits ``accepted + 1`` tokens (at least one), and the mean acceptance length of
+``p`` conditional per-position acceptance probabilities is ``1 + sum_i prod_{j<=i} p_j`` over the
+``proposals(sem, k)`` positions.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Sequence
+from typing import Literal, get_args
 
-Semantics = Literal["nxdi", "upstream"]
-SEMANTICS: tuple[Semantics, Semantics] = ("nxdi", "upstream")
-
-
-def proposals(semantics: Semantics, window: int) -> int:
-    """Draft tokens proposed per step at window ``window``."""
-    if window < 1:
-        raise ValueError("window must be >= 1")
-    return window - 1 if semantics == "nxdi" else window
+WindowSemantics = Literal["nxdi", "upstream"]
+SEMANTICS: tuple[WindowSemantics, ...] = get_args(WindowSemantics)
 
 
-def max_tokens_per_step(semantics: Semantics, window: int) -> int:
-    """The most tokens one speculative step can emit: the accepted proposals plus one."""
-    return proposals(semantics, window) + 1
+def _check(sem: str, k: int) -> None:
+    if sem not in SEMANTICS:
+        raise ValueError(f"window semantics {sem!r} is not one of {', '.join(SEMANTICS)}")
+    if k < 1:
+        raise ValueError(f"window {k} must be at least 1")
 
 
-def for_profile(profile: str | None) -> Semantics:
-    """Window semantics of a server profile (the simulator's or a declared one)."""
+def proposals(sem: WindowSemantics, k: int) -> int:
+    """Draft tokens proposed (and counted as draft tokens) per step."""
+    _check(sem, k)
+    return k - 1 if sem == "nxdi" else k
+
+
+def max_tokens_per_step(sem: WindowSemantics, k: int) -> int:
+    """The most tokens one speculative step can emit (all proposals accepted, plus the target's own token)."""
+    return proposals(sem, k) + 1
+
+
+def verified_tokens(sem: WindowSemantics, k: int) -> int:
+    """Positions the target model processes per sequence in one speculative step."""
+    return max_tokens_per_step(sem, k)
+
+
+def draft_runs(sem: WindowSemantics, k: int) -> int:
+    """Forward passes of the draft model per step (NxDI runs one more than it proposes, to fill its cache)."""
+    _check(sem, k)
+    return k
+
+
+def expected_tokens_per_step(position_probs: Sequence[float]) -> float:
+    """Mean tokens per step for conditional per-position acceptance probabilities (one per proposal)."""
+    total, run = 1.0, 1.0
+    for p in position_probs:
+        run *= p
+        total += run
+    return total
+
+
+def for_profile(profile: str | None) -> WindowSemantics:
+    """Window semantics of a server profile (the simulator's, or a declared one): NxDI unless upstream vLLM."""
     return "upstream" if profile == "upstream" else "nxdi"
 
 
-def for_dialect(dialect: str | None) -> Semantics:
-    """Window semantics of a config's vLLM dialect: the legacy Neuron fork runs NxDI fused speculation."""
+def for_dialect(dialect: str | None) -> WindowSemantics:
+    """Window semantics of a config's vLLM dialect: the legacy Neuron fork runs NxDI fused speculation; the
+    vllm-neuron plugin's current EAGLE-3 (k proposals, up to k + 1 tokens) follows upstream (docs/neuron.md)."""
     return "upstream" if dialect == "vllm-neuron" else "nxdi"

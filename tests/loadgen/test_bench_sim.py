@@ -27,6 +27,9 @@ def sim_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, l
     cfg = build_config(
         {
             "runtime": "sim",
+            # upstream vLLM's protocol: token_ids per chunk and spec-decode counters that move (the Neuron
+            # profiles' chunks and counters are checked in tests/sim/test_profiles.py)
+            "sim": {"profile": "upstream"},
             "bench": {
                 "prompts": "all",
                 "requests": 18,

@@ -35,7 +35,7 @@ def test_serve_process_answers_and_stops_on_sigterm(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "spectrn", "sim", "serve", "--port", str(port), "--speculative", "--window", "5"]
         + ["--time-scale", "0.05", "--served-model-name", "m", "--config-file", str(cfg), "--startup-delay", "0.3"]
-        + ["--set", "cost.step_base_s=0.05"],
+        + ["--set", "cost.weights_read_s=0.05"],
         stdout=subprocess.DEVNULL,
         stderr=log_file,
         start_new_session=True,
@@ -58,7 +58,7 @@ def test_serve_process_answers_and_stops_on_sigterm(tmp_path: Path) -> None:
         assert seen_503
         info = httpx.get(f"{base}/sim/info").json()
         assert info["window"] == 5 and info["model_name"] == "m"
-        assert info["preset"]["acceptance"]["alpha_open"] == 0.5 and info["preset"]["cost"]["step_base_s"] == 0.05
+        assert info["preset"]["acceptance"]["alpha_open"] == 0.5 and info["preset"]["cost"]["weights_read_s"] == 0.05
         r = httpx.post(f"{base}/v1/completions", json={"model": "m", "prompt": "hi", "max_tokens": 3})
         assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 3
     finally:
@@ -76,14 +76,15 @@ def test_presets_and_expect() -> None:
     assert json.loads(r.stdout)["qwen3-32b-trn2"]["drafts"]["qwen3-0.6b"]["quality"] == 0.4
     r = spectrn("sim", "expect", "--prompt", "counting numbers from 1 " * 10)
     out = json.loads(r.stdout)
-    assert r.returncode == 0 and out["speedup"] > 2.5 and len(out["position_accept_probs"]) == 7
+    assert r.returncode == 0 and out["speedup"] > 2.5 and len(out["position_accept_probs"]) == 6
+    assert out["window_semantics"] == "nxdi" and out["max_tokens_per_step"] == 7 and out["crossover_concurrency"] > 4
 
 
 def test_bad_flags_name_the_field(tmp_path: Path) -> None:
     r = spectrn("sim", "serve", "--port", str(free_port()), "--error-status", "404")
     assert r.returncode == 8 and "faults.error_status" in r.stderr
     r = spectrn("sim", "serve", "--set", "cost.nope=1")
-    assert r.returncode == 2 and "cost has no parameter 'nope'" in r.stderr and "step_base_s" in r.stderr
+    assert r.returncode == 2 and "cost has no parameter 'nope'" in r.stderr and "weights_read_s" in r.stderr
     r = spectrn("sim", "serve", "--set", "speed=1")
     assert r.returncode == 2 and "GROUP.NAME=VALUE" in r.stderr
     r = spectrn("sim", "serve", "--preset", "h100")
@@ -110,3 +111,39 @@ def test_port_in_use_is_a_clear_error() -> None:
             assert "could not start on 127.0.0.1" in str(e)
         else:
             raise AssertionError("expected SimError")
+
+
+def test_preset_file_round_trip_and_strict_errors(tmp_path: Path) -> None:
+    r = spectrn("sim", "presets", "--yaml", "qwen3-32b-trn2")
+    assert r.returncode == 0 and "profile: neuron-fork" in r.stdout and "compute_per_token_s:" in r.stdout
+    fit = tmp_path / "fit.yaml"
+    fit.write_text(
+        r.stdout.replace("name: qwen3-32b-trn2", "name: my-fit").replace(
+            "weights_read_s: 0.044", "weights_read_s: 0.05"
+        )
+    )
+    r = spectrn("sim", "expect", "--preset-file", str(fit), "--prompt", "counting numbers from 1 " * 8)
+    out = json.loads(r.stdout)
+    assert r.returncode == 0 and out["profile"] == "neuron-fork"
+    # The file's cost is what the model runs (memory bound at batch 4: weights + 4 sequences + their context).
+    assert 0.050 < out["baseline_tpot_s"] < 0.052
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(r"name: x" + "\n" + fit.read_text().split("\n", 1)[1].replace("weights_read_s:", "weights_red_s:"))
+    r = spectrn("sim", "serve", "--preset-file", str(bad))
+    assert r.returncode == 8 and str(bad) in r.stderr and "cost.weights_red_s: unknown key" in r.stderr
+    bad.write_text(fit.read_text().replace("profile: neuron-fork", "profile: neuron-v2"))
+    r = spectrn("sim", "serve", "--preset-file", str(bad))
+    assert r.returncode == 8 and str(bad) in r.stderr and "profile:" in r.stderr
+    r = spectrn("sim", "serve", "--preset-file", str(tmp_path / "missing.yaml"))
+    assert r.returncode != 0 and "missing.yaml does not exist" in r.stderr
+
+
+def test_profile_flag_and_its_errors() -> None:
+    r = spectrn("sim", "expect", "--profile", "upstream", "--prompt", "counting numbers from 1 " * 8)
+    out = json.loads(r.stdout)
+    assert out["window_semantics"] == "upstream" and out["max_tokens_per_step"] == 8
+    assert len(out["position_accept_probs"]) == 7
+    r = spectrn("sim", "serve", "--profile", "neuron-v2")
+    assert r.returncode == 8 and "profile" in r.stderr and "neuron-fork" in r.stderr
+    r = spectrn("sim", "serve", "--speculative", "--window", "1")
+    assert r.returncode == 8 and "window: 1 proposes nothing under NxDI" in r.stderr

@@ -1,9 +1,10 @@
 """Simulator vs real vLLM, field by field, on the recorded transcripts in tests/fixtures/vllm-real.
 
-Each recorded request is replayed against a simulator configured like the recorded server (model name
-``tiny-qwen3``, max_model_len 2048, draft-model speculation with 4 tokens) and the answers are compared by
-*shape*: status, content type, event order, the keys of every object in order, and where values are null,
-lists, strings or numbers. Token values differ (different tokenizer and weights); the protocol must not.
+Each recorded request is replayed against a simulator configured like the recorded server (profile
+``upstream``, model name ``tiny-qwen3``, max_model_len 2048, draft-model speculation with 4 tokens) and the
+answers are compared by *shape*: status, content type, event order, the keys of every object in order, and
+where values are null, lists, strings or numbers. Token values differ (different tokenizer and weights); the
+protocol must not.
 """
 
 from __future__ import annotations
@@ -60,7 +61,11 @@ def kind(event: Any) -> str:
 def sims() -> Iterator[dict[str, SimHandle]]:
     from spectrn.sim import SimSettings, run_in_thread
 
-    common: dict[str, Any] = dict(served_model_name="tiny-qwen3", max_model_len=2048, time_scale=0.02)
+    # The transcripts come from upstream vLLM: the upstream profile must reproduce them (the Neuron profiles are
+    # checked against the fork's own code in test_profiles.py).
+    common: dict[str, Any] = dict(
+        served_model_name="tiny-qwen3", max_model_len=2048, time_scale=0.02, profile="upstream"
+    )
     handles = {
         "draft": run_in_thread(SimSettings(speculative=True, window=4, **common)),
         "base": run_in_thread(SimSettings(**common)),

@@ -85,7 +85,8 @@ def test_measured_chunk_times_follow_the_engine_model(start_sim: Callable[..., S
 
 
 def test_spec_counters_match_what_was_emitted(start_sim: Callable[..., SimHandle]) -> None:
-    h = start_sim(speculative=True, time_scale=0.02)
+    # Upstream vLLM: token_ids per chunk, counters that move, k proposals and up to k + 1 tokens per step.
+    h = start_sim(speculative=True, time_scale=0.02, profile="upstream")
     bodies = [
         {"prompt": p, "max_tokens": n, "ignore_eos": True, "temperature": 0, "return_token_ids": True}
         for p, n in ((STRUCTURED, 120), (OPEN, 90), (STRUCTURED + " 7", 60), (OPEN + "?", 33))
@@ -133,8 +134,8 @@ def test_mean_tokens_per_step_matches_expectation(start_sim: Callable[..., SimHa
 
 
 def test_greedy_output_is_identical_with_and_without_speculation(start_sim: Callable[..., SimHandle]) -> None:
-    base = start_sim(time_scale=0.01)
-    spec = start_sim(speculative=True, time_scale=0.01, seed=0)
+    base = start_sim(time_scale=0.01, profile="upstream")  # token ids to compare
+    spec = start_sim(speculative=True, time_scale=0.01, seed=0, profile="upstream")
     chat = {"messages": [{"role": "user", "content": "Write a simple Python function skeleton"}]}
     for path, body in (
         ("/v1/completions", {"prompt": STRUCTURED}),

@@ -51,13 +51,17 @@ def test_predictability_separates_structured_from_open() -> None:
         assert predictability(p) <= 0.25, p
 
 
-def test_expected_length_matches_closed_form_for_constant_acceptance() -> None:
-    # A huge decay scale makes acceptance constant per position: E[L] = (1 - a^(k+1)) / (1 - a).
-    s = SimSettings(speculative=True, window=7, acceptance={"decay_tau": 1e9})
+@pytest.mark.parametrize(("profile", "proposals"), [("neuron-fork", 6), ("vllm-neuron", 6), ("upstream", 7)])
+def test_expected_length_matches_closed_form_for_constant_acceptance(profile: str, proposals: int) -> None:
+    # A huge decay scale makes acceptance constant per position: E[L] = (1 - a^(P+1)) / (1 - a) for P proposals,
+    # P = k - 1 under NxDI fused speculation and k upstream.
+    s = SimSettings(speculative=True, window=7, acceptance={"decay_tau": 1e9}, profile=profile)  # type: ignore[arg-type]
     m = s.resolved()
-    a = m.position_probs(OPEN_CASES[1])[0]
-    assert all(p == pytest.approx(a) for p in m.position_probs(OPEN_CASES[1]))
-    assert m.expected_tokens_per_step(OPEN_CASES[1]) == pytest.approx((1 - a**8) / (1 - a))
+    probs = m.position_probs(OPEN_CASES[1])
+    assert len(probs) == proposals == m.max_tokens_per_step - 1
+    a = probs[0]
+    assert all(p == pytest.approx(a) for p in probs)
+    assert m.expected_tokens_per_step(OPEN_CASES[1]) == pytest.approx((1 - a ** (proposals + 1)) / (1 - a))
 
 
 def test_acceptance_decays_with_position() -> None:
@@ -105,8 +109,47 @@ def test_costs_grow_with_prompt_batch_and_context() -> None:
     assert m.decode_step_s(8, 1000) > m.decode_step_s(4, 1000)
     assert m.decode_step_s(4, 4000) > m.decode_step_s(4, 1000)
     spec = SimSettings(speculative=True).resolved()
-    # A verify step costs slightly more than a plain step, plus the drafts.
-    assert m.step_s(4, 1000) < spec.step_s(4, 1000) < 1.6 * m.step_s(4, 1000)
+    # Memory bound at the published load: a speculative step is the plain step plus k draft passes.
+    assert spec.step_s(4, 1000) == pytest.approx(m.step_s(4, 1000) + 7 * spec.draft_pass_s(4, 1000))
+
+
+def test_step_cost_is_a_roofline_with_a_compute_bound_regime() -> None:
+    c = PRESETS["qwen3-32b-trn2"].cost
+    m = SimSettings(speculative=True).resolved()
+    # Memory bound: positions per sequence do not matter; compute bound: cost grows with batch x positions.
+    assert m.target_step_s(4, 1000, 1) == m.target_step_s(4, 1000, 7)
+    ridge = c.weights_read_s / c.compute_per_token_s
+    b = int(2 * ridge / 7)
+    assert m.target_step_s(b, 0, 7) == pytest.approx(c.compute_per_token_s * b * 7)
+    assert m.target_step_s(2 * b, 0, 7) == pytest.approx(2 * m.target_step_s(b, 0, 7))
+    memory = c.weights_read_s + c.kv_read_per_seq_s * b + c.kv_read_per_token_s * 1000
+    assert m.target_step_s(b, 1000, 1) == pytest.approx(memory)
+    # The draft pass is its own roofline; NxDI runs it k times and verifies k positions, upstream k and k + 1.
+    d = m.draft_cost
+    assert m.draft_pass_s(4, 100) == pytest.approx(d.run_s + d.kv_read_per_token_s * 100)
+    assert m.draft_pass_s(10**6, 0) == pytest.approx(d.compute_per_token_s * 10**6)
+    up = SimSettings(speculative=True, profile="upstream").resolved()
+    big = 3 * b
+    assert m.spec_step_s(big, 0) == pytest.approx(7 * m.draft_pass_s(big, 0) + c.compute_per_token_s * big * 7)
+    assert up.spec_step_s(big, 0) == pytest.approx(7 * up.draft_pass_s(big, 0) + c.compute_per_token_s * big * 8)
+
+
+def test_speculation_stops_paying_past_the_crossover() -> None:
+    structured, open_ = structured_prompts()[0], OPEN_CASES[1]
+    m = SimSettings(speculative=True).resolved()
+    cross = m.crossover_batch(structured)
+    assert cross is not None and 64 < cross < 4096
+    base = m.baseline()
+    for b, pays in ((4, True), (cross - 1, True), (cross, False), (2 * cross, False)):
+        spec_t = m.expected_tpot_s(structured, batch=b)
+        base_t = base.expected_tpot_s(structured, batch=b)
+        assert (spec_t < base_t) == pays, b
+    # Open-ended prompts: the acceptance length never covers k draft passes.
+    assert m.crossover_batch(open_) == 1
+    # Lower acceptance crosses over earlier.
+    worse = SimSettings(speculative=True, acceptance={"alpha_structured": 0.8}).resolved()
+    worse_cross = worse.crossover_batch(structured)
+    assert worse_cross is not None and worse_cross < cross
 
 
 def test_time_scale_scales_every_duration() -> None:
@@ -119,17 +162,19 @@ def test_size_rule_for_other_catalog_drafts() -> None:
     preset = PRESETS["qwen3-32b-trn2"]
     d4 = draft_params(preset, "qwen3-4b")
     d17 = draft_params(preset, "qwen3-1.7b")
-    assert d4.quality > d17.quality and d4.draft_per_token_s > d17.draft_per_token_s
-    assert math.isclose(draft_params(preset, "qwen3-8b").draft_per_token_s, 0.0012 * math.sqrt(8.2 / 1.7))
+    assert d4.quality > d17.quality and d4.run_s > d17.run_s
+    d8 = draft_params(preset, "qwen3-8b")
+    assert math.isclose(d8.run_s, preset.cost.ref_draft_run_s * math.sqrt(8.2 / 1.7))
+    assert math.isclose(d8.compute_per_token_s, preset.cost.compute_per_token_s * 8.2 / 32.8)
     with pytest.raises(SimError, match="not smaller than the preset's target"):
         draft_params(preset, "qwen3-32b")
 
 
 def test_overrides_apply_and_bad_ones_name_the_field() -> None:
-    s = SimSettings(cost={"step_base_s": 0.1})
-    assert s.resolved().decode_step_s(1, 0) == pytest.approx(0.1 + 0.0005)
-    with pytest.raises(SimError, match=r"cost: unknown parameter\(s\) step_bse_s"):
-        load_settings(cost={"step_bse_s": 0.1})
+    s = SimSettings(cost={"weights_read_s": 0.1})
+    assert s.resolved().decode_step_s(1, 0) == pytest.approx(0.1 + 0.0001)
+    with pytest.raises(SimError, match=r"cost: unknown parameter\(s\) weights_red_s"):
+        load_settings(cost={"weights_red_s": 0.1})
     with pytest.raises(SimError, match="alpha_open"):
         load_settings(acceptance={"alpha_open": 1.5})
     with pytest.raises(SimError, match="unknown simulator preset 'nope'"):
@@ -144,9 +189,25 @@ def test_yaml_config_file(tmp_path: object) -> None:
     from pathlib import Path
 
     path = Path(str(tmp_path)) / "sim.yaml"
-    path.write_text("speculative: true\nwindow: 5\ncost:\n  step_base_s: 0.05\nfaults:\n  error_rate: 0.1\n")
+    path.write_text("speculative: true\nwindow: 5\ncost:\n  weights_read_s: 0.05\nfaults:\n  error_rate: 0.1\n")
     s = load_settings(path, window=9)
-    assert s.speculative and s.window == 9 and s.cost == {"step_base_s": 0.05} and s.faults.error_rate == 0.1
+    assert s.speculative and s.window == 9 and s.cost == {"weights_read_s": 0.05} and s.faults.error_rate == 0.1
     path.write_text("speculativ: true\n")
     with pytest.raises(SimError, match=r"sim.yaml: speculativ: unknown key"):
         load_settings(path)
+
+
+def test_window_semantics_definitions() -> None:
+    from spectrn import windows
+
+    assert [windows.proposals("nxdi", k) for k in (1, 2, 7)] == [0, 1, 6]
+    assert [windows.proposals("upstream", k) for k in (1, 2, 7)] == [1, 2, 7]
+    assert windows.max_tokens_per_step("nxdi", 7) == windows.verified_tokens("nxdi", 7) == 7
+    assert windows.max_tokens_per_step("upstream", 7) == windows.verified_tokens("upstream", 7) == 8
+    assert windows.draft_runs("nxdi", 7) == windows.draft_runs("upstream", 7) == 7
+    assert windows.expected_tokens_per_step([]) == 1.0
+    assert windows.expected_tokens_per_step([0.5, 0.5]) == pytest.approx(1 + 0.5 + 0.25)
+    with pytest.raises(ValueError, match="window 0"):
+        windows.proposals("nxdi", 0)
+    with pytest.raises(ValueError, match="not one of nxdi, upstream"):
+        windows.proposals("eagle", 3)  # type: ignore[arg-type]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 import openai
@@ -15,6 +16,18 @@ from spectrn.sim.server import SimHandle
 from .conftest import OPEN, STRUCTURED, sse_events
 
 MODEL = "Qwen/Qwen3-32B"
+
+
+@pytest.fixture
+def start_sim(start_sim: Callable[..., SimHandle]) -> Callable[..., SimHandle]:
+    """This module checks upstream vLLM's protocol (token_ids, nested errors): the upstream profile unless a test
+    says otherwise. The Neuron profiles' wire format is checked in test_profiles.py."""
+
+    def start(**kwargs: Any) -> SimHandle:
+        kwargs.setdefault("profile", "upstream")
+        return start_sim(**kwargs)
+
+    return start
 
 
 def client(h: SimHandle) -> openai.OpenAI:

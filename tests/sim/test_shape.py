@@ -49,6 +49,7 @@ def run(h: SimHandle, prompts: list[str]) -> dict[str, float]:
 
 @pytest.mark.slow
 def test_preset_reproduces_the_published_shape(start_sim: Callable[..., SimHandle]) -> None:
+    """qwen3-32b-trn2 under its default profile (neuron-fork: NxDI windows, at most k tokens per step)."""
     structured, open_ = structured_prompts(), OPEN_CASES * 2
     configs: dict[str, dict[str, Any]] = {
         "base": {},
@@ -68,15 +69,37 @@ def test_preset_reproduces_the_published_shape(start_sim: Callable[..., SimHandl
     assert 0.010 <= sd_s <= 0.019, res  # ~15 ms with the 1.7B draft, window 7
     assert 2.3 <= base_s / sd_s <= 4.0, res  # "up to 3x"
     assert 0.8 <= res["base"]["open"]["tpot"] / res["sd"]["open"]["tpot"] <= 1.2, res  # about equal on open prompts
-    # TTFT ~unchanged: the prefill cost is the same with and without speculation (checked on the model, since
-    # at time scale 0.01 a step is under 0.5 ms of wall time and a late client thread moves the measured TTFT
-    # by whole steps); the measured TTFT only has to stay in the same range: a new request may also wait for
-    # the running step, which is longer under speculation
-    from spectrn.sim import SimSettings
-
-    plain, spec = SimSettings().resolved(), SimSettings(speculative=True).resolved()
-    assert all(plain.prefill_s(n) == spec.prefill_s(n) for n in (16, 64, 512)), "speculation changed prefill"
-    assert res["sd"]["structured"]["ttft"] < 3 * res["base"]["structured"]["ttft"], res
     assert base_s / res["sd06"]["structured"]["tpot"] <= 1.2, res  # the 0.6B draft: no net gain
     assert res["sd"]["structured"]["tpot"] < res["w5"]["structured"]["tpot"], res  # window 5 gives less
     assert res["sd"]["structured"]["tpot"] < res["w15"]["structured"]["tpot"], res  # 15 rejects more, slower
+    # In the closed loop a new request may wait for the running step, which is longer under speculation: the
+    # speculative TTFT may exceed the baseline's by at most one speculative step (scheduled times).
+    from spectrn.sim import SimSettings
+
+    spec_step = SimSettings(speculative=True).resolved().step_s(4, 4 * 364)
+    assert res["sd"]["structured"]["ttft"] <= res["base"]["structured"]["ttft"] + spec_step, res
+
+
+def first_chunk(h: SimHandle, prompt: str) -> tuple[float, float]:
+    """One request on an idle server: (first chunk - admission, first chunk - arrival), scheduled, seconds."""
+    with httpx.Client(base_url=h.base_url, timeout=60) as c:
+        rid = c.post("/v1/completions", json={"prompt": prompt, "max_tokens": 3, "temperature": 0}).json()["id"]
+        t = c.get("/sim/requests", params={"id": rid}).json()["requests"][0]
+    first = t["chunks"][0]["t"]
+    return first - t["admitted"], first - t["arrival"]
+
+
+def test_ttft_is_unchanged_by_speculation(start_sim: Callable[..., SimHandle]) -> None:
+    """Measured on the running servers' schedules (GET /sim/requests), prompt by prompt: the first chunk of a
+    speculative request is scheduled exactly as long after its admission as a baseline one (the prefill does not
+    depend on speculation), and its time to first token on an idle server matches the baseline's."""
+    scale = 0.1
+    base, spec = start_sim(time_scale=scale), start_sim(time_scale=scale, speculative=True)
+    prefill_ratio, ttft_ratio = [], []
+    for prompt in structured_prompts() + OPEN_CASES:
+        (pb, tb), (ps, ts) = first_chunk(base, prompt), first_chunk(spec, prompt)
+        prefill_ratio.append(ps / pb)
+        ttft_ratio.append(ts / tb)
+    assert all(r == pytest.approx(1.0, rel=1e-9) for r in prefill_ratio), prefill_ratio
+    # Arrival -> admission adds the event loop's wake-up (wall clock, not scaled): a few per cent of a 5 ms prefill.
+    assert 0.9 <= statistics.median(ttft_ratio) <= 1.1, ttft_ratio

@@ -15,8 +15,9 @@ from .conftest import load
 
 pytestmark = pytest.mark.slow
 
+# --predict reads per-position acceptance from token ids and moving counters: upstream vLLM's protocol
 COMMON = ["--local", "--quiet", "--no-report", "--prompts", "all", "--time-scale", "0.1", "--requests", "16",
-          "--max-tokens", "200", "--concurrency", "4"]  # fmt: skip
+          "--max-tokens", "200", "--concurrency", "4", "--set", "sim.profile=upstream"]  # fmt: skip
 
 
 def sweep(tmp_path: Path, *args: str) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from typing import Any
 
 from spectrn.analyze.stats import bootstrap
 from spectrn.run.summary import Acceptance, CounterAcceptance, StreamAcceptance
-from spectrn.windows import Semantics, max_tokens_per_step, proposals
+from spectrn.windows import WindowSemantics, max_tokens_per_step, proposals
 
 AGREEMENT_REL = 0.05  # stream and counter mean lengths within 5% agree
 CAP_PILE_UP = 0.15  # this share of steps stopping at one size below the cap means a smaller real window
@@ -38,7 +38,7 @@ CAP_PILE_UP = 0.15  # this share of steps stopping at one size below the cap mea
 class StreamCounter:
     """Accumulates decode-event sizes request by request (bounded memory: per-request totals only)."""
 
-    def __init__(self, window: int | None, semantics: Semantics) -> None:
+    def __init__(self, window: int | None, semantics: WindowSemantics) -> None:
         self.window = window
         self.semantics = semantics
         self.max_n = max_tokens_per_step(semantics, window) if window else None
@@ -177,7 +177,9 @@ def combine(stream: StreamAcceptance | None, counters: CounterAcceptance | None)
     return acc
 
 
-def window_contradiction(stream: StreamAcceptance | None, declared: int | None, semantics: Semantics) -> str | None:
+def window_contradiction(
+    stream: StreamAcceptance | None, declared: int | None, semantics: WindowSemantics
+) -> str | None:
     """A declared window that the stream contradicts: steps never reaching, or exceeding, its maximum."""
     if stream is None or declared is None or stream.steps < 50:
         return None

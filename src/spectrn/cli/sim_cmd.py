@@ -32,7 +32,19 @@ ConfigFileOpt = Annotated[
 ]
 SetOpt = Annotated[
     list[str] | None,
-    typer.Option("--set", help="Override one model parameter: --set cost.step_base_s=0.04 (repeatable)."),
+    typer.Option("--set", help="Override one model parameter: --set cost.weights_read_s=0.04 (repeatable)."),
+]
+ProfileOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--profile",
+        help="Server imitated on the wire: neuron-fork (the 0.9.1 Neuron DLC), vllm-neuron (plugin 0.2.x) or "
+        "upstream (vLLM V1). Default: the preset's (neuron-fork for the Neuron presets).",
+    ),
+]
+PresetFileOpt = Annotated[
+    Path | None,
+    typer.Option("--preset-file", help="A whole preset in YAML (see `spectrn sim presets --yaml`); replaces --preset."),
 ]
 
 
@@ -50,7 +62,7 @@ def _param_overrides(items: list[str] | None) -> dict[str, dict[str, float]]:
         if not sep or not dot or group not in valid:
             raise ConfigError(
                 f"--set {item!r} is not GROUP.NAME=VALUE with GROUP cost or acceptance",
-                hint="write e.g. --set cost.step_base_s=0.04 or --set acceptance.alpha_open=0.25",
+                hint="write e.g. --set cost.weights_read_s=0.04 or --set acceptance.alpha_open=0.25",
             )
         if name not in valid[group].model_fields:
             raise ConfigError(
@@ -64,12 +76,22 @@ def _param_overrides(items: list[str] | None) -> dict[str, dict[str, float]]:
     return out
 
 
+def _preset_from_file(path: Path | None) -> dict[str, Any] | None:
+    if path is None:
+        return None
+    from spectrn.sim.settings import load_preset_file
+
+    return load_preset_file(path).model_dump()
+
+
 @sim_app.command("serve")
 def serve(
     ctx: typer.Context,
     port: Annotated[int, typer.Option("--port", min=1, max=65535, help="TCP port.")] = 8000,
     host: Annotated[str, typer.Option("--host", help="Address to bind (0.0.0.0 inside a container).")] = "127.0.0.1",
     preset: PresetOpt = "qwen3-32b-trn2",
+    preset_file: PresetFileOpt = None,
+    profile: ProfileOpt = None,
     speculative: SpecOpt = False,
     draft: DraftOpt = None,
     window: WindowOpt = None,
@@ -95,6 +117,14 @@ def serve(
     malformed_sse_rate: Annotated[
         float, typer.Option("--malformed-sse-rate", help="Share of streams with one malformed event.")
     ] = 0.0,
+    write_workers: Annotated[
+        int | None,
+        typer.Option(
+            "--write-workers",
+            help="Processes that write streams' chunks in parallel with the engine (default: 2 from a batch "
+            "limit of 192 on 2+ CPUs, else 0).",
+        ),
+    ] = None,
     config_file: ConfigFileOpt = None,
     sets: SetOpt = None,
 ) -> None:
@@ -122,6 +152,8 @@ def serve(
     settings = load_settings(
         config_file,
         preset=given("preset", preset),
+        custom_preset=_preset_from_file(preset_file),
+        profile=profile,
         speculative=given("speculative", speculative),
         draft=draft,
         window=window,
@@ -131,14 +163,16 @@ def serve(
         seed=given("seed", seed),
         served_model_name=served_model_name,
         startup_delay_s=given("startup_delay", startup_delay),
+        write_workers=write_workers,
         faults=faults or None,
         **_param_overrides(sets),
     )
     m = settings.resolved()
     mode = f"speculative (draft {m.draft}, window {m.window})" if m.speculative else "baseline"
     typer.echo(
-        f"spectrn sim: {settings.model_name} [{settings.preset}, {mode}, max_num_seqs {settings.batch_limit}, "
-        f"time scale {settings.time_scale:g}] on http://{host}:{port}",
+        f"spectrn sim: {settings.model_name} [{settings.preset_name}, {mode}, profile "
+        f"{settings.server_profile.name}, max_num_seqs {settings.batch_limit}, time scale {settings.time_scale:g}] "
+        f"on http://{host}:{port}",
         err=True,
     )
     run(settings, host, port)
@@ -147,17 +181,29 @@ def serve(
 @sim_app.command("presets")
 def presets(
     as_json: Annotated[bool, typer.Option("--json", help="Print the full presets as JSON.")] = False,
+    as_yaml: Annotated[
+        str | None,
+        typer.Option("--yaml", help="Print one preset as YAML, a starting point for --preset-file."),
+    ] = None,
 ) -> None:
     """List the calibration presets."""
-    from spectrn.sim.model import PRESETS
+    from spectrn.sim.model import PRESETS, get_preset
 
+    if as_yaml is not None:
+        import yaml
+
+        typer.echo(yaml.safe_dump(get_preset(as_yaml).model_dump(mode="json"), sort_keys=False), nl=False)
+        return
     if as_json:
         typer.echo(json.dumps({k: p.model_dump(mode="json") for k, p in PRESETS.items()}, indent=2))
         return
     for key, p in PRESETS.items():
         drafts = ", ".join(p.drafts)
         typer.echo(f"{key}: {p.description}")
-        typer.echo(f"  target {p.target}; drafts {drafts} (others by size rule); default window {p.default_window}")
+        typer.echo(
+            f"  target {p.target}; drafts {drafts} (others by size rule); default window {p.default_window}; "
+            f"profile {p.profile}"
+        )
 
 
 @sim_app.command("expect")
@@ -172,15 +218,24 @@ def expect(
     ] = None,
     output_tokens: Annotated[int, typer.Option("--output-tokens", help="Output length.")] = 600,
     time_scale: TimeScaleOpt = 1.0,
+    profile: ProfileOpt = None,
+    preset_file: PresetFileOpt = None,
     config_file: ConfigFileOpt = None,
     sets: SetOpt = None,
 ) -> None:
-    """Print the simulator's ground truth for a prompt: predictability, acceptance, expected TPOT."""
+    """Print the simulator's ground truth for a prompt: predictability, acceptance, expected TPOT, crossover."""
     from spectrn.sim import load_settings
     from spectrn.sim.model import predictability
     from spectrn.sim.tokens import encode
 
-    common: dict[str, Any] = dict(preset=preset, draft=draft, window=window, time_scale=time_scale)
+    common: dict[str, Any] = dict(
+        preset=preset,
+        draft=draft,
+        window=window,
+        time_scale=time_scale,
+        profile=profile,
+        custom_preset=_preset_from_file(preset_file),
+    )
     base = load_settings(config_file, **common, speculative=False, **_param_overrides(sets))
     spec = load_settings(config_file, **common, speculative=True, **_param_overrides(sets))
     n_prompt = prompt_tokens or len(encode(prompt))
@@ -190,8 +245,11 @@ def expect(
     out = {
         "prompt_tokens": n_prompt,
         "predictability": predictability(prompt),
+        "profile": spec.server_profile.name,
+        "window_semantics": ms.semantics,
         "draft": ms.draft,
         "window": ms.window,
+        "max_tokens_per_step": ms.max_tokens_per_step,
         "position_accept_probs": [round(p, 4) for p in ms.position_probs(prompt)],
         "expected_acceptance_rate": round(ms.expected_acceptance_rate(prompt), 4),
         "expected_tokens_per_step": round(ms.expected_tokens_per_step(prompt), 4),
@@ -199,5 +257,7 @@ def expect(
         "baseline_tpot_s": round(tb, 6),
         "speculative_tpot_s": round(ts, 6),
         "speedup": round(tb / ts, 3),
+        # Concurrency from which speculation stops paying for this prompt (1: never pays; null: beyond 4096).
+        "crossover_concurrency": ms.crossover_batch(prompt, prompt_tokens=n_prompt, output_tokens=output_tokens),
     }
     typer.echo(json.dumps(out, indent=2))

@@ -3,8 +3,8 @@ is labelled with the truth rather than with config defaults.
 
 Asked of every server before the run (each answer optional, none trusted blindly):
 - ``/v1/models``: the served model name (already checked by the runner);
-- ``/version``: vLLM's version (``{"version": ...}``; spectrn's simulator adds ``spectrn_sim``: its profile,
-  draft and window);
+- ``/version``: vLLM's version (``{"version": ...}``);
+- ``/sim/identity``: spectrn's simulator only (profile, draft, window; a path no real server serves);
 - ``/metrics``: vLLM V1 registers the per-position acceptance counter
   ``vllm:spec_decode_num_accepted_tokens_per_pos`` with one ``position`` label for each of its configured
   ``num_speculative_tokens``, which is the window (docs/neuron.md; the V0 Neuron fork has no such counter).
@@ -71,14 +71,14 @@ async def identify(session: Any, endpoints: dict[str, str], models: dict[str, st
         version = await _get_json(session, f"{root}/version")
         if isinstance(version, dict):
             update["version"] = _str(version.get("version"))
-            sim = version.get("spectrn_sim")
-            if isinstance(sim, dict) and name != "baseline":
-                profile = _str(sim.get("profile"))
-                update["profile"] = profile or ident.profile
-                if profile:
-                    update["window_semantics"] = for_profile(profile)
-                if ident.source in ("unknown",):
-                    update.update(draft=_str(sim.get("draft")), window=_int(sim.get("window")), source="server")
+        sim = await _get_json(session, f"{root}/sim/identity")
+        if isinstance(sim, dict):
+            profile = _str(sim.get("profile"))
+            update["profile"] = profile or ident.profile
+            if profile and name != "baseline":
+                update["window_semantics"] = for_profile(profile)
+            if ident.source == "unknown" and name != "baseline":
+                update.update(draft=_str(sim.get("draft")), window=_int(sim.get("window")), source="server")
         if name != "baseline" and ident.source == "unknown" and "window" not in update:
             positions = _positions(await _get_text(session, f"{root}/metrics"))
             if positions:

@@ -63,8 +63,17 @@ def wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: 
 
 
 def sim_profile(cfg: SpectrnConfig) -> str:
-    """The server profile the simulator runs for ``cfg`` (what it does on the wire, its window semantics)."""
-    return "upstream"
+    """The server profile the simulator runs for ``cfg`` (what it does on the wire, its window semantics):
+    ``sim.profile``, else the preset's own (neuron-fork for the Neuron presets)."""
+    if cfg.sim.profile is not None:
+        return cfg.sim.profile
+    from spectrn.errors import SpectrnError
+    from spectrn.sim.model import get_preset
+
+    try:
+        return get_preset(cfg.sim.preset).profile
+    except SpectrnError:  # an unknown preset: the server itself says so when it starts
+        return "unknown"
 
 
 class SimPair:
@@ -110,6 +119,8 @@ class SimPair:
             "--served-model-name",
             self.model,
         ]
+        if cfg.sim.profile is not None:  # else the preset's own (neuron-fork for the Neuron presets)
+            cmd += ["--profile", cfg.sim.profile]
         if variant == "speculative":
             cmd += ["--speculative", "--draft", cfg.draft, "--window", str(cfg.num_speculative_tokens)]
         return cmd + self.extra_args

@@ -3,7 +3,9 @@
 Public API: ``SimSettings``, ``make_app``, ``run_in_thread`` (a server in a background thread with
 ``.base_url`` and ``.stop()``), ``serve`` (foreground, the container entrypoint) and the ground-truth
 helpers ``expected_tpot``, ``acceptance_prob``, ``expected_tokens_per_step``, ``step_time`` and
-``predictability``. The engine model is documented in ``spectrn.sim.model`` and ``spectrn.sim.engine``.
+``predictability``. The engine model is documented in ``spectrn.sim.model`` and ``spectrn.sim.engine``; which
+real server it imitates on the wire (``neuron-fork``, ``vllm-neuron``, ``upstream``) in ``spectrn.sim.profiles``;
+what a window means in ``spectrn.windows``; the overview with sources in docs/simulator.md.
 
 aiohttp is imported only by ``make_app`` / ``run_in_thread`` / ``serve``, so importing this package is cheap.
 """
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from spectrn.sim.faults import FaultSettings
 from spectrn.sim.model import PRESETS, Resolved, predictability
+from spectrn.sim.profiles import PROFILES
 from spectrn.sim.settings import SimSettings, load_settings
 
 if TYPE_CHECKING:
@@ -23,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PRESETS",
+    "PROFILES",
     "FaultSettings",
     "Resolved",
     "SimSettings",

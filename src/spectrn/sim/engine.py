@@ -10,10 +10,13 @@ finished/aborted). Per step the engine:
    deadline on the loop clock (``time.monotonic``): the next step starts at the previous deadline, so
    lateness never accumulates;
 3. plans what each request emits (prefill: the first token; decode: 1 token, or under speculation the
-   accepted prefix of ``window`` draws plus the bonus token, cut at the request's length) and encodes the
-   bytes in advance;
+   accepted prefix of the step's proposals (``window - 1`` on NxDI, ``window`` upstream, see
+   ``spectrn.windows``) plus the target's own token, cut at the request's length) and encodes the bytes in
+   advance;
 4. sleeps until the deadline (the last ``spin_s`` by busy-waiting, for sub-millisecond precision), writes
-   every chunk at once, then does the bookkeeping (metrics, logs, finished requests).
+   every chunk at once, then does the bookkeeping (metrics, logs, finished requests). With writer processes
+   (``spectrn.sim.writers``) the streams they own get their bytes before the sleep and are written by them at
+   the same deadline; their write times come back asynchronously.
 
 Acceptance draws come from ``random.Random(hash(seed, request counter, prompt))``: reproducible for a seed
 and arrival order, different between requests. Output tokens come from ``tokens.OutputStream`` and do not
@@ -37,6 +40,7 @@ from spectrn.sim.faults import FaultPlan
 from spectrn.sim.metrics import SimMetrics
 from spectrn.sim.model import Resolved, predictability
 from spectrn.sim.tokens import OutputStream, Token
+from spectrn.sim.writers import WriterPool, request_short_slice
 
 
 class Sink(Protocol):
@@ -102,6 +106,10 @@ class SimRequest:
     chunks: ChunkLog = field(default_factory=ChunkLog)
     text_parts: list[str] = field(default_factory=list)
     token_ids: list[int] = field(default_factory=list)
+    writer: int = -2  # the writer process its chunks leave from (-1: the engine's own, -2: no writers at all)
+    sid: int = 0  # its stream id in that writer
+    unacked: int = 0  # chunks handed to the writer and not yet reported written
+    release_on_ack: bool = False  # finished: resolve ``done`` once every chunk is written
 
     @property
     def prompt_len(self) -> int:
@@ -116,6 +124,8 @@ class _Planned:
     finish: str | None
     data: bytes | None
     written: float = 0.0
+    remote: bool = False  # written by a writer process
+    index: int = -1  # its position in the request's ChunkLog once recorded
 
 
 class Engine:
@@ -133,6 +143,7 @@ class Engine:
         stall_s: float = 0.0,
         log_size: int = 2000,
         kv_capacity_tokens: int = 0,
+        writers: int = 0,
     ) -> None:
         self.model = model
         self.metrics = metrics
@@ -155,11 +166,16 @@ class Engine:
         self._write_cpu = 0.0
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
+        self.pool = WriterPool(writers) if writers else None
+        self._remote: dict[int, dict[int, _Planned]] = {}  # step -> stream id -> chunk handed to a writer
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
         # Objects alive at start-up (modules, settings, the app) never need collecting: keep full collections short.
         gc.freeze()
+        request_short_slice()
+        if self.pool is not None:
+            self.pool.start(self._on_written)
         self._wake = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._run(), name="spectrn-sim-engine")
 
@@ -174,6 +190,12 @@ class Engine:
             self._finish(req, "abort", time.monotonic())
         self.running.clear()
         self.waiting.clear()
+        if self.pool is not None:
+            self.pool.stop()
+            for req in self.log.values():
+                if req.release_on_ack:
+                    req.unacked = 0
+                    self._release(req)
 
     def next_counter(self) -> int:
         self.counter += 1
@@ -182,6 +204,11 @@ class Engine:
     def request_rng(self, counter: int, prompt: str) -> random.Random:
         digest = hashlib.blake2b(f"accept\x00{self.seed}\x00{counter}\x00{prompt}".encode(), digest_size=8).digest()
         return random.Random(int.from_bytes(digest, "little"))
+
+    def attach(self, req: SimRequest, fd: int) -> None:
+        """Let a writer process write this stream's chunks (its headers are sent; ``fd`` is its socket)."""
+        if self.pool is not None and req.fault.disconnect_after_events is None:
+            req.writer, req.sid = self.pool.open(fd)
 
     def submit(self, req: SimRequest) -> None:
         self.waiting.append(req)
@@ -230,7 +257,9 @@ class Engine:
                 await asyncio.sleep(0)
                 clock = max(clock, min(r.arrival for r in self.waiting))
                 continue
-            await self._sleep_until(end, duration)
+            if self.pool is not None:
+                self._hand_off(plan, end)
+            await self._sleep_until(end, duration, spin=not all(p.remote for p in plan))
             woke = now()
             cpu = time.thread_time()
             self._deliver(plan, end, prefill=bool(admit))
@@ -240,10 +269,13 @@ class Engine:
             if self.stall_rate and self._stall_rng.random() < self.stall_rate:
                 clock += self.stall_s
 
-    async def _sleep_until(self, deadline: float, duration: float) -> None:
+    async def _sleep_until(self, deadline: float, duration: float, spin: bool = True) -> None:
         now = time.monotonic
-        spin = min(self.spin_s, 0.2 * duration)
-        delay = deadline - now() - spin
+        if not spin:  # writer processes write every chunk at the deadline: no need to be there to the microsecond
+            await asyncio.sleep(max(0.0, deadline - now()))
+            return
+        spin_s = min(self.spin_s, 0.2 * duration)
+        delay = deadline - now() - spin_s
         if delay > 0:
             await asyncio.sleep(delay)
         else:
@@ -301,12 +333,15 @@ class Engine:
         gone = []
         for p in plan:
             req = p.req
+            if p.remote:
+                continue  # its writer process writes it at this same deadline
             if req.finished is None and not req.sink.write(req, p.data, p.finish):
                 gone.append(req)
             p.written = now()
         self._written_at = now()
         self._write_cpu = time.thread_time()
         m = self.metrics
+        proposals = self.model.proposals
         step_tokens = 0
         for p in plan:
             req = p.req
@@ -314,6 +349,8 @@ class Engine:
                 continue
             n = len(p.tokens)
             step_tokens += n
+            if p.remote:
+                p.index = len(req.chunks)  # its written time may come before or after this
             req.chunks.append(t, n, p.accepted, p.written)
             for tok_id, piece in p.tokens:
                 req.token_ids.append(tok_id)
@@ -329,11 +366,7 @@ class Engine:
             else:
                 m.itl.observe(t - req.last_at)
                 if p.accepted >= 0:
-                    m.spec_drafts.inc()
-                    m.spec_draft_tokens.inc(self.model.window)
-                    m.spec_accepted.inc(p.accepted)
-                    for i in range(p.accepted):
-                        m.spec_per_pos[i].inc()
+                    m.spec_step(proposals, p.accepted)
             req.last_at = t
             if p.finish is not None:
                 self._finish(req, p.finish, t)
@@ -363,10 +396,71 @@ class Engine:
             m.req_prompt_tokens.observe(req.prompt_len)
             m.req_generation_tokens.observe(req.emitted)
             m.max_tokens_param.observe(req.max_tokens)
+            m.request_done(req.emitted, req.max_tokens)
             if req.emitted > 1:
                 m.tpot.observe((t - req.first_at) / (req.emitted - 1))
+        if req.unacked:
+            req.release_on_ack = True  # the writer process has this request's last chunks still to report
+        else:
+            self._release(req)
+
+    def _release(self, req: SimRequest) -> None:
+        """The request is over and every chunk has left: its handler may end the response."""
+        req.release_on_ack = False
+        if req.writer >= -1 and self.pool is not None:
+            self.pool.close(req.writer, req.sid)
+            req.writer = -2
         if not req.done.done():
             req.done.set_result(None)
+
+    # ---- writer processes ----------------------------------------------------------------------------
+    def _hand_off(self, plan: list[_Planned], deadline: float) -> None:
+        """Send each writer its streams' chunks of this step before the deadline (they write at the deadline)."""
+        assert self.pool is not None
+        batches: dict[int, list[tuple[int, bytes]]] = {}
+        handed: dict[int, _Planned] = {}
+        gone = []
+        for p in plan:
+            req = p.req
+            if req.writer >= 0 and p.data is not None and req.finished is None:
+                tr = getattr(req.sink, "transport", None)
+                if tr is None or tr.is_closing():  # the reader left (the engine's process sees the socket)
+                    gone.append(req)
+                    continue
+                batches.setdefault(req.writer, []).append((req.sid, p.data))
+                handed[req.sid] = p
+                req.unacked += 1
+                p.remote = True
+        if batches:
+            self._remote[self.steps] = handed
+            for w, chunks in batches.items():
+                self.pool.step(w, self.steps, deadline, chunks)
+        if gone:
+            for req in gone:
+                self._finish(req, "abort", time.monotonic())
+            self.running = [r for r in self.running if r.finished is None]
+            self.metrics.running.set(len(self.running))
+
+    def _on_written(self, step: int, done: list[tuple[int, float, bool]]) -> None:
+        """A writer's report: when each chunk was written, and whether its reader was still there."""
+        sent = self._remote.get(step, {})
+        for sid, written_at, ok in done:
+            p = sent.pop(sid, None)
+            if p is None:
+                continue
+            req = p.req
+            p.written = written_at
+            if p.index >= 0:
+                req.chunks.w[p.index] = written_at
+            req.unacked -= 1
+            if not ok and req.finished is None:
+                self._finish(req, "abort", written_at)
+                self.running = [r for r in self.running if r.finished is None]
+                self.metrics.running.set(len(self.running))
+            elif req.unacked == 0 and req.release_on_ack:
+                self._release(req)
+        if not sent:
+            self._remote.pop(step, None)
 
     # ---- introspection ------------------------------------------------------------------------------
     def describe(self, req: SimRequest) -> dict[str, Any]:

@@ -3,23 +3,35 @@
 Everything the engine does with time and acceptance is computed here, so that tests and the load
 generator's checks can ask the same functions what *should* happen.
 
-Cost model (seconds, before ``time_scale``; ``b`` = running sequences, ``C`` = sum of their context tokens):
+Window semantics (``spectrn.windows``): with window ``k`` a step proposes ``P = proposals(sem, k)`` draft
+tokens (``k - 1`` on NxDI, ``k`` upstream), the target verifies ``V = P + 1`` positions per sequence and
+the step emits at most ``V`` tokens. The draft runs ``k`` times either way (NxDI's extra run fills its
+KV cache).
 
-    prefill(P)        = prefill_base_s + prefill_per_token_s * P          P = prompt tokens admitted in the step
-    decode_step(b, C) = step_base_s + step_per_seq_s * b + step_per_ctx_token_s * C
-    draft_token(d)    = draft_per_token_s for the draft d (preset table, or size rule below)
-    spec_step(b, C)   = window * draft_token(d) + decode_step(b, C) * (1 + verify_per_token * (window + 1))
+Cost model (seconds, before ``time_scale``; ``b`` = running sequences, ``C`` = sum of their context
+tokens, ``t`` = positions processed per sequence). A decode step is a roofline: whichever of reading
+memory and computing takes longer.
 
-A speculative step runs the draft ``window`` times, then the target verifies all ``window`` proposals in one
-pass that costs slightly more than a one-token step. Prefill is the same with or without speculation (the
-published experiment found TTFT unchanged).
+    target(b, C, t) = max(weights_read_s + kv_read_per_seq_s * b + kv_read_per_token_s * C,    memory
+                          compute_per_token_s * b * t)                                          compute
+    draft(b, C)     = max(run_s + kv_read_per_token_s' * C,  compute_per_token_s' * b)           one draft pass
+    baseline step   = target(b, C, 1)
+    spec step       = k * draft(b, C) + target(b, C, V)
+    prefill(P)      = prefill_base_s + prefill_per_token_s * P          P = prompt tokens admitted in the step
+
+(primed values are the draft's). At the published load (4 sequences) both models are memory bound, so a
+speculative step costs the baseline step plus ``k`` draft passes. The compute term takes over when
+``b * V`` passes ``weights_read_s / compute_per_token_s`` (about 260 positions per step in
+``qwen3-32b-trn2``): from there every verified position costs compute, rejected ones included, and
+speculation stops paying. ``crossover_batch`` finds that concurrency; docs/simulator.md tabulates it.
+Prefill is the same with or without speculation (the published experiment found TTFT unchanged).
 
 Acceptance model. A prompt's *predictability* ``p`` in [0, 1] comes from its content only (see
 ``predictability``): repeated word bigrams, zlib compressibility, and cue words for structured output
 (counting, lists, JSON, code) versus open-ended output (story, essay, explain...). Then
 
     alpha(prompt) = alpha_open + (alpha_structured - alpha_open) * p
-    a_i           = min(accept_cap, alpha * quality(draft) * exp(-(i / decay_tau) ** decay_gamma)),  i = 0..window-1
+    a_i           = min(accept_cap, alpha * quality(draft) * exp(-(i / decay_tau) ** decay_gamma)),  i = 0..P-1
 
 ``a_i`` is the probability that draft position ``i`` is accepted given that all earlier positions were
 (divided by ``1 + temperature_penalty * T`` when sampling at temperature ``T`` > 0: sampled tokens agree
@@ -27,20 +39,20 @@ less often with the draft; an assumption, not a calibration).
 Real acceptance decays with position (see the per-position counters); the stretched-exponential keeps the
 first few positions nearly flat and falls steeply past ``decay_tau``, which is what makes window 7 beat both
 5 and 15 on a structured mix. Each step draws positions in order and stops at the first rejection; the
-step emits the accepted prefix plus one bonus token from the target, so
+step emits the accepted prefix plus one token from the target, so
 
-    E[tokens per step] = 1 + sum_{i=1..window} prod_{j<i} a_j
+    E[tokens per step] = 1 + sum_{i=1..P} prod_{j<i} a_j
 
-(for a constant ``a`` this is the familiar (1 - a^(k+1)) / (1 - a)). ``quality`` is 1.0 for the reference
+(for a constant ``a`` this is the familiar (1 - a^(P+1)) / (1 - a)). ``quality`` is 1.0 for the reference
 draft (qwen3-1.7b) and 0.4 for qwen3-0.6b (the published "~60% lower acceptance"); other catalog models
 follow a size rule: quality = (params / 1.7) ** 0.88 below 1.7B and 1 + 0.08 * log2(params / 1.7) above;
-draft cost = ref_draft_per_token_s * sqrt(params / 1.7) (small drafts on a wide tensor-parallel group are
-latency bound, so cost grows slowly with size).
+a draft pass costs ref_draft_run_s * sqrt(params / 1.7) (small drafts on a wide tensor-parallel group are
+latency bound, so cost grows slowly with size) and its KV and compute terms scale with params / target params.
 
-Calibration of ``qwen3-32b-trn2`` (target Qwen3-32B, TP 32, LNC 2, batch limit 4; see ``expected_tpot``):
-baseline ~45 ms per token at concurrency 4; 1.7B draft window 7 ~12-15 ms on structured prompts and ~47 ms
-(about baseline) on open-ended ones; 0.6B draft ~baseline on structured prompts (no net gain); window 5 and
-15 both slower than 7 on a structured mix.
+Calibration of ``qwen3-32b-trn2`` (target Qwen3-32B, TP 32, LNC 2, batch limit 4, NxDI semantics; see
+``expected_tpot_s``): baseline ~45 ms per token at concurrency 4; 1.7B draft window 7 ~15 ms on structured
+prompts and about baseline on open-ended ones; 0.6B draft no net gain; window 5 and 15 both slower than 7
+on a structured mix.
 """
 
 from __future__ import annotations
@@ -50,9 +62,11 @@ import re
 import zlib
 from functools import lru_cache
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from spectrn.sim.profiles import PROFILES, ProfileName
 from spectrn.spec.catalog import MODELS
+from spectrn.windows import WindowSemantics, draft_runs, proposals, verified_tokens
 
 REFERENCE_DRAFT_PARAMS_B = 1.7
 
@@ -62,20 +76,28 @@ class _Strict(BaseModel):
 
 
 class CostModel(_Strict):
-    """Step costs in seconds at time scale 1."""
+    """Step costs in seconds at time scale 1 (see the module docstring for the formulas)."""
 
     prefill_base_s: float = Field(default=0.030, ge=0, description="Fixed cost of a prefill (context encoding) step.")
     prefill_per_token_s: float = Field(default=0.00025, ge=0, description="Prefill cost per prompt token.")
-    step_base_s: float = Field(default=0.0415, gt=0, description="Fixed cost of one decode step of the target.")
-    step_per_seq_s: float = Field(default=0.0005, ge=0, description="Decode step cost per running sequence.")
-    step_per_ctx_token_s: float = Field(
-        default=1.0e-6, ge=0, description="Decode step cost per context token in the batch."
+    weights_read_s: float = Field(
+        default=0.0440,
+        gt=0,
+        description="Memory term of a target step: one read of the weights plus the step's fixed work.",
     )
-    verify_per_token: float = Field(
-        default=0.04, ge=0, description="Extra verify cost per verified token, as a fraction of a decode step."
+    kv_read_per_seq_s: float = Field(
+        default=0.0001, ge=0, description="Memory term per running sequence (its cache blocks, sampling)."
     )
-    ref_draft_per_token_s: float = Field(
-        default=0.0012, ge=0, description="Draft cost per proposed token for a 1.7B draft (size rule base)."
+    kv_read_per_token_s: float = Field(
+        default=1.7e-7, ge=0, description="Memory term per context token in the batch (KV cache read)."
+    )
+    compute_per_token_s: float = Field(
+        default=1.7e-4,
+        ge=0,
+        description="Compute term per position processed in a step (batch x positions verified per sequence).",
+    )
+    ref_draft_run_s: float = Field(
+        default=0.0035, ge=0, description="Memory term of one pass of a 1.7B draft (base of the size rule)."
     )
 
 
@@ -83,15 +105,15 @@ class AcceptanceModel(_Strict):
     """How often the draft's proposals are accepted."""
 
     alpha_structured: float = Field(
-        default=0.91,
+        default=0.92,
         ge=0,
         le=1,
         description="First-position acceptance for a fully predictable prompt (reference draft).",
     )
     alpha_open: float = Field(
-        default=0.30, ge=0, le=1, description="First-position acceptance for an open-ended prompt (reference draft)."
+        default=0.32, ge=0, le=1, description="First-position acceptance for an open-ended prompt (reference draft)."
     )
-    decay_tau: float = Field(default=9.0, gt=0, description="Position scale of the acceptance decay.")
+    decay_tau: float = Field(default=7.0, gt=0, description="Position scale of the acceptance decay.")
     decay_gamma: float = Field(default=4.0, gt=0, description="Sharpness of the acceptance decay (1 = exponential).")
     accept_cap: float = Field(
         default=0.98, gt=0, le=1, description="Upper bound of any per-position acceptance probability."
@@ -102,18 +124,23 @@ class AcceptanceModel(_Strict):
 
 
 class DraftParams(_Strict):
-    """Per-draft overrides of the size rule."""
+    """One draft's acceptance quality and costs (calibrated, or from the size rule)."""
 
     quality: float = Field(gt=0, le=2, description="Multiplier on acceptance relative to the reference draft.")
-    draft_per_token_s: float = Field(ge=0, description="Draft cost per proposed token (seconds).")
+    run_s: float = Field(ge=0, description="Memory term of one draft pass (seconds).")
+    kv_read_per_token_s: float = Field(ge=0, description="Draft memory term per context token in the batch.")
+    compute_per_token_s: float = Field(ge=0, description="Draft compute term per sequence in a pass.")
 
 
 class Preset(_Strict):
-    """A calibration: one target on one accelerator configuration."""
+    """A calibration: one target on one accelerator configuration, served by one kind of server."""
 
-    name: str = Field(description="Preset key.")
+    name: str = Field(min_length=1, description="Preset key.")
     description: str = Field(description="What the preset models.")
     target: str = Field(description="Target model key in the catalog.")
+    profile: ProfileName = Field(
+        default="neuron-fork", description="Server profile by default: neuron-fork, vllm-neuron or upstream."
+    )
     default_draft: str = Field(description="Draft used when none is given.")
     default_window: int = Field(ge=1, le=32, description="Window used when none is given.")
     max_num_seqs: int = Field(ge=1, description="Batch limit of the modelled service.")
@@ -122,22 +149,36 @@ class Preset(_Strict):
     acceptance: AcceptanceModel = Field(default_factory=AcceptanceModel, description="Acceptance model.")
     drafts: dict[str, DraftParams] = Field(default_factory=dict, description="Calibrated drafts (others: size rule).")
 
+    @model_validator(mode="after")
+    def _check_models(self) -> Preset:
+        named = [("target", self.target), ("default_draft", self.default_draft)]
+        named += [(f"drafts.{key}", key) for key in self.drafts]
+        for field, key in named:
+            if key not in MODELS:
+                raise ValueError(f"{field}: unknown model {key!r}; choose one of {', '.join(sorted(MODELS))}")
+        return self
+
 
 PRESETS: dict[str, Preset] = {
     "qwen3-32b-trn2": Preset(
         name="qwen3-32b-trn2",
         description=(
             "Qwen3-32B on trn2.48xlarge, TP 32 at LNC 2, max-num-seqs 4, max-model-len 1024, NxDI fused "
-            "speculation (the published AWS experiment)"
+            "speculation on the 0.9.1 Neuron DLC (the published AWS experiment)"
         ),
         target="qwen3-32b",
+        profile="neuron-fork",
         default_draft="qwen3-1.7b",
         default_window=7,
         max_num_seqs=4,
         max_model_len=1024,
         drafts={
-            "qwen3-1.7b": DraftParams(quality=1.0, draft_per_token_s=0.0012),
-            "qwen3-0.6b": DraftParams(quality=0.4, draft_per_token_s=0.0010),
+            "qwen3-1.7b": DraftParams(
+                quality=1.0, run_s=0.0035, kv_read_per_token_s=0.9e-8, compute_per_token_s=8.8e-6
+            ),
+            "qwen3-0.6b": DraftParams(
+                quality=0.4, run_s=0.0032, kv_read_per_token_s=0.5e-8, compute_per_token_s=3.1e-6
+            ),
         },
     ),
 }
@@ -150,7 +191,8 @@ def get_preset(name: str) -> Preset:
         return PRESETS[name]
     except KeyError:
         raise SimError(
-            f"unknown simulator preset {name!r}", hint=f"choose one of {', '.join(sorted(PRESETS))}"
+            f"unknown simulator preset {name!r}",
+            hint=f"choose one of {', '.join(sorted(PRESETS))}, or give a whole preset with --preset-file",
         ) from None
 
 
@@ -171,8 +213,13 @@ def draft_params(preset: Preset, draft: str) -> DraftParams:
         )
     ratio = spec.params_b / REFERENCE_DRAFT_PARAMS_B
     quality = ratio**0.88 if ratio <= 1 else 1 + 0.08 * math.log2(ratio)
+    size = spec.params_b / target.params_b
+    c = preset.cost
     return DraftParams(
-        quality=min(quality, 2.0), draft_per_token_s=preset.cost.ref_draft_per_token_s * math.sqrt(ratio)
+        quality=min(quality, 2.0),
+        run_s=c.ref_draft_run_s * math.sqrt(ratio),
+        kv_read_per_token_s=c.kv_read_per_token_s * size,
+        compute_per_token_s=c.compute_per_token_s * size,
     )
 
 
@@ -215,33 +262,60 @@ def predictability(text: str) -> float:
 
 
 class Resolved(_Strict):
-    """A preset with the draft, window and overrides resolved: what the engine actually runs."""
+    """A preset with the draft, window, semantics and overrides resolved: what the engine actually runs."""
 
     preset: Preset
     speculative: bool
     draft: str
     window: int
-    quality: float
-    draft_per_token_s: float
+    semantics: WindowSemantics
+    draft_cost: DraftParams
     time_scale: float
+
+    @property
+    def quality(self) -> float:
+        return self.draft_cost.quality
+
+    @property
+    def proposals(self) -> int:
+        """Draft tokens proposed per step (0 without speculation)."""
+        return proposals(self.semantics, self.window) if self.speculative else 0
+
+    @property
+    def max_tokens_per_step(self) -> int:
+        return self.proposals + 1
 
     # ---- costs ----
     def prefill_s(self, prompt_tokens: int) -> float:
         c = self.preset.cost
         return (c.prefill_base_s + c.prefill_per_token_s * prompt_tokens) * self.time_scale
 
-    def decode_step_s(self, batch: int, context_tokens: int) -> float:
+    def target_step_s(self, batch: int, context_tokens: int, positions: int = 1) -> float:
+        """One target pass over ``batch`` sequences of ``positions`` positions each (roofline)."""
         c = self.preset.cost
-        return (c.step_base_s + c.step_per_seq_s * batch + c.step_per_ctx_token_s * context_tokens) * self.time_scale
+        memory = c.weights_read_s + c.kv_read_per_seq_s * batch + c.kv_read_per_token_s * context_tokens
+        return max(memory, c.compute_per_token_s * batch * positions) * self.time_scale
+
+    def draft_pass_s(self, batch: int, context_tokens: int) -> float:
+        """One pass of the draft model over the batch (one position per sequence)."""
+        d = self.draft_cost
+        return max(d.run_s + d.kv_read_per_token_s * context_tokens, d.compute_per_token_s * batch) * self.time_scale
+
+    def decode_step_s(self, batch: int, context_tokens: int) -> float:
+        """A decode step without speculation."""
+        return self.target_step_s(batch, context_tokens, 1)
+
+    def spec_step_s(self, batch: int, context_tokens: int) -> float:
+        """A speculative step: ``k`` draft passes, then the target verifies ``proposals + 1`` positions."""
+        runs = draft_runs(self.semantics, self.window)
+        verified = verified_tokens(self.semantics, self.window)
+        return runs * self.draft_pass_s(batch, context_tokens) + self.target_step_s(batch, context_tokens, verified)
 
     def step_s(self, batch: int, context_tokens: int) -> float:
         """Duration of one engine step of the running batch (speculative or not)."""
-        base = self.decode_step_s(batch, context_tokens)
         if not self.speculative:
-            return base
-        c = self.preset.cost
-        verify = base * (1.0 + c.verify_per_token * (self.window + 1))
-        return self.window * self.draft_per_token_s * self.time_scale + verify
+            return self.decode_step_s(batch, context_tokens)
+        return self.spec_step_s(batch, context_tokens)
 
     # ---- acceptance ----
     def alpha(self, prompt: str) -> float:
@@ -249,26 +323,26 @@ class Resolved(_Strict):
         return a.alpha_open + (a.alpha_structured - a.alpha_open) * predictability(prompt)
 
     def position_probs(self, prompt: str, temperature: float = 0.0) -> list[float]:
-        """Conditional acceptance probability of each draft position (empty without speculation)."""
+        """Conditional acceptance probability of each proposed position (empty without speculation)."""
         if not self.speculative:
             return []
         a = self.preset.acceptance
         base = self.alpha(prompt) * self.quality / (1.0 + a.temperature_penalty * temperature)
-        return [min(a.accept_cap, base * math.exp(-((i / a.decay_tau) ** a.decay_gamma))) for i in range(self.window)]
+        return [
+            min(a.accept_cap, base * math.exp(-((i / a.decay_tau) ** a.decay_gamma))) for i in range(self.proposals)
+        ]
 
     def expected_tokens_per_step(self, prompt: str) -> float:
         """Mean tokens emitted per decode step: 1 + sum_i prod_{j<i} a_j (1 without speculation)."""
-        total, run = 1.0, 1.0
-        for p in self.position_probs(prompt):
-            run *= p
-            total += run
-        return total
+        from spectrn.windows import expected_tokens_per_step
+
+        return expected_tokens_per_step(self.position_probs(prompt))
 
     def expected_acceptance_rate(self, prompt: str) -> float:
-        """Expected accepted / drafted tokens (what vLLM's counters give)."""
-        if not self.speculative:
+        """Expected accepted / proposed tokens (what vLLM's counters give where they move)."""
+        if not self.speculative or not self.proposals:
             return 0.0
-        return (self.expected_tokens_per_step(prompt) - 1.0) / self.window
+        return (self.expected_tokens_per_step(prompt) - 1.0) / self.proposals
 
     def expected_tpot_s(
         self, prompt: str, *, batch: int = 1, prompt_tokens: int = 64, output_tokens: int = 600
@@ -281,6 +355,26 @@ class Resolved(_Strict):
         mean_ctx = batch * (prompt_tokens + output_tokens / 2)
         return self.step_s(batch, int(mean_ctx)) / self.expected_tokens_per_step(prompt)
 
+    def baseline(self) -> Resolved:
+        """The same server without speculation."""
+        return self.model_copy(update={"speculative": False})
+
+    def crossover_batch(
+        self, prompt: str, *, prompt_tokens: int = 64, output_tokens: int = 600, max_batch: int = 4096
+    ) -> int | None:
+        """The smallest concurrency at which speculation no longer beats the baseline's TPOT.
+
+        1 means it never pays; None means it still pays at ``max_batch``. The batch limit of the preset is
+        ignored: this asks what the cost model predicts for a service allowed to batch that far.
+        """
+        base = self.baseline()
+        for b in range(1, max_batch + 1):
+            spec = self.expected_tpot_s(prompt, batch=b, prompt_tokens=prompt_tokens, output_tokens=output_tokens)
+            plain = base.expected_tpot_s(prompt, batch=b, prompt_tokens=prompt_tokens, output_tokens=output_tokens)
+            if spec >= plain:
+                return b
+        return None
+
 
 def resolve(
     preset: Preset,
@@ -289,15 +383,15 @@ def resolve(
     draft: str | None,
     window: int | None,
     time_scale: float,
+    semantics: WindowSemantics | None = None,
 ) -> Resolved:
     draft_key = draft or preset.default_draft
-    params = draft_params(preset, draft_key)
     return Resolved(
         preset=preset,
         speculative=speculative,
         draft=draft_key,
         window=window or preset.default_window,
-        quality=params.quality,
-        draft_per_token_s=params.draft_per_token_s,
+        semantics=semantics or PROFILES[preset.profile].window,
+        draft_cost=draft_params(preset, draft_key),
         time_scale=time_scale,
     )

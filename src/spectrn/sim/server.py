@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import random
 import threading
 import time
 from dataclasses import dataclass, field
@@ -30,39 +31,48 @@ from spectrn.sim.faults import plan_for
 from spectrn.sim.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from spectrn.sim.metrics import SimMetrics
 from spectrn.sim.model import predictability
+from spectrn.sim.profiles import ErrorStyle
 from spectrn.sim.settings import SimSettings
 from spectrn.sim.tokens import OutputStream, Token, encode, message_text, natural_length, render_chat
 
 JSON = "application/json"
 SSE = "text/event-stream; charset=utf-8"
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_UNSET: Any = object()
 
 
 class ApiError(Exception):
-    """An error answered with vLLM's JSON error body."""
+    """An error answered with the profile's JSON error body.
+
+    ``v1`` (upstream vLLM, vllm-neuron): ``{"error": {message, type, param, code}}``, and parameter errors
+    end with ``(parameter=..., value=...)``. ``v0`` (the Neuron fork, vLLM 0.9): the flat
+    ``{"object": "error", message, type, param, code}`` with the plain message.
+    """
 
     TYPES = {400: "BadRequestError", 404: "NotFoundError", 500: "InternalServerError", 503: "ServiceUnavailableError"}
 
-    def __init__(self, status: int, message: str, param: str | None = None) -> None:
+    def __init__(self, status: int, message: str, param: str | None = None, value: Any = _UNSET) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.param = param
+        self.value = value
 
-    def response(self) -> web.Response:
-        body = {
-            "error": {
-                "message": self.message,
-                "type": self.TYPES.get(self.status, "Error"),
-                "param": self.param,
-                "code": self.status,
-            }
-        }
-        return _json(body, status=self.status)
+    def body(self, style: ErrorStyle) -> dict[str, Any]:
+        kind = self.TYPES.get(self.status, "Error")
+        if style == "v0":
+            return {"object": "error", "message": self.message, "type": kind, "param": None, "code": self.status}
+        message = self.message
+        if self.value is not _UNSET:
+            message = f"{message} (parameter={self.param}, value={self.value})"
+        return {"error": {"message": message, "type": kind, "param": self.param, "code": self.status}}
+
+    def response(self, style: ErrorStyle) -> web.Response:
+        return _json(self.body(style), status=self.status)
 
 
 def bad_param(param: str, value: Any, message: str) -> ApiError:
-    return ApiError(400, f"{message} (parameter={param}, value={value})", param)
+    return ApiError(400, message, param, value)
 
 
 def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -72,11 +82,45 @@ def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -
 # ---- sinks: how one request's tokens become bytes -----------------------------------------------------
 
 
+class TextRelease:
+    """Which text a chunk carries: all of its tokens' text, or (``rate`` > 0) what an incremental detokenizer
+    releases.
+
+    V0's detokenizer decodes token by token and returns no text while the decoded bytes end in an incomplete
+    character; that text comes out with a later token. Here each token ends mid-character with probability
+    ``rate`` (a seeded draw per token), and a chunk carries the text up to its last complete token, so
+    chunks can carry several tokens' worth of text, or none. The last chunk releases everything.
+    """
+
+    __slots__ = ("rate", "rng", "held")
+
+    def __init__(self, rate: float, seed: int) -> None:
+        self.rate = rate
+        self.rng = random.Random(seed)
+        self.held: list[str] = []
+
+    def text(self, tokens: list[Token], finish: str | None) -> str:
+        if not self.rate:
+            return "".join(t[1] for t in tokens)
+        held, draw, rate = self.held, self.rng.random, self.rate
+        out: list[str] = []
+        for _, piece in tokens:
+            held.append(piece)
+            if draw() >= rate:
+                out.extend(held)
+                held.clear()
+        if finish:
+            out.extend(held)
+            held.clear()
+        return "".join(out)
+
+
 @dataclass(slots=True)
 class StreamSink:
-    """Encodes SSE events for one streaming request and writes them as HTTP chunks."""
+    """Encodes SSE events for one streaming request (in the profile's dialect) and writes them as HTTP chunks."""
 
     chat: bool
+    dialect: ErrorStyle  # v0: the Neuron fork's chunk layout; v1: upstream's
     head: str  # '{"id":...,"object":...,"created":...,"model":...,'
     return_token_ids: bool
     include_usage: bool
@@ -84,20 +128,36 @@ class StreamSink:
     prompt_ids_json: str
     prompt_len: int
     fingerprint: str
+    release: TextRelease
     transport: asyncio.Transport | None = None
     closed: bool = False
 
-    def _usage(self, completion: int) -> str:
+    def _usage(self, completion: int, details: bool = False) -> str:
+        tail = ',"prompt_tokens_details":null' if details else ""
         return (
             f'{{"prompt_tokens":{self.prompt_len},"total_tokens":{self.prompt_len + completion},'
-            f'"completion_tokens":{completion}}}'
+            f'"completion_tokens":{completion}{tail}}}'
         )
 
     def encode(self, req: SimRequest, tokens: list[Token], finish: str | None, first: bool) -> bytes:
-        text = _dumps("".join(t[1] for t in tokens))
+        text = _dumps(self.release.text(tokens, finish))
+        done = req.emitted + len(tokens)
+        events = (
+            self._v0(text, done, finish, first) if self.dialect == "v0" else self._v1(tokens, text, done, finish, first)
+        )
+        if req.fault.malformed_event is not None and req.events + 1 == req.fault.malformed_event:
+            events[-1] = events[-1][: max(8, len(events[-1]) // 2)] + "\n\n"
+        if finish:
+            if self.include_usage:
+                events.append(self._final_usage(done))
+            events.append("data: [DONE]\n\n")
+        data = "".join(events).encode()
+        return b"%x\r\n%b\r\n" % (len(data), data)
+
+    def _v1(self, tokens: list[Token], text: str, done: int, finish: str | None, first: bool) -> list[str]:
         ids = "[" + ",".join(str(t[0]) for t in tokens) + "]" if self.return_token_ids else "null"
         fin = f'"finish_reason":"{finish}","stop_reason":null' if finish else '"finish_reason":null'
-        usage = f',"usage":{self._usage(req.emitted + len(tokens))}' if self.continuous_usage else ""
+        usage = f',"usage":{self._usage(done)}' if self.continuous_usage else ""
         events = []
         if self.chat:
             if first:
@@ -112,26 +172,47 @@ class StreamSink:
                 f'"token_ids":{ids}}}]{usage}}}\n\n'
             )
         else:
-            if finish:
-                fin = f'"finish_reason":"{finish}","stop_reason":null'
-            else:
+            if not finish:
                 fin = '"finish_reason":null,"stop_reason":null'
             pids = self.prompt_ids_json if (first and self.return_token_ids) else "null"
             events.append(
                 f'data: {self.head}"choices":[{{"index":0,"text":{text},"logprobs":null,{fin},'
                 f'"prompt_token_ids":{pids},"token_ids":{ids}}}]{usage}}}\n\n'
             )
-        if req.fault.malformed_event is not None and req.events + 1 == req.fault.malformed_event:
-            events[-1] = events[-1][: max(8, len(events[-1]) // 2)] + "\n\n"
-        if finish:
-            if self.include_usage:
+        return events
+
+    def _v0(self, text: str, done: int, finish: str | None, first: bool) -> list[str]:
+        # The fork dumps chat content chunks with exclude_none (null fields vanish, the empty tool_calls list
+        # stays), the role chunk with exclude_unset, and completion chunks with every field (usage: null).
+        events = []
+        if self.chat:
+            usage = f',"usage":{self._usage(done)}' if self.continuous_usage else ""
+            if first:
+                role_usage = f',"usage":{self._usage(0)}' if self.continuous_usage else ""
                 events.append(
-                    f'data: {self.head}"choices":[],"usage":{self._usage(req.emitted + len(tokens))},'
-                    f'"system_fingerprint":"{self.fingerprint}"}}\n\n'
+                    f'data: {self.head}"choices":[{{"index":0,"delta":{{"role":"assistant","content":""}},'
+                    f'"logprobs":null,"finish_reason":null}}]{role_usage}}}\n\n'
                 )
-            events.append("data: [DONE]\n\n")
-        data = "".join(events).encode()
-        return b"%x\r\n%b\r\n" % (len(data), data)
+            fin = f',"finish_reason":"{finish}"' if finish else ""
+            events.append(
+                f'data: {self.head}"choices":[{{"index":0,"delta":{{"content":{text},"tool_calls":[]}}{fin}}}]'
+                f"{usage}}}\n\n"
+            )
+        else:
+            usage = self._usage(done, details=True) if self.continuous_usage else "null"
+            fin = f'"{finish}"' if finish else "null"
+            events.append(
+                f'data: {self.head}"choices":[{{"index":0,"text":{text},"logprobs":null,"finish_reason":{fin},'
+                f'"stop_reason":null}}],"usage":{usage}}}\n\n'
+            )
+        return events
+
+    def _final_usage(self, done: int) -> str:
+        if self.dialect == "v0":
+            return f'data: {self.head}"choices":[],"usage":{self._usage(done)}}}\n\n'
+        return (
+            f'data: {self.head}"choices":[],"usage":{self._usage(done)},"system_fingerprint":"{self.fingerprint}"}}\n\n'
+        )
 
     def write(self, req: SimRequest, data: bytes | None, finish: str | None) -> bool:
         tr = self.transport
@@ -188,9 +269,16 @@ class SimServer:
 
     def __init__(self, settings: SimSettings) -> None:
         self.settings = settings
+        self.profile = settings.server_profile
         self.model = settings.resolved()
         self.model_name = settings.model_name
-        self.metrics = SimMetrics(self.model_name, speculative=self.model.speculative, window=self.model.window)
+        self.metrics = SimMetrics(
+            self.model_name,
+            profile=self.profile,
+            speculative=self.model.speculative,
+            window=self.model.window,
+            max_model_len=settings.context_limit,
+        )
         faults = settings.faults
         self.engine = Engine(
             self.model,
@@ -203,6 +291,7 @@ class SimServer:
             log_size=settings.request_log_size,
             # KV cache sized for a full batch of full-length sequences (what Neuron compiles for).
             kv_capacity_tokens=settings.batch_limit * settings.context_limit,
+            writers=settings.writers,
         )
         self.started = time.time()
         self.ready_at = time.monotonic() + settings.startup_delay_s
@@ -225,7 +314,21 @@ class SimServer:
         return web.Response(status=200 if self.ready else 503)
 
     async def version(self, request: web.Request) -> web.Response:
-        return _json({"version": self.settings.vllm_version})
+        return _json({"version": self.settings.version})
+
+    async def identity(self, request: web.Request) -> web.Response:
+        """``GET /sim/identity``: the simulator describes itself (like ``/sim/requests``, a path no real server
+        has), so a run against it is labelled with the truth (``spectrn.loadgen.identity``)."""
+        m = self.model
+        return _json(
+            {
+                "profile": self.settings.server_profile.name,
+                "preset": m.preset.name,
+                "draft": m.draft if m.speculative else None,
+                "window": m.window if m.speculative else None,
+                "window_semantics": m.semantics,
+            }
+        )
 
     async def models(self, request: web.Request) -> web.Response:
         created = int(self.started)
@@ -273,7 +376,7 @@ class SimServer:
             else:
                 text, ids = self._prompt_text(body)
         except ApiError as e:
-            return e.response()
+            return e.response(self.profile.errors)
         out: dict[str, Any] = {"count": len(ids), "max_model_len": self.settings.context_limit, "tokens": ids}
         if _bool_param(body, "return_token_strs"):
             from spectrn.sim.tokens import pieces
@@ -299,8 +402,11 @@ class SimServer:
                 "speculative": m.speculative,
                 "draft": m.draft if m.speculative else None,
                 "window": m.window if m.speculative else None,
-                "draft_quality": m.quality,
-                "draft_per_token_s": m.draft_per_token_s,
+                "profile": self.profile.name,
+                "window_semantics": m.semantics,
+                "proposals_per_step": m.proposals,
+                "max_tokens_per_step": m.max_tokens_per_step,
+                "draft_params": m.draft_cost.model_dump(mode="json"),
                 "time_scale": m.time_scale,
                 "max_num_seqs": self.settings.batch_limit,
                 "max_model_len": self.settings.context_limit,
@@ -330,6 +436,8 @@ class SimServer:
     def _check_model(self, body: dict[str, Any]) -> None:
         name = body.get("model")
         if name is not None and name != self.model_name:
+            if self.profile.errors == "v0":
+                raise ApiError(404, f"The model `{name}` does not exist.")
             raise ApiError(404, f"The model `{name}` does not exist. Valid aliases: {self.model_name}.", "model")
 
     @staticmethod
@@ -374,7 +482,7 @@ class SimServer:
             self._check_model(body)
             req, sink, stream = self._build(request, body, chat)
         except ApiError as e:
-            return e.response()
+            return e.response(self.profile.errors)
         headers = {
             "x-spectrn-sim-accept-prob": f"{req.probs[0] if req.probs else 0.0:.6f}",
             "x-spectrn-sim-predictability": f"{predictability(req.prompt_text):.6f}",
@@ -382,7 +490,9 @@ class SimServer:
         if req.fault.error:
             status = self.settings.faults.error_status
             req.done.set_result(None)
-            return ApiError(status, f"Simulated server error (fault injection, status {status})").response()
+            return ApiError(status, f"Simulated server error (fault injection, status {status})").response(
+                self.profile.errors
+            )
         if stream:
             assert isinstance(sink, StreamSink)
             resp = web.StreamResponse(status=200, headers={"Content-Type": SSE, **headers})
@@ -394,6 +504,9 @@ class SimServer:
             sink.transport = request.transport
             if sink.transport is not None:
                 tcp_nodelay(sink.transport, True)  # every chunk leaves at once, never held back by Nagle
+                sock = sink.transport.get_extra_info("socket")
+                if sock is not None:
+                    self.engine.attach(req, sock.fileno())
             self.engine.submit(req)
             try:
                 await asyncio.shield(req.done)
@@ -424,9 +537,11 @@ class SimServer:
                 raise ApiError(400, "Stream options can only be defined when `stream=True`.", "stream_options")
             if not isinstance(opts, dict):
                 raise ApiError(400, "stream_options must be an object", "stream_options")
+        # As vLLM's StreamOptions: include_usage defaults to true once stream_options is present, and
+        # continuous_usage_stats only counts with it.
+        include_usage = opts is not None and bool(opts.get("include_usage", True))
         opts = opts or {}
-        include_usage = bool(opts.get("include_usage"))
-        continuous = include_usage and bool(opts.get("continuous_usage_stats"))
+        continuous = include_usage and bool(opts.get("continuous_usage_stats")) and self.profile.continuous_usage
         temperature = body.get("temperature")
         if temperature is not None:
             if isinstance(temperature, bool) or not isinstance(temperature, int | float):
@@ -444,10 +559,25 @@ class SimServer:
         else:
             prompt_text, prompt_ids = self._prompt_text(body)
             max_tokens, name = _int_param(body, "max_tokens"), "max_tokens"
-        if max_tokens is not None and max_tokens < 1:
-            raise bad_param(name, max_tokens, f"max_tokens must be at least 1, got {max_tokens}.")
         limit = s.context_limit
         plen = len(prompt_ids)
+        if self.profile.errors == "v0":
+            # The fork checks the context before the sampling parameters, in these words.
+            if max_tokens is None and plen >= limit:
+                raise ApiError(
+                    400,
+                    f"This model's maximum context length is {limit} tokens. However, you requested {plen} tokens "
+                    f"in the messages, Please reduce the length of the messages.",
+                )
+            if max_tokens is not None and plen + max_tokens > limit:
+                raise ApiError(
+                    400,
+                    f"This model's maximum context length is {limit} tokens. However, you requested "
+                    f"{max_tokens + plen} tokens ({plen} in the messages, {max_tokens} in the completion). "
+                    f"Please reduce the length of the messages or completion.",
+                )
+        if max_tokens is not None and max_tokens < 1:
+            raise bad_param(name, max_tokens, f"max_tokens must be at least 1, got {max_tokens}.")
         if plen > limit:
             raise bad_param(
                 "input_tokens",
@@ -485,7 +615,8 @@ class SimServer:
                 f"min_tokens must be less than or equal to max_tokens={max_tokens}, got {min_tokens}.",
             )
         ignore_eos = _bool_param(body, "ignore_eos")
-        return_ids = _bool_param(body, "return_token_ids")
+        # The Neuron fork has no return_token_ids: its request model accepts unknown fields and ignores them.
+        return_ids = _bool_param(body, "return_token_ids") and self.profile.token_ids
         if ignore_eos:
             target, reason = max_tokens, "length"
         else:
@@ -513,6 +644,7 @@ class SimServer:
         if stream:
             sink = StreamSink(
                 chat=chat,
+                dialect=self.profile.errors,
                 head=head,
                 return_token_ids=return_ids,
                 include_usage=include_usage,
@@ -520,6 +652,12 @@ class SimServer:
                 prompt_ids_json="[" + ",".join(map(str, prompt_ids)) + "]",
                 prompt_len=plen,
                 fingerprint=self.fingerprint,
+                release=TextRelease(
+                    s.holdback_rate,
+                    int.from_bytes(
+                        hashlib.blake2b(f"text\x00{s.seed}\x00{counter}".encode(), digest_size=8).digest(), "little"
+                    ),
+                ),
             )
         else:
             sink = CollectSink()
@@ -544,8 +682,10 @@ class SimServer:
         return req, sink, stream
 
     def _final_body(self, req: SimRequest, chat: bool, body: dict[str, Any]) -> dict[str, Any]:
-        return_ids = _bool_param(body, "return_token_ids")
         text = "".join(req.text_parts)
+        if self.profile.errors == "v0":
+            return self._final_body_v0(req, chat, text)
+        return_ids = _bool_param(body, "return_token_ids") and self.profile.token_ids
         usage = {
             "prompt_tokens": req.prompt_len,
             "total_tokens": req.prompt_len + req.emitted,
@@ -617,6 +757,42 @@ class SimServer:
             "metrics": None,
         }
 
+    def _final_body_v0(self, req: SimRequest, chat: bool, text: str) -> dict[str, Any]:
+        """The fork's non-streaming bodies (vLLM 0.9 response models, dumped in full)."""
+        usage = {
+            "prompt_tokens": req.prompt_len,
+            "total_tokens": req.prompt_len + req.emitted,
+            "completion_tokens": req.emitted,
+            "prompt_tokens_details": None,
+        }
+        head = {"id": req.rid, "object": "chat.completion" if chat else "text_completion", "created": req.created}
+        if chat:
+            message: dict[str, Any] = {
+                "role": "assistant",
+                "reasoning_content": None,
+                "content": text,
+                "tool_calls": [],
+            }
+            choice: dict[str, Any] = {"index": 0, "message": message, "logprobs": None, "finish_reason": req.finished}
+            choice["stop_reason"] = None
+            return {
+                **head,
+                "model": self.model_name,
+                "choices": [choice],
+                "usage": usage,
+                "prompt_logprobs": None,
+                "kv_transfer_params": None,
+            }
+        choice = {
+            "index": 0,
+            "text": text,
+            "logprobs": None,
+            "finish_reason": req.finished,
+            "stop_reason": None,
+            "prompt_logprobs": None,
+        }
+        return {**head, "model": self.model_name, "choices": [choice], "usage": usage, "kv_transfer_params": None}
+
 
 SIM_KEY = web.AppKey("spectrn_sim", SimServer)
 
@@ -645,6 +821,7 @@ def make_app(settings: SimSettings) -> web.Application:
     r.add_get("/v1/models", server.models)
     r.add_get("/health", server.health)
     r.add_get("/version", server.version)
+    r.add_get("/sim/identity", server.identity)
     r.add_post("/tokenize", server.tokenize)
     r.add_get("/metrics", server.metrics_endpoint)
     r.add_get("/sim/requests", server.sim_requests)

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from spectrn.errors import SimError
 from spectrn.sim.faults import FaultSettings
 from spectrn.sim.model import AcceptanceModel, CostModel, Preset, Resolved, get_preset, resolve
+from spectrn.sim.profiles import PROFILES, ProfileName, ServerProfile
 from spectrn.spec.catalog import MODELS
 
 
@@ -20,6 +21,13 @@ class SimSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     preset: str = Field(default="qwen3-32b-trn2", description="Calibration preset (see `spectrn sim presets`).")
+    custom_preset: Preset | None = Field(
+        default=None, description="A whole preset (e.g. from --preset-file); replaces the named one."
+    )
+    profile: ProfileName | None = Field(
+        default=None,
+        description="Server imitated on the wire: neuron-fork, vllm-neuron or upstream (default: the preset's).",
+    )
     speculative: bool = Field(default=False, description="Serve with speculative decoding.")
     draft: str | None = Field(default=None, description="Draft model key (default: the preset's, qwen3-1.7b).")
     window: int | None = Field(
@@ -45,14 +53,30 @@ class SimSettings(BaseModel):
     acceptance: dict[str, float] = Field(
         default_factory=dict, description="Overrides of the preset's acceptance model."
     )
+    text_holdback_rate: float | None = Field(
+        default=None,
+        ge=0,
+        le=0.9,
+        description="Share of tokens whose text the server's detokenizer holds back to a later chunk "
+        "(default: the profile's; 0.1 on neuron-fork, 0 elsewhere).",
+    )
     faults: FaultSettings = Field(default_factory=FaultSettings, description="Fault injection.")
     spin_s: float = Field(
         default=0.001, ge=0, le=0.05, description="Busy-wait this long before each step deadline for timing precision."
     )
+    write_workers: int | None = Field(
+        default=None,
+        ge=0,
+        le=16,
+        description="Writer processes that write streams' chunks in parallel with the engine (default: 2 when "
+        "the batch limit is 192 or more and the machine has 2 or more CPUs, else 0; see docs/simulator.md).",
+    )
     request_log_size: int = Field(
         default=2000, ge=0, le=1_000_000, description="Most recent requests kept for GET /sim/requests."
     )
-    vllm_version: str = Field(default="0.32.0", description="Version reported by /version and system_fingerprint.")
+    vllm_version: str | None = Field(
+        default=None, description="Version reported by /version and system_fingerprint (default: the profile's)."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> SimSettings:
@@ -65,10 +89,47 @@ class SimSettings(BaseModel):
         if self.draft is not None and self.draft not in MODELS:
             raise ValueError(f"draft: unknown model {self.draft!r}; choose one of {', '.join(sorted(MODELS))}")
         self.resolved_preset()  # validates the preset name and the overrides' values
+        window = self.window or self.base_preset().default_window
+        if self.speculative and self.server_profile.window == "nxdi" and window < 2:
+            raise ValueError(
+                f"window: {window} proposes nothing under NxDI fused speculation (window k proposes k - 1 "
+                f"tokens); use a window of at least 2 or profile upstream"
+            )
         return self
 
+    def base_preset(self) -> Preset:
+        return self.custom_preset if self.custom_preset is not None else get_preset(self.preset)
+
+    @property
+    def server_profile(self) -> ServerProfile:
+        return PROFILES[self.profile or self.base_preset().profile]
+
+    @property
+    def writers(self) -> int:
+        if self.write_workers is not None:
+            return self.write_workers
+        import os
+
+        # Measured on 2 CPUs (docs/simulator.md): two writers cut the deviation at 256 streams; at 64 they lower
+        # the median but raise the 99th percentile, at 128 they change nothing.
+        return 2 if self.batch_limit >= 192 and (os.cpu_count() or 1) >= 2 else 0
+
+    @property
+    def holdback_rate(self) -> float:
+        if self.text_holdback_rate is not None:
+            return self.text_holdback_rate
+        return self.server_profile.text_holdback_rate
+
+    @property
+    def version(self) -> str:
+        return self.vllm_version or self.server_profile.vllm_version
+
+    @property
+    def preset_name(self) -> str:
+        return self.base_preset().name
+
     def resolved_preset(self) -> Preset:
-        preset = get_preset(self.preset)
+        preset = self.base_preset()
         if not self.cost and not self.acceptance:
             return preset
         try:
@@ -87,24 +148,25 @@ class SimSettings(BaseModel):
             draft=self.draft,
             window=self.window,
             time_scale=self.time_scale,
+            semantics=self.server_profile.window,
         )
 
     @property
     def model_name(self) -> str:
-        return self.served_model_name or MODELS[get_preset(self.preset).target].hf_id
+        return self.served_model_name or MODELS[self.base_preset().target].hf_id
 
     @property
     def batch_limit(self) -> int:
-        return self.max_num_seqs or get_preset(self.preset).max_num_seqs
+        return self.max_num_seqs or self.base_preset().max_num_seqs
 
     @property
     def context_limit(self) -> int:
-        return self.max_model_len or get_preset(self.preset).max_model_len
+        return self.max_model_len or self.base_preset().max_model_len
 
     @property
     def fingerprint(self) -> str:
         digest = hashlib.blake2b(self.model_dump_json().encode(), digest_size=4).hexdigest()
-        return f"vllm-{self.vllm_version}-{digest}"
+        return f"vllm-{self.version}-{digest}"
 
 
 def load_settings(path: Path | None = None, **overrides: Any) -> SimSettings:
@@ -128,3 +190,22 @@ def load_settings(path: Path | None = None, **overrides: Any) -> SimSettings:
     except ValidationError as e:
         where = f"{path}: " if path is not None else ""
         raise SimError(f"{where}{format_validation_error(e)}", hint="see `spectrn sim serve --help`") from None
+
+
+def load_preset_file(path: Path) -> Preset:
+    """A whole preset from YAML, validated strictly; errors name the file and the field."""
+    from spectrn.spec.config import format_validation_error, load_yaml
+
+    data = load_yaml(path, what="simulator preset file")
+    if not isinstance(data, dict):
+        raise SimError(
+            f"simulator preset file {path}: top level must be a mapping, got {type(data).__name__}",
+            hint="start from `spectrn sim presets --yaml` and edit the values",
+        )
+    try:
+        return Preset.model_validate(data)
+    except ValidationError as e:
+        raise SimError(
+            f"simulator preset file {path}: {format_validation_error(e)}",
+            hint="compare with `spectrn sim presets --yaml`; every field is described in docs/simulator.md",
+        ) from None

@@ -410,6 +410,11 @@ class CloudWatchConfig(Strict):
 
 class SimConfig(Strict):
     preset: str = Field(default="qwen3-32b-trn2", description="Simulator calibration preset.")
+    profile: Literal["neuron-fork", "vllm-neuron", "upstream"] | None = Field(
+        default=None,
+        description="Server the simulator imitates on the wire and in /metrics (default: the preset's; "
+        "neuron-fork for the Neuron presets, upstream for vLLM V1's token_ids and moving spec counters).",
+    )
     time_scale: float = Field(
         default=1.0, gt=0, le=100, description="Multiply all simulated times (0.1 = ten times faster)."
     )

@@ -30,7 +30,7 @@ from spectrn.sweep.grid import (
 from spectrn.sweep.manifest import Manifest, finite
 from spectrn.sweep.recommend import CellInput
 from spectrn.sweep.runners import CellRunner, _LazyRunner
-from spectrn.windows import Semantics
+from spectrn.windows import WindowSemantics
 
 
 def _sweep_lock(sweep_dir: Path, sweep_id: str) -> AbstractContextManager[None]:
@@ -326,7 +326,7 @@ class Sweep:
         base_tpot: dict[str, float],
         weights: dict[str, float],
         candidates: Sequence[int],
-        semantics: Semantics,
+        semantics: WindowSemantics,
     ) -> dict[str, Any] | None:
         """Once a second window is measured (the confirmation), refit the cost line through every measured
         step of this draft (baseline + each window) and predict again from the same per-position acceptance."""

@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from spectrn.errors import AnalysisError
-from spectrn.windows import Semantics, proposals
+from spectrn.windows import WindowSemantics, proposals
 
 # ---- acceptance -------------------------------------------------------------------------------------
 
@@ -58,13 +58,13 @@ def clean_per_position(per_position: Sequence[float | None]) -> tuple[list[float
     return out, notes
 
 
-def measured_window(per_position: Sequence[float], semantics: Semantics) -> int:
+def measured_window(per_position: Sequence[float], semantics: WindowSemantics) -> int:
     """The window whose steps gave ``per_position`` (one entry per proposal)."""
     return len(per_position) + (1 if semantics == "nxdi" else 0)
 
 
 def acceptance_lengths(
-    per_position: Sequence[float], max_window: int | None = None, semantics: Semantics = "upstream"
+    per_position: Sequence[float], max_window: int | None = None, semantics: WindowSemantics = "upstream"
 ) -> list[float]:
     """``[L(0), L(1), ..., L(K)]``: expected tokens per step for every window up to the measured one."""
     probs, _ = clean_per_position(per_position)
@@ -91,7 +91,7 @@ def conditional_acceptance(per_position: Sequence[float]) -> list[float | None]:
     return out
 
 
-def iid_expected_length(a: float, k: int, semantics: Semantics = "upstream") -> float:
+def iid_expected_length(a: float, k: int, semantics: WindowSemantics = "upstream") -> float:
     """The textbook expectation (1 - a^(p+1)) / (1 - a) for p = p(k) proposals, each accepted independently
     with rate a (p = k upstream, k - 1 on NxDI)."""
     if k < 0:
@@ -215,7 +215,7 @@ def predict_tpot(
     *,
     windows: Iterable[int] | None = None,
     baseline_tpot_s: float | None = None,
-    semantics: Semantics = "upstream",
+    semantics: WindowSemantics = "upstream",
 ) -> Prediction:
     """TPOT(k) = step(k) / L(k) for each window (default 1..K); the best is the smallest TPOT.
 

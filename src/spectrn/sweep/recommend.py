@@ -36,7 +36,7 @@ from typing import Any
 from spectrn.errors import AnalysisError, ConfigError
 from spectrn.run.summary import ClassSummary, Interval, LevelSummary, Load, Summary
 from spectrn.sweep.predict import CostFit, StepPoint, conditional_acceptance, fit_costs, iid_expected_length
-from spectrn.windows import Semantics, proposals
+from spectrn.windows import WindowSemantics, proposals
 
 ALL = "all"
 MIX = "mix"
@@ -58,7 +58,7 @@ class CellInput:
         return self.summary.level(self.level)
 
     @property
-    def semantics(self) -> Semantics:
+    def semantics(self) -> WindowSemantics:
         """Window semantics the cell's acceptance was read with (the speculative server's)."""
         for _, cs in self.view.scopes():
             spec = cs.variants.get("speculative")
@@ -85,7 +85,7 @@ class Row:
     acceptance_rate: float | None = None  # accepted / drafted
     per_position: list[float] | None = None
     acceptance_source: str | None = None  # counters or stream
-    semantics: Semantics = "upstream"
+    semantics: WindowSemantics = "upstream"
     requests: int = 0
 
     def to_dict(self) -> dict[str, Any]:
