@@ -55,12 +55,12 @@ async def test_every_mode_gives_its_classified_record(hostile, mode: str, api: s
 
 
 async def test_continuous_usage_counts_exactly_with_usage_only_events(hostile) -> None:
-    """Neuron V0 fork style: the counts come from cumulative usage; an event with usage but no text makes
-    no chunk, and its token is counted with the next chunk (or the last one at the end)."""
+    """Neuron V0 fork style: the counts come from cumulative usage; an event whose usage grew but whose text is
+    empty (the fork's detokenizer held the text back) is still a step's tokens, so it is a chunk of its own."""
     for api in ("completions", "chat"):
         rec = await send(hostile("continuous_usage").url, api)
         assert rec.ok and rec.token_source == "usage"
-        assert rec.chunk_tokens == [1, 3, 4, 4]  # 1 | 3 | (1 without text + 3) | 3 + the last token without text
+        assert rec.chunk_tokens == [1, 3, 1, 3, 3, 1]  # 1 | 3 | 1 without text | 3 | 3 | the last, without text
         assert sum(rec.chunk_tokens) == rec.completion_tokens == 12
         assert rec.token_warning is None
 

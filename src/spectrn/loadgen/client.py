@@ -343,8 +343,11 @@ class StreamParser:
         else:
             text, thinking = choice.text or "", ""
         ids = choice.token_ids
-        if not text and not thinking and not ids:
-            return  # a role event, or one that only moves the cumulative usage (counted at the next chunk)
+        grew = usage is not None and usage.completion_tokens is not None and usage.completion_tokens > self._counted()
+        if not text and not thinking and not ids and not grew:
+            return  # a role event, or a finish event that carries no new token
+        # An event whose text is empty but whose cumulative usage grew is still a step's tokens: the Neuron fork's
+        # incremental detokenizer holds text back and sends the step anyway (docs/neuron.md), so it is a chunk.
         if len(self.times) >= self.max_events:
             self.fail("bad_response", f"more than {self.max_events} token-bearing events: max_tokens is not honoured")
             return
@@ -356,6 +359,13 @@ class StreamParser:
             if ids:
                 self.token_ids.extend(ids)
             self.text_parts.append(text)
+
+    def _counted(self) -> int:
+        """Tokens the chunks so far account for by cumulative usage (0 before the first)."""
+        for c in reversed(self.cum):
+            if c is not None:
+                return c
+        return 0
 
     def _error_event(self, payload: bytes) -> bool:
         try:
