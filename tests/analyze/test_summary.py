@@ -301,3 +301,21 @@ def test_clustered_intervals_match_a_direct_bootstrap_of_the_expanded_values() -
     all_v = np.concatenate([g[0] for g in groups])
     all_w = np.concatenate([g[1] for g in groups])
     assert ci.p50[0] <= weighted_median(all_v, all_w) <= ci.p50[1]
+
+
+def test_per_class_cost_is_the_class_running_alone_at_the_same_load() -> None:
+    """In a mixed run, a class's cost per token is its tokens over the time its requests held the streams
+    (sum of e2e / concurrency), not over the whole run's wall time, which the other class also used."""
+    recs = []
+    for i in range(8):
+        cls = "structured" if i % 2 else "open"
+        e2e = 0.5 if cls == "structured" else 2.0  # 10 tokens each
+        recs.append(rec("baseline", i, cls=cls, times=(0.1, e2e), toks=(1, 9), e2e=e2e, sent_at=1000 + i))
+        recs.append(rec("speculative", i, cls=cls, times=(0.1, e2e), toks=(1, 9), e2e=e2e, sent_at=1000 + i))
+    s = summarize(recs, meta())
+    for cls, e2e in (("structured", 0.5), ("open", 2.0)):
+        vs = s.levels[0].by_prompt_class[cls].variants["baseline"]
+        tok_s = 4 * (4 * 10) / (4 * e2e)  # 4 streams x (40 tokens / 4 requests' e2e)
+        assert vs.output_tokens_per_s.aggregate == pytest.approx(tok_s)
+        assert vs.cost is not None
+        assert vs.cost.usd_per_million_output_tokens == pytest.approx(22.35 / (tok_s * 3600) * 1e6)

@@ -239,7 +239,13 @@ def _arr(a: array[float]) -> Any:
     return np.frombuffer(a, dtype=float) if len(a) else np.zeros(0)
 
 
-def variant_summary(acc: Accumulator, st: Settings, *, planned: int | None, acceptance: Any) -> VariantSummary:
+def variant_summary(
+    acc: Accumulator, st: Settings, *, planned: int | None, acceptance: Any, share_of: int | None = None
+) -> VariantSummary:
+    """One variant's statistics. ``share_of``: the closed-loop concurrency when ``acc`` holds one prompt class of
+    a mixed run; its aggregate throughput (and cost) is then the class's own: its tokens over the time its
+    requests occupied the ``share_of`` streams (sum of their e2e / streams), i.e. what the service would deliver
+    running that class alone at that load, rather than its tokens over the whole mixed run's wall time."""
     import numpy as np
 
     seed = st.seed
@@ -248,7 +254,7 @@ def variant_summary(acc: Accumulator, st: Settings, *, planned: int | None, acce
     if itl.n:
         itl.ci95 = clustered_ci([(v, w) for _, _, v, w in acc.itl_sample], seed=seed + 20)
     total_tokens = float(out.sum())
-    wall = acc.wall_s / st.time_scale
+    wall = float(e2e.sum()) / share_of if share_of else acc.wall_s / st.time_scale
     aggregate = total_tokens / wall if wall > 0 else None
     agg_ci = None
     if aggregate is not None and out.size > 1:
@@ -608,7 +614,10 @@ def _level(
         for v in variants:
             if (lv, v, c) in accs:
                 a = accs[(lv, v, c)]
-                cs.variants[v] = variant_summary(a, st, planned=None, acceptance=acceptance_of(a, v, False))
+                cs.variants[v] = variant_summary(
+                    a, st, planned=None, acceptance=acceptance_of(a, v, False), share_of=out.load.concurrency
+                    if len(classes) > 1 and out.load.kind == "closed" else None,
+                )  # fmt: skip
         if (lv, "baseline", c) in accs and (lv, "speculative", c) in accs:
             cs.speedup = speedups(accs[(lv, "baseline", c)], accs[(lv, "speculative", c)], paired=st.paired, seed=seed)
         out.by_prompt_class[c] = cs
