@@ -210,3 +210,9 @@ def test_ctrl_c_during_a_call_records_it_and_the_rerun_never_sends_a_batch_twice
     keys = [datums.batch_hash(b, ns) for ns, b in first.calls + rest.calls]
     assert len(keys) == len(set(keys)) == res.batches  # every batch sent, none twice
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is restored
+
+
+def test_a_hand_edited_ledger_is_an_error_not_a_traceback(run_dir: Path) -> None:
+    (run_dir / "publish.json").write_text(json.dumps({"version": 1, "targets": {"x": "us-east-1"}}))
+    with pytest.raises(PublishError, match="unknown layout"):
+        publisher.publish_run(run_dir, FakeSink())

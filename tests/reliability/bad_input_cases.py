@@ -163,6 +163,9 @@ CASES: list[Case] = [
     _c("not a run folder", "analyze empty_dir", 5, "run.json is missing"),
     _c("run.json garbled", "analyze corrupt_run", 5, "run.json is not valid run metadata: Invalid JSON"),
     _c("run with no finished request", "analyze empty_run", 5, "has no measured requests"),
+    _c("hand-edited acceptance.json (a list)", "analyze list_acc_run", 5, "is not an object of counter deltas"),
+    _c("hand-edited price in run.json (a string)", "analyze price_run", 5, "config.pricing.instance_hourly_usd"),
+    _c("summary.json of another schema", "report old_summary_run", 5, "is not a summary of schema version 2"),
     _c("requests.jsonl damaged mid-file", "analyze damaged_run", 5, "line 2 is not a request record"),
     _c("report of a missing run", "report nosuch", 5, "run folder nosuch does not exist"),
     _c("report of a garbled run", "report corrupt_run", 5, "is not valid run metadata"),
@@ -249,13 +252,19 @@ def make_inputs(root: Path) -> None:
     (root / "bad_class.yaml").write_text("name: bad\nprompts:\n  - {id: p, class: ../c, text: hello}\n")
     (root / "empty_dir").mkdir()
     meta = {"run_id": "r", "spectrn_version": "0.1.0", "started_at": 1_800_000_000.0, "finished_at": 1_800_000_100.0}
-    for name in ("corrupt_run", "empty_run", "damaged_run", "good_run"):
+    for name in ("corrupt_run", "empty_run", "damaged_run", "good_run", "list_acc_run", "price_run", "old_summary_run"):
         (root / name).mkdir()
         (root / name / "run.json").write_text(json.dumps(meta))
     (root / "corrupt_run" / "run.json").write_text("{not json")
     (root / "empty_run" / "requests.jsonl").write_text("")
     good = "".join(json.dumps(_record(v, i)) + "\n" for v in ("baseline", "speculative") for i in range(6))
     (root / "good_run" / "requests.jsonl").write_text(good)
+    for name in ("list_acc_run", "price_run", "old_summary_run"):  # hand-edited copies of a good run
+        (root / name / "requests.jsonl").write_text(good)
+    (root / "list_acc_run" / "acceptance.json").write_text("[1, 2]")
+    priced = {**meta, "config": {"pricing": {"instance_hourly_usd": "cheap"}}}
+    (root / "price_run" / "run.json").write_text(json.dumps(priced))
+    (root / "old_summary_run" / "summary.json").write_text(json.dumps({"run_id": "r", "clean": True}))
     (root / "damaged_run" / "requests.jsonl").write_text(
         json.dumps(_record("baseline", 0)) + '\n{"variant": "bas\n' + json.dumps(_record("baseline", 1)) + "\n"
     )

@@ -203,3 +203,16 @@ def test_report_says_where_metrics_went(tmp_path: Path) -> None:
     assert "metrics.emf.jsonl" in text
     assert "namespace Spectrn (us-east-1@127.0.0.1:4566): 1/1 calls sent, dashboard spectrn-run-1" in text
     assert not re.search(r"https?://", text)
+
+
+def test_a_planted_symlink_is_replaced_never_followed(tmp_path: Path) -> None:
+    """A symlink where a plot goes (a copied or hostile run folder) must not make the report overwrite its target."""
+    run_dir = make_run(tmp_path, per_class=2)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    (run_dir / "report").mkdir()
+    (run_dir / "report" / "speedup.png").symlink_to(victim)
+    (run_dir / "report" / "summary.md").symlink_to(victim)
+    html.build_report(run_dir)
+    assert victim.read_text() == "keep me"
+    assert not (run_dir / "report" / "speedup.png").is_symlink() and png_size(run_dir / "report" / "speedup.png")

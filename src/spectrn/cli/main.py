@@ -97,5 +97,5 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(2)
         raise
     if rc == 130:  # Typer turns Ctrl-C inside a command into a silent exit code 130
-        typer.echo("Interrupted: stopped by the user; work already saved is kept (re-run to continue)", err=True)
+        typer.echo("Interrupted: stopped by the user; files already written are kept", err=True)
     sys.exit(rc if isinstance(rc, int) else 0)

@@ -70,8 +70,14 @@ def _load_state(path: Path) -> dict[str, Any]:
             f"{path} is not valid JSON: {e}",
             hint="restore it, or delete it and publish with --force knowing that already sent data is counted twice",
         ) from None
-    if not isinstance(state, dict) or not isinstance(state.get("targets"), dict):
-        raise PublishError(f"{path} has an unknown layout", hint="delete it and publish with --force")
+    targets = state.get("targets") if isinstance(state, dict) else None
+    if not isinstance(targets, dict) or not all(
+        isinstance(t, dict) and isinstance(t.get("sent", {}), dict) for t in targets.values()
+    ):
+        raise PublishError(
+            f"{path} has an unknown layout (each target must be an object with a 'sent' map)",
+            hint="restore it, or delete it and publish with --force knowing that already sent data is counted twice",
+        )
     return state
 
 
