@@ -9,7 +9,8 @@ import yaml
 from rich.console import Console
 
 from spectrn.cli.main import main
-from spectrn.report.sweep import print_analysis, write_report
+from spectrn.cli.show import print_sweep_analysis
+from spectrn.report.sweep import write_report
 from spectrn.spec.config import SpectrnConfig
 from spectrn.sweep.orchestrate import Sweep, SweepOptions
 
@@ -84,6 +85,6 @@ def test_report_flags_divergence_prominently(sweep_cfg: SpectrnConfig, tmp_path:
     md = (sw.sweep_dir / "sweep.md").read_text()
     assert "OUTPUT DIVERGENCE" in md and "| qwen3-1.7b | 7 | c4 | p0 | 5 |" in md
     console = Console(record=True, width=200)
-    print_analysis(result.analysis, console)
+    print_sweep_analysis(result.analysis, console)
     text = console.export_text()
     assert "OUTPUT DIVERGENCE: 1 of 24" in text and "first differs at token 5" in text

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from spectrn.cli.common import err_console
+from spectrn.cli.common import Output, OutputOpt, err_console, print_document
 
 if TYPE_CHECKING:
     from spectrn.run.folder import RunFolder
@@ -106,6 +106,7 @@ def publish(
         bool,
         typer.Option("--emf", help="Write metrics.emf.jsonl (Embedded Metric Format) instead of calling CloudWatch."),
     ] = False,
+    output: OutputOpt = Output.table,
 ) -> None:
     """Publish a run's per-request distributions to CloudWatch (re-runnable: sends only unsent batches)."""
     from spectrn.cli.show import publish_progress, say
@@ -117,7 +118,10 @@ def publish(
     folder = _open(run_dir, console)
     if emf:
         path = write_emf(run_dir, namespace=namespace, run_id=run_id)
-        typer.echo(f"wrote {path}")
+        if output != Output.table:
+            print_document({"emf": str(path)}, output)
+        else:
+            typer.echo(f"wrote {path}")
         return
     if dry_run:
         cw = folder.meta.config.cloudwatch
@@ -131,6 +135,13 @@ def publish(
 
             raise PublishError(f"run {plan.run_id} has no measured requests to publish", hint="check requests.jsonl")
         batches = batch_datums(plan.datums, namespace=ns, max_datums=batch_size)
+        if output != Output.table:
+            print_document(
+                {"dry_run": True, "namespace": ns, "run_id": plan.run_id, "calls": len(batches),
+                 "datums": len(plan.datums), "samples": plan.samples, "storage_resolution": res},
+                output,
+            )  # fmt: skip
+            return
         typer.echo(
             f"would send {len(batches)} PutMetricData calls to namespace {ns}: {len(plan.datums)} datums, "
             f"{plan.samples} samples, RunId {plan.run_id}"
@@ -152,6 +163,15 @@ def publish(
         skip_nonfinite=skip_nonfinite,
         max_datums_per_call=batch_size,
     )
+    if output != Output.table:
+        print_document(
+            {"dry_run": False, "namespace": result.namespace, "run_id": result.run_id, "target": result.target,
+             "calls": result.batches, "sent_now": result.sent_now, "already_sent": result.already_sent,
+             "datums": result.datums, "samples": result.samples, "dashboard": result.dashboard,
+             "state": str(result.state_path)},
+            output,
+        )  # fmt: skip
+        return
     for line in result.describe():
         say(console, line)
 

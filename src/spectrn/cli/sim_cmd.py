@@ -8,6 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
+from spectrn.cli.common import Output
+
 # this module's commands; spectrn.cli.main adds them to the app
 commands = typer.Typer()
 
@@ -174,8 +176,13 @@ def expect(
     time_scale: TimeScaleOpt = 1.0,
     config_file: ConfigFileOpt = None,
     sets: SetOpt = None,
+    output: Annotated[
+        Output, typer.Option("--output", "-o", case_sensitive=False, help="Output format (json: one document).")
+    ] = Output.json,
 ) -> None:
     """Print the simulator's ground truth for a prompt: predictability, acceptance, expected TPOT."""
+    from spectrn.cli.common import out_console, print_document
+    from spectrn.cli.show import key_value_table, print_table
     from spectrn.sim import load_settings
     from spectrn.sim.model import predictability
     from spectrn.sim.tokens import encode
@@ -200,4 +207,7 @@ def expect(
         "speculative_tpot_s": round(ts, 6),
         "speedup": round(tb / ts, 3),
     }
-    typer.echo(json.dumps(out, indent=2))
+    if output != Output.table:
+        print_document(out, output)
+        return
+    print_table(out_console(), key_value_table(f"simulator ground truth ({ms.draft} draft, window {ms.window})", out))

@@ -1,12 +1,11 @@
-"""sweep output: terminal tables, Markdown, the crossover plot, the HTML report"""
+"""Sweep output: the matrix and prediction tables (as rows, for the terminal and Markdown), Markdown, the
+crossover plot and the HTML report. The terminal view is ``spectrn.cli.show.print_sweep_analysis``."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 from typing import Any
-
-from rich.console import Console
 
 from spectrn.paths import atomic_write_text
 from spectrn.sweep.recommend import ALL, MIX
@@ -78,81 +77,6 @@ def refined_lines(pred: dict[str, Any]) -> list[str]:
 
 
 PRED_HEADER = ["draft", "class", "window", "predicted TPOT ms", "measured TPOT p50 ms", "error", "basis"]
-
-
-def print_analysis(analysis: dict[str, Any], console: Console, artifacts: dict[str, str] | None = None) -> None:
-    from rich.table import Table
-
-    for level in analysis.get("levels", []):
-        header, rows = matrix_table(analysis, level)
-        t = Table(title=f"TPOT p50 speedup (baseline / speculative) at {level}, 95% CI", title_justify="left")
-        for h in header:
-            t.add_column(h, justify="left" if h in ("draft",) else "right")
-        for row in rows:
-            t.add_row(*row)
-        console.print(t)
-    console.print("[bold]recommendations[/]")
-    for r in analysis.get("recommendations", []):
-        style = "green" if r["meaningful"] else "yellow"
-        console.print(f"  [{style}]{r['text']}[/]", highlight=False)
-        if r.get("weights"):
-            w = ", ".join(f"{c}={x:.2f}" for c, x in r["weights"].items())
-            console.print(f"    (mix weights {w})", highlight=False)
-    if analysis.get("crossovers"):
-        console.print("[bold]load crossover[/]")
-        for c in analysis["crossovers"]:
-            console.print(f"  {c['text']}", highlight=False)
-    expl = analysis.get("explanations", {})
-    for f in expl.get("cost_fits", []):
-        if "draft_s" in f:
-            ratio = f.get("draft_to_target")
-            console.print(
-                f"  cost model {f['draft']} @ {f['level']}: step(k) = {_ms(f['intercept_s'])} ms + k x "
-                f"{_ms(f['draft_s'])} ms" + (f" (one window token = {ratio:.3f} target steps)" if ratio else ""),
-                highlight=False,
-            )
-    flagged = [e for e in expl.get("cells", []) if e["disagreements"]]
-    if flagged:
-        console.print("[bold]where the textbook expectation and the measurement disagree[/]")
-        for e in flagged[:12]:
-            console.print(f"  {e['text']}", highlight=False)
-        if len(flagged) > 12:
-            console.print(f"  ... {len(flagged) - 12} more in analysis.json")
-    pred = analysis.get("prediction")
-    if pred and pred.get("comparison"):
-        t = Table(title="prediction vs measurement (TPOT)", title_justify="left")
-        for h in PRED_HEADER:
-            t.add_column(h)
-        for row in prediction_rows(pred):
-            t.add_row(*row)
-        console.print(t)
-        if pred.get("choice"):
-            ch = pred["choice"]
-            console.print(f"  predicted optimum: {ch['draft']} window {ch['window']}", highlight=False)
-        for line in refined_lines(pred):
-            console.print(f"  {line}", highlight=False)
-    eq = analysis.get("equivalence", {})
-    if eq.get("compared"):
-        if eq["matched"] == eq["compared"]:
-            console.print(
-                f"[green]output equivalence: {eq['matched']}/{eq['compared']} greedy outputs identical "
-                f"(100%) across all cells[/]"
-            )
-        else:
-            console.print(
-                f"[bold red]OUTPUT DIVERGENCE: {eq['compared'] - eq['matched']} of {eq['compared']} greedy outputs "
-                f"differ between baseline and speculative ({eq['match_rate']:.1%} match)[/]"
-            )
-            for d in eq["divergences"][:10]:
-                console.print(
-                    f"[red]  {d['draft']} k{d['window']} @ {d['level']}: prompt {d.get('prompt_id')} (index "
-                    f"{d.get('index')}) first differs at token {d.get('first_divergence')}[/]",
-                    highlight=False,
-                )
-    if artifacts:
-        console.print("[bold]compiled artifacts[/]")
-        for k, v in artifacts.items():
-            console.print(f"  {k}: {v}", highlight=False)
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> str:
