@@ -219,13 +219,16 @@ def loadgen(
     ] = None,
     run_id: Annotated[
         str,
-        typer.Option("--run-id", metavar="ID", help="Run id (default: the --out folder's name, else a time stamp)."),
+        typer.Option("--run-id", metavar="ID", help="Run id (default: a time stamp)."),
     ] = "",
     out_dir: Annotated[Path | None, typer.Option("--out-dir", metavar="DIR", help=OUT_DIR_HELP)] = None,
     out: Annotated[
         Path | None,
         typer.Option(
-            "--out", metavar="RUN_DIR", help="The run folder itself, instead of OUT_DIR/RUN_ID (the load pod's form)."
+            "--out",
+            hidden=True,
+            help="The run folder itself, instead of OUT_DIR/RUN_ID (the load pod's form; the run id defaults to its "
+            "name).",
         ),
     ] = None,
     model: ModelOpt = None,
@@ -294,7 +297,7 @@ def loadgen(
 
 @commands.command("analyze")
 def analyze(
-    run_dir: Annotated[Path, typer.Argument(help="A run folder, results/<run-id>.")],
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run folder, results/<run-id>.")],
     report: Annotated[bool, typer.Option("--report/--no-report", help="Also write the report.")] = True,
     output: OutputOpt = Output.table,
 ) -> None:
@@ -307,7 +310,9 @@ def analyze(
 
 @commands.command("ingest-llmperf")
 def ingest_llmperf(
-    results_dir: Annotated[Path, typer.Argument(help="Folder with one llmperf result folder per variant.")],
+    results_dir: Annotated[
+        Path, typer.Argument(metavar="RESULTS_DIR", help="Folder with one llmperf result folder per variant.")
+    ],
     out_dir: Annotated[
         Path | None,
         typer.Option("--out-dir", metavar="DIR", help="Results root; the run goes to OUT_DIR/<RESULTS_DIR name>."),

@@ -75,6 +75,7 @@ OutputOpt = Annotated[
     typer.Option(
         "--output",
         "-o",
+        metavar="table|json|yaml",
         case_sensitive=False,
         help="Output format: table (for people) or json / yaml (one document on stdout; progress and warnings on "
         "stderr).",

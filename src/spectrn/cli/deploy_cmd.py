@@ -152,14 +152,21 @@ def deploy_cmd(
     draft: DraftOpt = None,
     window: WindowOpt = None,
     sets: SetOpt = None,
-    only: Annotated[str | None, typer.Option("--only", help="Deploy one service: baseline or speculative.")] = None,
+    only: Annotated[
+        str | None,
+        typer.Option("--only", metavar="baseline|speculative", help="Deploy one service: baseline or speculative."),
+    ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the plan, the pre-flight findings and the objects; apply nothing.")
     ] = False,
     timeout: Annotated[
         float | None,
         typer.Option(
-            "--timeout", min=1, max=7 * 86400, help="Seconds to wait for readiness (default: startup budget + 30 min)."
+            "--timeout",
+            metavar="SECONDS",
+            min=1,
+            max=7 * 86400,
+            help="Seconds to wait for readiness (default: startup budget + 30 min).",
         ),
     ] = None,
     context: ContextOpt = None,
@@ -268,7 +275,8 @@ def teardown_cmd(
         ),
     ] = True,
     timeout: Annotated[
-        float, typer.Option("--timeout", min=1, max=86400, help="Seconds to wait for the namespace to go.")
+        float,
+        typer.Option("--timeout", metavar="SECONDS", min=1, max=86400, help="Seconds to wait for the namespace to go."),
     ] = 600,
     context: ContextOpt = None,
     kubeconfig: KubeconfigOpt = None,
@@ -303,7 +311,9 @@ def teardown_cmd(
 
 @commands.command("collect")
 def collect_cmd(
-    run_id: Annotated[str, typer.Argument(help="Run id of a load Job whose results were not collected.")],
+    run_id: Annotated[
+        str, typer.Argument(metavar="RUN_ID", help="Run id of a load Job whose results were not collected.")
+    ],
     config: ConfigOpt = None,
     sets: SetOpt = None,
     out_dir: Annotated[
@@ -311,7 +321,10 @@ def collect_cmd(
     ] = None,
     out: OldOutOpt = None,
     timeout: Annotated[
-        float, typer.Option("--timeout", min=0, max=7 * 86400, help="Seconds to wait for the pods to finish.")
+        float,
+        typer.Option(
+            "--timeout", metavar="SECONDS", min=0, max=7 * 86400, help="Seconds to wait for the pods to finish."
+        ),
     ] = 600,
     report: Annotated[bool, typer.Option("--report/--no-report", help="Write the HTML/PNG report.")] = True,
     output: OutputOpt = Output.table,
@@ -337,12 +350,14 @@ def collect_cmd(
 
 @kind_app.command("fake-neuron")
 def fake_neuron_cmd(
-    node: Annotated[list[str] | None, typer.Option("--node", help="Node to patch (repeatable; default: all).")] = None,
+    node: Annotated[
+        list[str] | None, typer.Option("--node", metavar="NODE", help="Node to patch (repeatable; default: all).")
+    ] = None,
     neuron: Annotated[
-        int, typer.Option("--neuron", min=1, max=1024, help="aws.amazon.com/neuron devices per node.")
+        int, typer.Option("--neuron", metavar="N", min=1, max=1024, help="aws.amazon.com/neuron devices per node.")
     ] = 16,
     neuroncore: Annotated[
-        int, typer.Option("--neuroncore", min=1, max=8192, help="aws.amazon.com/neuroncore per node.")
+        int, typer.Option("--neuroncore", metavar="N", min=1, max=8192, help="aws.amazon.com/neuroncore per node.")
     ] = 128,
     context: ContextOpt = None,
     kubeconfig: KubeconfigOpt = None,

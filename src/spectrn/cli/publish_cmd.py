@@ -16,27 +16,40 @@ if TYPE_CHECKING:
 # this module's commands; spectrn.cli.main adds them to the app
 commands = typer.Typer()
 
-RunDirArg = Annotated[Path, typer.Argument(help="Run folder, e.g. results/<run-id>.")]
+RunDirArg = Annotated[Path, typer.Argument(metavar="RUN_DIR", help="Run folder, e.g. results/<run-id>.")]
 NamespaceOpt = Annotated[
-    str | None, typer.Option("--namespace", help="CloudWatch namespace (default: the run's cloudwatch.namespace).")
+    str | None,
+    typer.Option(
+        "--namespace", metavar="NAMESPACE", help="CloudWatch namespace (default: the run's cloudwatch.namespace)."
+    ),
 ]
 RegionOpt = Annotated[
     str | None,
-    typer.Option("--region", help="AWS region (default: the run's cloudwatch.region, then the AWS resolution chain)."),
+    typer.Option(
+        "--region",
+        metavar="REGION",
+        help="AWS region (default: the run's cloudwatch.region, then the AWS resolution chain).",
+    ),
 ]
 EndpointUrlOpt = Annotated[
     str | None,
     typer.Option(
         "--endpoint-url",
+        metavar="URL",
         help="CloudWatch endpoint (a local test server, a VPC endpoint); default: AWS_ENDPOINT_URL_CLOUDWATCH or AWS.",
     ),
 ]
 PrefixOpt = Annotated[
-    str | None, typer.Option("--prefix", help="Dashboard name prefix (default: the run's cloudwatch.dashboard_prefix).")
+    str | None,
+    typer.Option(
+        "--prefix", metavar="PREFIX", help="Dashboard name prefix (default: the run's cloudwatch.dashboard_prefix)."
+    ),
 ]
 RunIdOpt = Annotated[
     str | None,
-    typer.Option("--run-id", help="Publish under this RunId instead of the run's own (e.g. a sweep's id)."),
+    typer.Option(
+        "--run-id", metavar="ID", help="Publish under this RunId instead of the run's own (e.g. a sweep's id)."
+    ),
 ]
 
 
@@ -61,7 +74,9 @@ def publish(
     storage_resolution: Annotated[
         int | None,
         typer.Option(
-            "--storage-resolution", help="1 (high resolution) or 60 (default: cloudwatch.storage_resolution)."
+            "--storage-resolution",
+            metavar="1|60",
+            help="1 (high resolution) or 60 (default: cloudwatch.storage_resolution).",
         ),
     ] = None,
     dashboard: Annotated[
@@ -88,12 +103,16 @@ def publish(
         typer.Option("--skip-nonfinite", help="Drop NaN/Inf values (listed in publish.json) instead of failing."),
     ] = False,
     max_attempts: Annotated[
-        int, typer.Option("--max-attempts", min=1, max=20, help="Attempts per call (botocore adaptive retries).")
+        int,
+        typer.Option(
+            "--max-attempts", metavar="N", min=1, max=20, help="Attempts per call (botocore adaptive retries)."
+        ),
     ] = 8,
     batch_size: Annotated[
         int,
         typer.Option(
             "--batch-size",
+            metavar="N",
             min=1,
             max=1000,
             help="Datums per PutMetricData call (at most 1000; calls also stay < 1 MB).",
@@ -181,7 +200,8 @@ def dashboard_cmd(
     run_dirs: Annotated[
         list[Path],
         typer.Argument(
-            help="Run folder(s); several (e.g. a sweep's cells published with --run-id) share one dashboard."
+            metavar="RUN_DIR...",
+            help="Run folder(s); several (e.g. a sweep's cells published with --run-id) share one dashboard.",
         ),
     ],
     namespace: NamespaceOpt = None,

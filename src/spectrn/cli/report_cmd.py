@@ -16,10 +16,10 @@ commands = typer.Typer()
 
 @commands.command("report")
 def report(
-    run_dir: Annotated[Path, typer.Argument(help="Run folder, e.g. results/<run-id>.")],
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="Run folder, e.g. results/<run-id>.")],
     out_dir: Annotated[
         Path | None,
-        typer.Option("--out-dir", metavar="DIR", help="Folder for the report (default: <run folder>/report)."),
+        typer.Option("--out-dir", metavar="DIR", help="Folder for the report (default: RUN_DIR/report)."),
     ] = None,
     out: OldOutOpt = None,
     table: Annotated[bool, typer.Option("--table/--no-table", help="Also print the comparison table.")] = True,
@@ -45,8 +45,8 @@ def report(
 
 @commands.command("compare")
 def compare(
-    run_a: Annotated[Path, typer.Argument(help="First run folder (A, the reference).")],
-    run_b: Annotated[Path, typer.Argument(help="Second run folder (B).")],
+    run_a: Annotated[Path, typer.Argument(metavar="RUN_A", help="First run folder (A, the reference).")],
+    run_b: Annotated[Path, typer.Argument(metavar="RUN_B", help="Second run folder (B).")],
     markdown: Annotated[
         Path | None,
         typer.Option("--markdown", metavar="FILE", help="Also write the comparison as Markdown to this file."),

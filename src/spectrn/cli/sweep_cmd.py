@@ -220,7 +220,10 @@ def compile_(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the Jobs as YAML; apply nothing.")] = False,
     wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Wait until every Job has finished.")] = False,
     timeout: Annotated[
-        float | None, typer.Option("--timeout", help="Seconds to wait with --wait (default: startup budget + 1 h).")
+        float | None,
+        typer.Option(
+            "--timeout", metavar="SECONDS", help="Seconds to wait with --wait (default: startup budget + 1 h)."
+        ),
     ] = None,
     config: ConfigOpt = None,
     sets: SetOpt = None,

@@ -14,7 +14,9 @@ from spectrn.analyze.run import ensure_summary
 from spectrn.publish.datums import MetricsFn, default_metrics_fn
 from spectrn.report.format import (
     LATENCIES,
+    correctness_lines,
     headline_lines,
+    not_performance_banner,
     num,
     provenance_line,
     speedup_of,
@@ -51,6 +53,7 @@ text-align:right}th{background:#f3f3f3}td.l,th.l{text-align:left}
 border-left:4px solid #f0a020;padding:.5em 1em;margin:.3em 0}
 figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}figcaption{color:#555;font-size:.9em}
 .muted{color:#777;font-size:.85em}code{background:#f5f5f5;padding:0 .2em}
+.banner{background:#b00020;color:#fff;font-weight:bold;font-size:1.3em;padding:.7em 1em;margin:.6em 0}
 """
 
 
@@ -137,18 +140,27 @@ def report_html(folder: RunFolder, summary: Summary, images: list[tuple[str, Pat
     cfg = folder.meta.config
     good = summary.clean and summary.verdict.performance
     started = summary.provenance.started_by_spectrn
+    performance = summary.verdict.performance
     parts = [
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>spectrn report {_e(summary.run_id)}</title><style>{_CSS}</style></head><body>",
         f"<h1>spectrn run {_e(summary.run_id)}</h1>",
+    ]
+    if not performance:
+        parts.append(f'<div class="banner">{_e(not_performance_banner(summary))}</div>')
+    parts += [
         f'<p class="muted">{_e(provenance_line(summary))}</p>',
         f'<p class="{"ok" if good else "bad"}">{_e(verdict_line(summary))}</p>',
     ]
     for w in summary.warnings():
         parts.append(f'<div class="warn">{_e(w)}</div>')
     heads = headline_lines(summary)
-    if heads:
+    if not performance:
+        parts.append("<h2>Headline: correctness (timings below are not performance figures)</h2><ul>")
+        parts += [f"<li><b>{_e(line)}</b></li>" for line in correctness_lines(summary)]
+        parts.append("</ul>")
+    elif heads:
         parts.append("<h2>Headline: TPOT speedup per prompt class</h2><ul>")
         parts += [f"<li><b>{_e(h)}</b></li>" for h in heads]
         parts.append(
