@@ -154,3 +154,22 @@ def test_loadgen_writes_where_it_is_told(cli: Run, tmp_path: Path, hostile: Call
     code, out, err = cli("loadgen", "--endpoint", ep, *small, "--run-id", "r3", "--out-dir", str(tmp_path / "z"))
     assert code == 0 and (tmp_path / "z" / "r3" / "requests.jsonl").exists()
     assert "baseline: 2/2 requests (100%)" in err  # plain progress lines off a terminal
+
+
+def test_deploy_wait_shows_readiness_with_time_left(cli: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys as _sys
+
+    _sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kube"))
+    from kubehelp import add_slices
+
+    from doubles.kube_fake import FakeKube
+
+    fake = FakeKube(context="kind-spectrn")
+    add_slices(fake)
+    monkeypatch.setattr("spectrn.kube.client.connect", lambda **kw: fake)
+    code, _, err = cli("deploy", "--set", "runtime=sim", "--set", "resources_mode=device-plugin")
+    assert code == 0, err
+    ready = [line for line in err.splitlines() if line.startswith("ready: ")]
+    d = r"[\d.]+(s| min| h)"
+    assert re.fullmatch(rf"ready: 0/2 services, elapsed {d}, about {d} left of the {d} startup budget", ready[0])
+    assert re.fullmatch(rf"ready: 2/2 services, elapsed {d}, done", ready[-1]), ready

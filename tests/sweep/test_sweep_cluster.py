@@ -48,6 +48,9 @@ def test_cluster_sweep_redeploys_speculative_per_configuration(tmp_path: Path) -
     said = [e.text for e in events if e.kind != "progress"]
     assert "deploying the shared baseline (reused when already up to date)" in said
     assert said.count("deploying speculative service: qwen3-1.7b window 5") == 1  # once per configuration
+    deploys = [e for e in events if e.kind == "progress" and e.fields["unit"] == "services"]
+    assert {e.text for e in deploys} == {"deploy baseline", "deploy speculative"}  # readiness as progress
+    assert deploys[-1].fields["completed"] == deploys[-1].fields["total"]
     # every cell ran against a speculative Deployment configured with that cell's window
     for run_id, args in seen:
         w = str(cells[run_id].window)

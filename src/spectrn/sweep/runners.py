@@ -188,8 +188,25 @@ class ClusterRunner:
         from spectrn.deploy.service import deploy, render_for_deploy
 
         self.emit("info", "deploying the shared baseline (reused when already up to date)")
-        deploy(self.kube, self.cfg, render_for_deploy(self.cfg, only="baseline"), **self.timing)
+        deploy(
+            self.kube, self.cfg, render_for_deploy(self.cfg, only="baseline"),
+            on_update=self._readiness(self.cfg, "baseline", self.emit), **self.timing,
+        )  # fmt: skip
         return self
+
+    def _readiness(self, cfg: SpectrnConfig, what: str, emit: Emitter) -> Callable[[list[Any]], None]:
+        """Deploy progress as a bar: services ready, with the time left of the startup budget."""
+        clock = self.timing["clock"]
+        start = clock()
+        budget = cfg.probes.startup_budget_s
+
+        def update(states: list[Any]) -> None:
+            emit.progress(
+                f"deploy:{what}", f"deploy {what}", completed=sum(1 for s in states if s.done), total=len(states),
+                unit="services", group=f"deploy:{what}", eta_s=max(0.0, budget - (clock() - start)),
+            )  # fmt: skip
+
+        return update
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -207,8 +224,12 @@ class ClusterRunner:
 
         want = (cfg.draft, cfg.num_speculative_tokens)
         if self.current != want:
-            Emitter(on_event)("info", f"deploying speculative service: {cfg.draft} window {cfg.num_speculative_tokens}")
-            deploy(self.kube, cfg, render_for_deploy(cfg, only="speculative"), **self.timing)
+            emit = Emitter(on_event)
+            emit("info", f"deploying speculative service: {cfg.draft} window {cfg.num_speculative_tokens}")
+            deploy(
+                self.kube, cfg, render_for_deploy(cfg, only="speculative"),
+                on_update=self._readiness(cfg, "speculative", emit), **self.timing,
+            )  # fmt: skip
             self.current = want
         return run_incluster_bench(
             cfg, self.run_id(cell), "spectrn", on_event, self.kube, out_root=out_root, **self.timing
