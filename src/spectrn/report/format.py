@@ -91,6 +91,18 @@ def verdict_line(s: Summary) -> str:
     return "; ".join(parts)
 
 
+def models_shown(s: Summary, target: str, draft: str) -> tuple[str, str]:
+    """(target, draft) as a report names them: the configuration's models, except on vLLM on CPU, where tiny
+    offline models serve whatever the configuration says (it only labels the run)."""
+    if s.provenance.runtime != "vllm-cpu":
+        return target, draft
+    served = ", ".join(sorted({i.model for i in s.provenance.servers.values() if i.model})) or "tiny offline model"
+    return (
+        f"{served} (tiny model on vLLM on CPU; the configured {target} did not run)",
+        f"tiny draft model (the configured {draft} did not run)",
+    )
+
+
 def not_performance_banner(s: Summary) -> str:
     """The verdict of a run whose timing means nothing (vLLM on CPU, coalesced streams, too few events)."""
     return "NOT A PERFORMANCE RESULT: " + "; ".join(s.verdict.reasons)

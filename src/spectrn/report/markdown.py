@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from spectrn.report.format import (
     correctness_lines,
     headline_lines,
+    models_shown,
     not_performance_banner,
     num,
     provenance_line,
@@ -39,8 +40,9 @@ def summary_markdown(summary: Summary, config: SpectrnConfig | None = None) -> s
     lines = [f"### spectrn run `{s.run_id}`", ""]
     if config is not None:
         c = config
+        target, draft = models_shown(s, c.target, c.draft)
         lines.append(
-            f"target `{c.target}`, draft `{c.draft}`, window {c.num_speculative_tokens}, mode {c.speculation_mode}, "
+            f"target `{target}`, draft `{draft}`, window {c.num_speculative_tokens}, mode {c.speculation_mode}, "
             f"{c.instance_type} TP{c.tensor_parallel_size}, prompts {c.bench.prompts}, max_tokens "
             f"{c.bench.max_tokens}, temperature {c.bench.temperature}"
         )

@@ -3,7 +3,6 @@ crossover plot and the HTML report. The terminal view is ``spectrn.cli.show.prin
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -79,9 +78,14 @@ def refined_lines(pred: dict[str, Any]) -> list[str]:
 PRED_HEADER = ["draft", "class", "window", "predicted TPOT ms", "measured TPOT p50 ms", "error", "basis"]
 
 
+def _md_cell(text: str) -> str:
+    """A table cell as Markdown data: no column break, no emphasis or code from the text itself."""
+    return "".join("\\" + ch if ch in "\\|*_`" else ch for ch in text)
+
+
 def _md_table(header: list[str], rows: list[list[str]]) -> str:
     out = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
-    out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+    out += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in rows]
     return "\n".join(out)
 
 
@@ -223,6 +227,17 @@ def plot_crossover(analysis: dict[str, Any], path: Path) -> Path | None:
     return path
 
 
+def recommended_cells(analysis: dict[str, Any], level: str) -> dict[str, tuple[str, int]]:
+    """The sweep's recommendation per prompt class (and the mix) at ``level``: class -> (draft, window). A class
+    whose best configuration does not pay has no entry (serve it without speculation)."""
+    out: dict[str, tuple[str, int]] = {}
+    for r in analysis.get("recommendations", []):
+        chosen = r.get("chosen")
+        if r.get("level") == level and chosen:
+            out[str(r["scope"])] = (str(chosen["draft"]), int(chosen["window"]))
+    return out
+
+
 def write_report(sweep_dir: Path, analysis: dict[str, Any], artifacts: dict[str, str] | None = None) -> Path:
     """``report/index.html`` (self-contained: PNGs inlined as base64) and ``sweep.md``."""
     import base64
@@ -247,7 +262,10 @@ def write_report(sweep_dir: Path, analysis: dict[str, Any], artifacts: dict[str,
         ]  # fmt: skip
         if cells and sweep_heatmap is not None:
             p = sweep_heatmap(
-                cells, report_dir / f"heatmap-{level}.png", title=f"TPOT p50 speedup by draft and window at {level}"
+                cells,
+                report_dir / f"heatmap-{level}.png",
+                title=f"TPOT p50 speedup by draft and window at {level}",
+                recommended=recommended_cells(analysis, level),
             )
             images.append((f"Speedup heatmap at {level}", p))
     cross = plot_crossover(analysis, report_dir / "crossover.png")
@@ -288,33 +306,9 @@ _CSS = (
 
 
 def _markdown_to_html(md: str) -> str:
-    """The small Markdown subset ``sweep_markdown`` writes: headings, bullets, tables, bold paragraphs."""
-    import html
+    """``sweep.md`` as HTML (CommonMark and tables, by markdown-it-py). Raw HTML is shown as text, and links,
+    images and autolinks stay plain text: the page references nothing outside itself."""
+    from markdown_it import MarkdownIt
 
-    out: list[str] = []
-    lines = md.splitlines()
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if line.startswith("|"):
-            block = []
-            while i < len(lines) and lines[i].startswith("|"):
-                block.append(lines[i])
-                i += 1
-            cells = [[c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", b)[1:-1]] for b in block]
-            head, body = cells[0], cells[2:]
-            out.append("<table><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in head) + "</tr>")
-            out += ["<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in body]
-            out.append("</table>")
-            continue
-        if line.startswith("#"):
-            level = len(line) - len(line.lstrip("#"))
-            out.append(f"<h{level}>{html.escape(line[level:].strip())}</h{level}>")
-        elif line.startswith("- "):
-            out.append(f"<ul><li>{html.escape(line[2:])}</li></ul>")
-        elif line.strip():
-            text = html.escape(line)
-            text = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
-            out.append(f"<p>{text}</p>")
-        i += 1
-    return "\n".join(out)
+    parser = MarkdownIt("commonmark", {"html": False}).enable("table").disable(["image", "link", "autolink"])
+    return str(parser.render(md))
