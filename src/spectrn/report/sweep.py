@@ -183,7 +183,7 @@ def sweep_markdown(analysis: dict[str, Any], artifacts: dict[str, str] | None = 
         if pred.get("choice"):
             ch = pred["choice"]
             lines += [f"Predicted optimum: {ch['draft']} window {ch['window']}.", ""]
-        lines += [*refined_lines(pred), ""]
+        lines += [*(f"- {line}" for line in refined_lines(pred)), ""]
     if artifacts:
         lines += ["## Compiled artifacts", ""] + [f"- {k}: {v}" for k, v in artifacts.items()] + [""]
     return "\n".join(lines)
