@@ -34,3 +34,19 @@ def test_pod_progress_lines_become_progress_events(tmp_path: Path) -> None:
     assert said[0].startswith(f"started Job spectrn/spectrn-loadgen-{RUN}")
     assert "progress: 1 requests done" in said  # other log lines pass through as data
     assert said[-1] == f"collected 1 pod(s) into {tmp_path / RUN}"
+
+
+def test_collect_after_the_cli_went_away_shows_the_pods_progress(tmp_path: Path) -> None:
+    from spectrn.collect.incluster import collect, start_load_job
+
+    cfg = make_cfg(runtime="sim", resources_mode="device-plugin")
+    fake = FakeKube()
+    run_deploy(fake, cfg)
+    fake.job_files = lambda pod, i: shard_files(RUN, 0, 1)
+    fake.job_done_line = progress_line("speculative", 24, 24, "requests", 30.0, 0.0)
+    start_load_job(fake, cfg, RUN, "spectrn")  # the Job runs; the CLI that started it is gone
+    events: list[Event] = []
+    collected = collect(fake, cfg.namespace, RUN, out_root=tmp_path, on_event=events.append, clock=fake.clock,
+                        sleep=fake.sleep)  # fmt: skip
+    assert collected.run_dir == tmp_path / RUN
+    assert [(e.text, e.fields["completed"]) for e in events if e.kind == "progress"] == [("speculative", 24)]

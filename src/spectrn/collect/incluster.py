@@ -560,6 +560,5 @@ def collect(
         clock=clock,
         sleep=sleep,
         poll_s=poll_s,
-        stream_logs=False,
-    )
+    )  # the pod's log streams too: its load generator's progress lines become bars with the time left
     return Collected(run_dir, job.engine)
