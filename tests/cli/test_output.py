@@ -96,6 +96,7 @@ def test_bench_at_real_time_shows_time_left(cli: Run, tmp_path: Path) -> None:
         "--run-id", "eta", "--out-dir", str(tmp_path / "r"), "--no-report",
     )  # fmt: skip
     assert code == 0, err
+    assert "…" not in err and "TPOT ms" in err  # the table, whole
     for variant in ("baseline", "speculative"):
         lines = [line for line in err.splitlines() if line.startswith(f"{variant}: ")]
         assert any(re.search(r"\d+/5 requests \(\d+%\), elapsed \S+, about \S+ left$", line) for line in lines), err
