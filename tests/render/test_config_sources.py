@@ -60,7 +60,7 @@ def test_a_flag_is_blamed_not_the_file(cli, tmp_path):
     code, _, err = cli("render", "--window", "0")
     line = _error_line(err)
     assert code == 2
-    assert "num_speculative_tokens: 0 is outside 1..32" in line and "(from flag --window)" in line
+    assert "--window: 0 is outside 1..32 (config key num_speculative_tokens)" in line
     assert "spectrn.yaml" not in line
 
 

@@ -8,10 +8,10 @@ from types import TracebackType
 from typing import Any
 
 import pytest
-from rich.console import Console
 
 from spectrn import __version__
 from spectrn.errors import Interrupted
+from spectrn.events import OnEvent
 from spectrn.paths import atomic_write_text
 from spectrn.run.records import RequestRecord, RunMeta, write_records
 from spectrn.spec.config import SpectrnConfig, build_config
@@ -84,7 +84,7 @@ class FakeRunner:
     def run_id(self, cell: Cell) -> str:
         return cell.level
 
-    def run(self, cfg: SpectrnConfig, cell: Cell, out_root: Path, console: Console, quiet: bool) -> Path:
+    def run(self, cfg: SpectrnConfig, cell: Cell, out_root: Path, on_event: OnEvent | None, quiet: bool) -> Path:
         self.calls.append(cell.key)
         assert (cfg.draft, cfg.num_speculative_tokens) == (cell.draft, cell.window)
         run_dir = out_root / self.run_id(cell)
@@ -104,8 +104,9 @@ def sweep_cfg() -> SpectrnConfig:
 
 
 @pytest.fixture
-def quiet_console() -> Console:
-    return Console(stderr=True, quiet=True)
+def quiet_console() -> OnEvent | None:
+    """Nobody watching: the sweep's events go nowhere."""
+    return None
 
 
 def load(path: Path) -> Any:

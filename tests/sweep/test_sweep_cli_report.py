@@ -9,7 +9,8 @@ import yaml
 from rich.console import Console
 
 from spectrn.cli.main import main
-from spectrn.report.sweep import print_analysis, write_report
+from spectrn.cli.show import print_sweep_analysis
+from spectrn.report.sweep import write_report
 from spectrn.spec.config import SpectrnConfig
 from spectrn.sweep.orchestrate import Sweep, SweepOptions
 
@@ -84,6 +85,45 @@ def test_report_flags_divergence_prominently(sweep_cfg: SpectrnConfig, tmp_path:
     md = (sw.sweep_dir / "sweep.md").read_text()
     assert "OUTPUT DIVERGENCE" in md and "| qwen3-1.7b | 7 | c4 | p0 | 5 |" in md
     console = Console(record=True, width=200)
-    print_analysis(result.analysis, console)
+    print_sweep_analysis(result.analysis, console)
     text = console.export_text()
     assert "OUTPUT DIVERGENCE: 1 of 24" in text and "first differs at token 5" in text
+
+
+def test_report_outlines_the_recommended_cells_and_references_nothing(
+    sweep_cfg: SpectrnConfig, tmp_path: Path, quiet_console: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from html.parser import HTMLParser
+
+    from spectrn.report import plots
+    from spectrn.report.sweep import recommended_cells
+
+    sw = Sweep(sweep_cfg, "rec", tmp_path, SweepOptions(drafts=["qwen3-0.6b", "qwen3-1.7b"], windows=[5, 7]),
+               quiet_console)  # fmt: skip
+    analysis = sw.run(lambda: FakeRunner()).analysis
+    seen: list[dict[str, tuple[str, int]] | None] = []
+    real = plots.sweep_heatmap
+
+    def spy(*args: object, **kwargs: object) -> Path:
+        seen.append(kwargs.get("recommended"))  # type: ignore[arg-type]
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(plots, "sweep_heatmap", spy)
+    chosen = {r["scope"]: (r["chosen"]["draft"], r["chosen"]["window"]) for r in analysis["recommendations"]
+              if r["chosen"] and r["level"] == "c4"}  # fmt: skip
+    assert chosen and recommended_cells(analysis, "c4") == chosen
+    analysis["recommendations"][0]["text"] += " <script>alert(1)</script> ![x](http://evil.invalid/x.png)"
+    html = write_report(sw.sweep_dir, analysis).read_text()
+    assert seen == [chosen]  # the heatmap outlines the sweep's own recommendation per class
+    assert "<script>" not in html and "&lt;script&gt;" in html
+
+    class Refs(HTMLParser):
+        refs: list[str] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            self.refs += [v or "" for k, v in attrs if k in ("src", "href", "srcset", "action", "data")]
+
+    parser = Refs()
+    parser.feed(html)
+    assert parser.refs and all(r.startswith("data:image/png;base64,") for r in parser.refs)
+    assert "<table>" in html and "<h2>Recommendations</h2>" in html and "<strong>Output equivalence" in html

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rich.console import Console
-
 from doubles.kube_fake import FakeKube
+from spectrn.events import Event
 from spectrn.spec.config import build_config
 from spectrn.sweep.grid import Cell
 from spectrn.sweep.orchestrate import Sweep, SweepOptions
@@ -23,8 +22,8 @@ def test_cluster_sweep_redeploys_speculative_per_configuration(tmp_path: Path) -
         environ={},
     )  # fmt: skip
     fake = FakeKube()
-    console = Console(stderr=True, quiet=True)
-    runner = ClusterRunner(fake, cfg, "Cluster_Sweep", console, clock=fake.clock, sleep=fake.sleep, poll_s=30)
+    events: list[Event] = []
+    runner = ClusterRunner(fake, cfg, "Cluster_Sweep", events.append, clock=fake.clock, sleep=fake.sleep, poll_s=30)
     cells = {
         runner.run_id(Cell(d, w, lv)): Cell(d, w, lv) for d in ("qwen3-1.7b",) for w in (5, 7) for lv in ("c1", "c4")
     }
@@ -42,10 +41,16 @@ def test_cluster_sweep_redeploys_speculative_per_configuration(tmp_path: Path) -
 
     fake.job_files = job_files
     sw = Sweep(
-        cfg, "cl", tmp_path / "results", SweepOptions(drafts=["qwen3-1.7b"], windows=[5, 7], quiet=True), console
+        cfg, "cl", tmp_path / "results", SweepOptions(drafts=["qwen3-1.7b"], windows=[5, 7], quiet=True), events.append
     )
     result = sw.run(lambda: runner)
     assert len(result.ran) == 4
+    said = [e.text for e in events if e.kind != "progress"]
+    assert "deploying the shared baseline (reused when already up to date)" in said
+    assert said.count("deploying speculative service: qwen3-1.7b window 5") == 1  # once per configuration
+    deploys = [e for e in events if e.kind == "progress" and e.fields["unit"] == "services"]
+    assert {e.text for e in deploys} == {"deploy baseline", "deploy speculative"}  # readiness as progress
+    assert deploys[-1].fields["completed"] == deploys[-1].fields["total"]
     # every cell ran against a speculative Deployment configured with that cell's window
     for run_id, args in seen:
         w = str(cells[run_id].window)

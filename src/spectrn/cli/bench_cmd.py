@@ -5,16 +5,19 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from spectrn.cli.common import (
+    OUT_DIR_HELP,
     ConfigOpt,
     ContextOpt,
     DraftOpt,
     KubeconfigOpt,
     KubeNamespaceOpt,
+    Output,
+    OutputOpt,
     SetOpt,
     WindowOpt,
     config_from_cli,
@@ -25,22 +28,39 @@ from spectrn.cli.common import (
 from spectrn.cli.show import finish_and_show, show_finished
 from spectrn.errors import ConfigError
 
+if TYPE_CHECKING:
+    from spectrn.cli.progress import EventView
+
 # this module's commands; spectrn.cli.main adds them to the app
 commands = typer.Typer()
 
 EndpointOpt = Annotated[
     list[str] | None,
     typer.Option(
-        "--endpoint", "-e", help="NAME=URL of an OpenAI-compatible server (repeat: baseline=..., speculative=...)."
+        "--endpoint",
+        "-e",
+        metavar="NAME=URL",
+        help="An OpenAI-compatible server (repeat: baseline=..., speculative=...).",
     ),
 ]
-OutDirOpt = Annotated[Path, typer.Option("--out-dir", help="Results root; the run goes to OUT_DIR/RUN_ID.")]
-RunIdOpt = Annotated[str | None, typer.Option("--run-id", help="Run id (default: time stamp + draft + window).")]
+OutDirOpt = Annotated[Path, typer.Option("--out-dir", metavar="DIR", help=OUT_DIR_HELP)]
+RunIdOpt = Annotated[
+    str | None, typer.Option("--run-id", metavar="ID", help="Run id (default: time stamp + draft + window).")
+]
 ModelOpt = Annotated[
-    str | None, typer.Option("--model", help="Model name to request (default: what /v1/models lists).")
+    str | None,
+    typer.Option("--model", metavar="NAME", help="Model name to request (default: what /v1/models lists)."),
 ]
 PromptsOpt = Annotated[
-    str | None, typer.Option("--prompts", help="Prompt set: structured, open, sample, all, or a YAML file.")
+    str | None,
+    typer.Option("--prompts", metavar="SET|FILE", help="Prompt set: structured, open, sample, all, or a YAML file."),
+]
+ConcurrencyOpt = Annotated[
+    str | None, typer.Option("--concurrency", metavar="1,4,16", help="Closed-loop load levels (comma-separated).")
+]
+RuntimeOpt = Annotated[
+    str,
+    typer.Option("--runtime", metavar="sim|vllm-cpu", help="Local runtime when no --endpoint is given."),
 ]
 
 
@@ -99,30 +119,38 @@ def bench(
     local: Annotated[
         bool, typer.Option("--local", help="Run locally: against --endpoint URLs, or start a local runtime.")
     ] = False,
-    runtime: Annotated[
-        str, typer.Option("--runtime", help="Local runtime when no --endpoint is given: sim or vllm-cpu.")
-    ] = "sim",
+    runtime: RuntimeOpt = "sim",
     prompts: PromptsOpt = None,
-    concurrency: Annotated[str | None, typer.Option("--concurrency", help="Closed-loop levels, e.g. 1,4,16.")] = None,
-    rate: Annotated[float | None, typer.Option("--rate", help="Open-loop Poisson rate (req/s per endpoint).")] = None,
+    concurrency: ConcurrencyOpt = None,
+    rate: Annotated[
+        float | None, typer.Option("--rate", metavar="REQ/S", help="Open-loop Poisson rate (req/s per endpoint).")
+    ] = None,
     requests: Annotated[
-        int | None, typer.Option("--requests", help="Measured requests per endpoint and level.")
+        int | None, typer.Option("--requests", metavar="N", help="Measured requests per endpoint and level.")
     ] = None,
-    max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Output tokens per request.")] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option("--max-tokens", metavar="N", help="Output tokens per request.")
+    ] = None,
     input_tokens: Annotated[
-        int | None, typer.Option("--input-tokens", help="Shape prompts to this many input tokens.")
+        int | None, typer.Option("--input-tokens", metavar="N", help="Shape prompts to this many input tokens.")
     ] = None,
-    api: Annotated[str | None, typer.Option("--api", help="chat or completions.")] = None,
-    mode: Annotated[str | None, typer.Option("--mode", help="simultaneous or interleaved.")] = None,
+    api: Annotated[str | None, typer.Option("--api", metavar="chat|completions", help="OpenAI API to call.")] = None,
+    mode: Annotated[
+        str | None,
+        typer.Option("--mode", metavar="simultaneous|interleaved", help="How the two endpoints share the schedule."),
+    ] = None,
     model: ModelOpt = None,
     time_scale: Annotated[
-        float | None, typer.Option("--time-scale", help="Simulator time scale (runtime sim).")
+        float | None, typer.Option("--time-scale", metavar="X", help="Simulator time scale (runtime sim).")
     ] = None,
-    engine: Annotated[str, typer.Option("--engine", help="In-cluster load generator: spectrn or llmperf.")] = "spectrn",
+    engine: Annotated[
+        str, typer.Option("--engine", metavar="spectrn|llmperf", help="In-cluster load generator.")
+    ] = "spectrn",
     run_id: RunIdOpt = None,
     out_dir: OutDirOpt = Path("results"),
     publish: Annotated[bool, typer.Option("--publish", help="Publish to CloudWatch after the run is on disk.")] = False,
     report: Annotated[bool, typer.Option("--report/--no-report", help="Write the HTML/PNG report.")] = True,
+    output: OutputOpt = Output.table,
     context: ContextOpt = None,
     kubeconfig: KubeconfigOpt = None,
     namespace: KubeNamespaceOpt = None,
@@ -131,6 +159,7 @@ def bench(
 
     Without --local or --endpoint, the load runs as a Job in the cluster next to the deployed services
     (--context / --kubeconfig / --namespace choose the cluster, as for `spectrn deploy`)."""
+    from spectrn.cli.progress import EventView
     from spectrn.loadgen.bench import check_run_id, new_run_id
 
     console = err_console()
@@ -147,7 +176,8 @@ def bench(
     unknown_setup = bool(endpoints) and not declared  # servers spectrn did not start and nobody described
     rid = check_run_id(run_id) if run_id else new_run_id(cfg, label="endpoints" if unknown_setup else None)
     if endpoints or local:
-        run_dir = _bench_local(cfg, endpoints, runtime, rid, out_dir, model, time_scale, console, declared=declared)
+        with EventView(console) as view:
+            run_dir = _bench_local(cfg, endpoints, runtime, rid, out_dir, model, time_scale, view, declared=declared)
         engine = "spectrn"
     else:
         from spectrn.collect.incluster import run_incluster_bench
@@ -161,8 +191,9 @@ def bench(
                 hint=f"{e.hint}; or bench without a cluster: `spectrn bench --local` (simulator) or "
                 "`spectrn bench --endpoint baseline=URL --endpoint speculative=URL`",
             ) from None
-        run_dir = run_incluster_bench(cfg, rid, engine, console, kube, out_root=out_dir)
-    finish_and_show(run_dir, console, report=report, publish=publish)
+        with EventView(console) as view:
+            run_dir = run_incluster_bench(cfg, rid, engine, view, kube, out_root=out_dir)
+    finish_and_show(run_dir, console, report=report, publish=publish, output=output)
 
 
 def _bench_local(
@@ -173,13 +204,13 @@ def _bench_local(
     out_dir: Path,
     model: str | None,
     time_scale: float | None,
-    console: Any,
+    view: EventView,
     *,
     declared: bool = False,
 ) -> Path:
     from spectrn.loadgen.bench import bench_local
 
-    return bench_local(cfg, endpoints, runtime, run_id, out_dir, model, time_scale, console, declared=declared)
+    return bench_local(cfg, endpoints, runtime, run_id, out_dir, model, time_scale, view, declared=declared)
 
 
 @commands.command("loadgen")
@@ -188,20 +219,40 @@ def loadgen(
     config: ConfigOpt = None,
     sets: SetOpt = None,
     prompts_file: Annotated[
-        str | None, typer.Option("--prompts-file", help="Prompt set YAML (overrides bench.prompts).")
+        str | None, typer.Option("--prompts-file", metavar="FILE", help="Prompt set YAML (overrides bench.prompts).")
     ] = None,
-    run_id: Annotated[str, typer.Option("--run-id", help="Run id.")] = "",
-    out: Annotated[Path | None, typer.Option("--out", help="Run folder to write (default results/RUN_ID).")] = None,
+    run_id: Annotated[
+        str,
+        typer.Option("--run-id", metavar="ID", help="Run id (default: a time stamp)."),
+    ] = "",
+    out_dir: Annotated[Path | None, typer.Option("--out-dir", metavar="DIR", help=OUT_DIR_HELP)] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            hidden=True,
+            help="The run folder itself, instead of OUT_DIR/RUN_ID (the load pod's form; the run id defaults to its "
+            "name).",
+        ),
+    ] = None,
     model: ModelOpt = None,
-    shard_index: Annotated[int, typer.Option("--shard-index", help="This pod's shard (Indexed Job).")] = 0,
-    shards: Annotated[int, typer.Option("--shards", help="Number of shards.")] = 1,
+    shard_index: Annotated[int, typer.Option("--shard-index", metavar="I", help="This pod's shard (Indexed Job).")] = 0,
+    shards: Annotated[int, typer.Option("--shards", metavar="N", help="Number of shards.")] = 1,
     analyze: Annotated[bool, typer.Option("--analyze/--no-analyze", help="Write summary.json when done.")] = False,
     hold: Annotated[
-        float, typer.Option("--hold-until-collected", help="Keep running up to SECONDS until OUT/.collected exists.")
+        float,
+        typer.Option(
+            "--hold-until-collected",
+            metavar="SECONDS",
+            help="Keep running up to SECONDS until RUN_DIR/.collected exists.",
+        ),
     ] = 0.0,
-    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bars (pod logs).")] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", help="Progress as plain lines, one per tenth of the run (pod logs).")
+    ] = False,
 ) -> None:
     """The load generator alone (the load pod's entrypoint): run the schedule, write records."""
+    from spectrn.cli.progress import EventView
     from spectrn.loadgen.bench import check_run_id, execute, plan_from_config
 
     console = err_console()
@@ -211,21 +262,30 @@ def loadgen(
         raise ConfigError(
             "loadgen needs at least one --endpoint NAME=URL", hint="e.g. --endpoint baseline=http://qwen-vllm:8000"
         )
-    rid = check_run_id(run_id or time.strftime("%Y%m%d-%H%M%S", time.gmtime()))
-    out_root = out.parent if out else Path("results")
-    if out is not None and out.name != rid:
-        raise ConfigError(f"--out {out} must end in the run id {rid}", hint=f"use --out {out.parent / rid}")
+    if out is not None and out_dir is not None:
+        raise ConfigError(
+            "--out and --out-dir both given",
+            hint="--out names the run folder, --out-dir the folder holding runs: use one",
+        )
+    if run_id:
+        rid = check_run_id(run_id)
+    elif out is not None:
+        rid = check_run_id(out.name, source="--out (its folder name is the run id when --run-id is not given)")
+    else:
+        rid = check_run_id(time.strftime("%Y%m%d-%H%M%S", time.gmtime()))
     plan = plan_from_config(
         cfg,
         endpoints,
         run_id=rid,
-        out_root=out_root,
+        out_root=out_dir or Path("results"),
         model=model,
         prompts=prompts_file,
         shard=shard_index,
         shards=shards,
+        run_dir=out,
     )
-    outcome = execute(plan, cfg, console, quiet=quiet)
+    with EventView(console, bars=False if quiet else None) as view:
+        outcome = execute(plan, cfg, view)
     print(json.dumps({"run_id": rid, "out": str(outcome.run_dir), "counts": outcome.counts}), flush=True)
     if analyze:
         from spectrn.finish import finish
@@ -241,25 +301,30 @@ def loadgen(
 
 @commands.command("analyze")
 def analyze(
-    run_dir: Annotated[Path, typer.Argument(help="A run folder, results/<run-id>.")],
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run folder, results/<run-id>.")],
     report: Annotated[bool, typer.Option("--report/--no-report", help="Also write the report.")] = True,
+    output: OutputOpt = Output.table,
 ) -> None:
     """(Re)compute summary.json and local outputs of a run folder; print the comparison table."""
     from spectrn.finish import finish
 
     console = err_console()
-    show_finished(finish(run_dir, report=report), console)
+    show_finished(finish(run_dir, report=report), console, output)
 
 
 @commands.command("ingest-llmperf")
 def ingest_llmperf(
-    results_dir: Annotated[Path, typer.Argument(help="Folder with one llmperf result folder per variant.")],
-    out: Annotated[
+    results_dir: Annotated[
+        Path, typer.Argument(metavar="RESULTS_DIR", help="Folder with one llmperf result folder per variant.")
+    ],
+    out_dir: Annotated[
         Path | None,
-        typer.Option("--out", help="Run folder to create (default: results/<RESULTS_DIR name>)."),
+        typer.Option("--out-dir", metavar="DIR", help="Results root; the run goes to OUT_DIR/<RESULTS_DIR name>."),
     ] = None,
+    out: Annotated[Path | None, typer.Option("--out", hidden=True, help="The run folder itself (older form).")] = None,
     config: ConfigOpt = None,
     sets: SetOpt = None,
+    output: OutputOpt = Output.table,
 ) -> None:
     """Turn llmperf result folders (the sample's load pod) into a spectrn run folder, analysed and reported
     like any run (and publishable with `spectrn publish`)."""
@@ -270,35 +335,71 @@ def ingest_llmperf(
 
     console = err_console()
     cfg = config_from_cli(config, sets, console=console)
-    dest = out if out is not None else Path("results") / results_dir.name
-    safe_output_dir(dest, what="--out")
+    if out is not None and out_dir is not None:
+        raise ConfigError(
+            "--out and --out-dir both given", hint="--out (older form) names the run folder itself: use --out-dir"
+        )
+    dest = out if out is not None else (out_dir or Path("results")) / results_dir.name
+    safe_output_dir(dest, what="--out" if out is not None else "--out-dir")
     meta = RunMeta(run_id=dest.name, spectrn_version="", started_at=time.time(), config=cfg)
     ingest(results_dir, dest, run_id=dest.name, meta=meta)
-    show_finished(finish(dest), console)
+    show_finished(finish(dest), console, output)
 
 
 @commands.command("demo")
 def demo(
-    runtime: Annotated[str, typer.Option("--runtime", help="sim (default) or vllm-cpu (real vLLM on CPU).")] = "sim",
-    time_scale: Annotated[float, typer.Option("--time-scale", help="Simulator time scale (0.25 = 4x faster).")] = 0.25,
-    requests: Annotated[int, typer.Option("--requests", help="Measured requests per endpoint.")] = 36,
+    runtime: Annotated[
+        str, typer.Option("--runtime", metavar="sim|vllm-cpu", help="sim (default) or vllm-cpu (real vLLM on CPU).")
+    ] = "sim",
+    time_scale: Annotated[
+        float, typer.Option("--time-scale", metavar="X", help="Simulator time scale (0.25 = 4x faster).")
+    ] = 0.25,
+    requests: Annotated[int, typer.Option("--requests", metavar="N", help="Measured requests per endpoint.")] = 36,
     out_dir: OutDirOpt = Path("results"),
     config: ConfigOpt = None,
     sets: SetOpt = None,
+    output: OutputOpt = Output.table,
 ) -> None:
     """The whole local pipeline: start baseline + speculative servers, bench structured and open prompts,
     analyse, report, stop the servers."""
+    from spectrn.cli.progress import EventView
+    from spectrn.cli.show import say
     from spectrn.loadgen.bench import new_run_id
 
     console = err_console()
     overrides: dict[str, Any] = {"runtime": "sim", "bench__prompts": "all", "bench__requests": requests}
     if runtime == "vllm-cpu":
         overrides.update(bench__max_tokens=64, bench__api="completions", num_speculative_tokens=4)
-    cfg = config_from_cli(config, sets, console=console, **overrides)
-    rid = new_run_id(cfg, prefix="demo-")
-    console.print(
-        f"[bold]spectrn demo[/]: {cfg.target} baseline vs {cfg.draft} draft, window {cfg.num_speculative_tokens}, "
-        f"runtime {runtime}" + (f" (time scale {time_scale:g})" if runtime == "sim" else "")
-    )
-    run_dir = _bench_local(cfg, {}, runtime, rid, out_dir, None, time_scale, console)
-    finish_and_show(run_dir, console, report=True, publish=False)
+    quiet = ("num_speculative_tokens",) if runtime == "vllm-cpu" else ()  # the tiny tier's window, chosen here
+    cfg = config_from_cli(config, sets, console=console, quiet_about=quiet, **overrides)
+    if runtime == "vllm-cpu":  # the configured draft does not run: the id names what does
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+        rid = f"demo-{stamp}-vllm-cpu-tiny-k{min(cfg.num_speculative_tokens, 8)}"
+    else:
+        rid = new_run_id(cfg, prefix="demo-")
+    for line in demo_header(cfg, runtime, time_scale):
+        say(console, line, style="bold")
+    with EventView(console) as view:
+        run_dir = _bench_local(cfg, {}, runtime, rid, out_dir, None, time_scale, view)
+    finish_and_show(run_dir, console, report=True, publish=False, output=output)
+
+
+def demo_header(cfg: Any, runtime: str, time_scale: float) -> list[str]:
+    """What the demo really runs: the simulator's preset models, or vLLM on CPU's tiny models."""
+    if runtime == "vllm-cpu":
+        from spectrn.runtimes.vllm_cpu import describe_models
+
+        m = describe_models()
+        k = min(cfg.num_speculative_tokens, 8)
+        return [
+            f"spectrn demo: real vLLM on CPU serving tiny offline models ({m['served_model_name']}, "
+            f"{m['context']} of context), baseline vs draft-model speculation, window {k}",
+            f"  target: {m['target']}",
+            f"  draft:  {m['draft']}",
+            "  NOT A PERFORMANCE RESULT: a correctness check of token accounting, acceptance and output "
+            "equivalence on the bytes vLLM really sends; on a CPU, speculation is slower than plain decoding",
+        ]
+    return [
+        f"spectrn demo: {cfg.target} baseline vs {cfg.draft} draft, window {cfg.num_speculative_tokens}, runtime "
+        f"{runtime}" + (f" (simulated Neuron timing, time scale {time_scale:g})" if runtime == "sim" else "")
+    ]

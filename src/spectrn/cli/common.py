@@ -1,7 +1,18 @@
-"""Options and helpers shared by commands: config loading with flag overrides, the console."""
+"""Options and helpers shared by commands: config loading with flag overrides, consoles, output formats.
+
+Conventions every command follows:
+
+- ``-o/--output table|json|yaml``: the format of what a command reports. ``json`` and ``yaml`` put exactly one
+  machine-readable document on stdout; progress, warnings and file locations go to stderr.
+- ``--out-dir DIR``: where a command writes folders (runs, sweeps, a report, manifests). Older spellings
+  (``--out``, render's ``-o``) still work, hidden from ``--help``.
+- Consoles are full width when not a terminal (a file, a pipe, CI): tables are never cut with an ellipsis and
+  sentences never wrapped to an imagined screen.
+"""
 
 from __future__ import annotations
 
+import enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -17,24 +28,83 @@ if TYPE_CHECKING:  # pydantic models and the kubernetes client load only when a 
 
 ConfigOpt = Annotated[
     Path | None,
-    typer.Option("--config", "-c", help="Config file (default: $SPECTRN_CONFIG or ./spectrn.yaml if present)."),
+    typer.Option(
+        "--config", "-c", metavar="FILE", help="Config file (default: $SPECTRN_CONFIG or ./spectrn.yaml if present)."
+    ),
 ]
-DraftOpt = Annotated[str | None, typer.Option("--draft", help="Draft model key, e.g. qwen3-1.7b.")]
-WindowOpt = Annotated[int | None, typer.Option("--window", help="num_speculative_tokens (speculation window).")]
+DraftOpt = Annotated[str | None, typer.Option("--draft", metavar="MODEL", help="Draft model key, e.g. qwen3-1.7b.")]
+WindowOpt = Annotated[
+    int | None, typer.Option("--window", metavar="K", help="num_speculative_tokens (speculation window).")
+]
 SetOpt = Annotated[
     list[str] | None,
-    typer.Option("--set", help="Override any config key: --set bench.concurrency=[8] (value parsed as YAML)."),
+    typer.Option(
+        "--set",
+        metavar="KEY=VALUE",
+        help="Override any config key: --set bench.concurrency=[8] (value parsed as YAML; repeatable).",
+    ),
 ]
 
 # How every command that talks to a cluster reaches it, with kubectl's flag names.
-ContextOpt = Annotated[str | None, typer.Option("--context", help="Kube context (default: the current one).")]
+ContextOpt = Annotated[
+    str | None, typer.Option("--context", metavar="NAME", help="Kube context (default: the current one).")
+]
 KubeconfigOpt = Annotated[
-    Path | None, typer.Option("--kubeconfig", help="Kubeconfig file (default: $KUBECONFIG or ~/.kube/config).")
+    Path | None,
+    typer.Option("--kubeconfig", metavar="FILE", help="Kubeconfig file (default: $KUBECONFIG or ~/.kube/config)."),
 ]
 KubeNamespaceOpt = Annotated[
     str | None,
-    typer.Option("--namespace", "-n", help="Kubernetes namespace (default: the config's `namespace`, spectrn)."),
+    typer.Option(
+        "--namespace",
+        "-n",
+        metavar="NAME",
+        help="Kubernetes namespace (default: the config's `namespace`, spectrn).",
+    ),
 ]
+
+
+class Output(enum.StrEnum):
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+
+
+OutputOpt = Annotated[
+    Output,
+    typer.Option(
+        "--output",
+        "-o",
+        metavar="table|json|yaml",
+        case_sensitive=False,
+        help="Output format: table (for people) or json / yaml (one document on stdout; progress and warnings on "
+        "stderr).",
+    ),
+]
+OUT_DIR_HELP = "Results root; the run goes to OUT_DIR/RUN_ID."
+# Older spellings of --out-dir, accepted and hidden from --help.
+OldOutOpt = Annotated[Path | None, typer.Option("--out", hidden=True)]
+
+
+def out_dir_of(out_dir: Path | None, old: Path | None, default: Path, *, old_flag: str = "--out") -> Path:
+    """``--out-dir``, or its hidden older spelling, or ``default``; both at once is an error."""
+    if out_dir is not None and old is not None and out_dir != old:
+        raise ConfigError(
+            f"--out-dir {out_dir} and {old_flag} {old} both given", hint=f"{old_flag} is --out-dir's old name: use one"
+        )
+    return out_dir or old or default
+
+
+def print_document(data: Any, output: Output) -> None:
+    """``data`` (JSON-compatible) as one JSON or YAML document on stdout."""
+    import json
+
+    if output == Output.yaml:
+        import yaml
+
+        typer.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=10_000), nl=False)
+    else:
+        typer.echo(json.dumps(data, indent=2))
 
 
 def levels_flag(concurrency: str | None) -> list[int] | None:
@@ -48,11 +118,25 @@ def levels_flag(concurrency: str | None) -> list[int] | None:
         ) from None
 
 
-def err_console() -> Console:
-    console = Console(stderr=True)
-    if not console.is_terminal:  # logs and CI: wide enough for the comparison table
-        console = Console(stderr=True, width=140)
+# A console that is not a terminal has no width to fit: tables and sentences are printed whole.
+UNBOUNDED_WIDTH = 10_000
+
+
+def _console(stderr: bool) -> Console:
+    console = Console(stderr=stderr)
+    if not console.is_terminal:
+        console = Console(stderr=stderr, width=UNBOUNDED_WIDTH)
     return console
+
+
+def err_console() -> Console:
+    """Progress, warnings and (in table output) results: stderr."""
+    return _console(stderr=True)
+
+
+def out_console() -> Console:
+    """Results a command prints for people on stdout (``report``, ``compare``, ``status``)."""
+    return _console(stderr=False)
 
 
 def parse_sets(items: list[str] | None) -> dict[str, Any]:
@@ -105,6 +189,7 @@ def config_from_cli(
     console: Console | None = None,
     cluster: bool | None = None,
     load_job: bool | None = None,
+    quiet_about: tuple[str, ...] = (),
     **flags: Any,
 ) -> SpectrnConfig:
     """Load the config, apply ``--set`` then explicit flags (``draft=..., num_speculative_tokens=...``).
@@ -112,7 +197,8 @@ def config_from_cli(
     ``cluster``: the command renders or deploys for a cluster, so cluster-only warnings are shown (the
     placeholder bucket, DRA on Auto Mode) and a spectrn image without a registry is refused (for the
     simulator's pods, and with ``load_job`` for the load Job). Default: the running command is one of
-    ``CLUSTER_COMMANDS`` without ``--local``."""
+    ``CLUSTER_COMMANDS`` without ``--local``. ``quiet_about``: config keys whose warnings are not shown
+    (values the command itself chose)."""
     from spectrn.spec.config import load_config
 
     name, params = _running_command()
@@ -134,6 +220,8 @@ def config_from_cli(
     if cluster:
         messages += cfg.cluster_warnings() + cfg.check_cluster_images(load_job=load_job)
     for msg in messages:
+        if msg.startswith(tuple(f"{key}:" for key in quiet_about)):
+            continue  # the command set this value itself, on purpose
         console.print(f"[yellow]warning:[/] {escape(msg)}", highlight=False)
     return cfg
 

@@ -34,9 +34,12 @@ def splice(text: str, table: str, *, where: str = "README.md") -> str:
 @commands.command("config-reference")
 def config_reference(
     write: Annotated[
-        Path | None, typer.Option("--write", help="Refresh the table between the markers in this file (README.md).")
+        Path | None,
+        typer.Option("--write", metavar="FILE", help="Refresh the table between the markers in this file (README.md)."),
     ] = None,
-    check: Annotated[Path | None, typer.Option("--check", help="Exit non-zero if this file's table is stale.")] = None,
+    check: Annotated[
+        Path | None, typer.Option("--check", metavar="FILE", help="Exit non-zero if this file's table is stale.")
+    ] = None,
 ) -> None:
     """Print the configuration reference (Markdown), or refresh / check it in README.md."""
     from spectrn.paths import atomic_write_text
@@ -68,7 +71,8 @@ def config_reference(
 @commands.command("schemas")
 def schemas(
     write: Annotated[
-        Path | None, typer.Option("--write", help="Write the JSON Schemas into this folder (e.g. docs/schemas).")
+        Path | None,
+        typer.Option("--write", metavar="DIR", help="Write the JSON Schemas into this folder (e.g. docs/schemas)."),
     ] = None,
 ) -> None:
     """The JSON Schemas of summary.json, run.json and requests.jsonl (print their names, or write them)."""

@@ -18,12 +18,20 @@ from spectrn.cli.common import (
     DraftOpt,
     KubeconfigOpt,
     KubeNamespaceOpt,
+    OldOutOpt,
+    Output,
+    OutputOpt,
     SetOpt,
     WindowOpt,
     config_from_cli,
     connect_cluster,
     err_console,
+    out_console,
+    out_dir_of,
+    print_document,
 )
+from spectrn.cli.show import print_table
+from spectrn.errors import printable
 
 # this module's commands; spectrn.cli.main adds them to the app
 commands = typer.Typer()
@@ -45,6 +53,7 @@ _PHASE_STYLE = {"Ready": "green", "Failed": "red", "Absent": "dim"}
 
 def _states_table(states: list[ServiceState], *, elapsed: float | None = None) -> Any:
     from rich.table import Table
+    from rich.text import Text
 
     title = f"spectrn services ({elapsed:.0f} s)" if elapsed is not None else "spectrn services"
     table = Table(title=title, title_justify="left")
@@ -52,27 +61,35 @@ def _states_table(states: list[ServiceState], *, elapsed: float | None = None) -
         table.add_column(col, overflow="fold")
     for s in states:
         style = _PHASE_STYLE.get(s.phase, "yellow")
-        table.add_row(
-            s.variant,
-            s.name,
-            f"[{style}]{s.phase}[/]",
-            f"{s.ready}/{s.desired}",
-            s.window,
-            s.age,
-            s.image,
-            s.detail[:160],
-        )
+        cells = [s.variant, s.name, s.phase, f"{s.ready}/{s.desired}", s.window, s.age, s.image, s.detail[:160]]
+        table.add_row(*(Text(printable(c), style=style if i == 2 else "") for i, c in enumerate(cells)))
     return table
 
 
-class LiveView:
-    """A live table on a terminal; one line per change elsewhere (CI logs)."""
+def _wait_line(states: list[ServiceState], elapsed: float, budget_s: float) -> str:
+    """Readiness progress with the time left of the startup budget (the expected time to ready)."""
+    from spectrn.events import fmt_duration
 
-    def __init__(self, console: Console) -> None:
+    ready = sum(1 for s in states if s.done)
+    if ready == len(states):
+        left = "done"
+    elif elapsed < budget_s:
+        left = f"about {fmt_duration(budget_s - elapsed)} left of the {fmt_duration(budget_s)} startup budget"
+    else:
+        left = f"{fmt_duration(elapsed - budget_s)} over the {fmt_duration(budget_s)} startup budget"
+    return f"ready: {ready}/{len(states)} services, elapsed {fmt_duration(elapsed)}, {left}"
+
+
+class LiveView:
+    """A live table with a progress line on a terminal; one line per change elsewhere (CI logs)."""
+
+    def __init__(self, console: Console, budget_s: float = 0.0) -> None:
         self.console = console
         self.start = time.monotonic()
         self.live: Any = None
         self.last: dict[str, tuple[str, str]] = {}
+        self.budget_s = budget_s
+        self.ready = -1
 
     def __enter__(self) -> LiveView:
         if self.console.is_terminal:
@@ -87,10 +104,15 @@ class LiveView:
             self.live.__exit__(None, None, None)
 
     def update(self, states: list[ServiceState]) -> None:
+        from rich.console import Group
+        from rich.text import Text
+
         elapsed = time.monotonic() - self.start
+        line = _wait_line(states, elapsed, self.budget_s)
         if self.live is not None:
-            self.live.update(_states_table(states, elapsed=elapsed))
+            self.live.update(Group(_states_table(states, elapsed=elapsed), Text(line, style="cyan")))
             return
+        ready = sum(1 for s in states if s.done)
         for s in states:
             key = (s.phase, s.detail)
             if self.last.get(s.name) != key:
@@ -100,19 +122,23 @@ class LiveView:
                     highlight=False,
                     markup=False,
                 )
+        if ready != self.ready:
+            self.ready = ready
+            self.console.print(line, style="dim", highlight=False, markup=False, soft_wrap=True)
 
 
 def print_plan(console: Console, plan: Plan, findings: list[Finding]) -> None:
     from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title=f"plan: {plan.summary()}", title_justify="left")
     for col in ("action", "object", "note"):
         table.add_column(col, overflow="fold")
     colors = {"create": "green", "update": "yellow", "replace": "red", "unchanged": "dim", "keep": "dim"}
     for item in plan.items:
-        table.add_row(f"[{colors[item.action]}]{item.action}[/]", item.name, item.reason)
-    console.print(table)
+        table.add_row(f"[{colors[item.action]}]{item.action}[/]", Text(item.name), Text(item.reason))
+    print_table(console, table)
     marks = {"ok": "[green]ok[/]   ", "warn": "[yellow]warn[/] ", "error": "[red]error[/]"}
     console.print("pre-flight:")
     for f in findings:
@@ -126,14 +152,21 @@ def deploy_cmd(
     draft: DraftOpt = None,
     window: WindowOpt = None,
     sets: SetOpt = None,
-    only: Annotated[str | None, typer.Option("--only", help="Deploy one service: baseline or speculative.")] = None,
+    only: Annotated[
+        str | None,
+        typer.Option("--only", metavar="baseline|speculative", help="Deploy one service: baseline or speculative."),
+    ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the plan, the pre-flight findings and the objects; apply nothing.")
     ] = False,
     timeout: Annotated[
         float | None,
         typer.Option(
-            "--timeout", min=1, max=7 * 86400, help="Seconds to wait for readiness (default: startup budget + 30 min)."
+            "--timeout",
+            metavar="SECONDS",
+            min=1,
+            max=7 * 86400,
+            help="Seconds to wait for readiness (default: startup budget + 30 min).",
         ),
     ] = None,
     context: ContextOpt = None,
@@ -166,7 +199,7 @@ def deploy_cmd(
         typer.echo(to_yaml(changes) if changes else "# nothing to apply: the cluster matches the configuration")
         return
     kube = connect_cluster(context, kubeconfig)
-    with LiveView(console) as view:
+    with LiveView(console, budget_s=cfg.probes.startup_budget_s) as view:
         report = deploy(
             kube,
             cfg,
@@ -183,7 +216,7 @@ def deploy_cmd(
             f"unchanged {len(applied.unchanged)}",
             highlight=False,
         )
-    console.print(_states_table(report.states))
+    print_table(console, _states_table(report.states))
     console.print("[green]both services are ready[/]" if only is None else f"[green]{only} service is ready[/]")
 
 
@@ -194,16 +227,38 @@ def status_cmd(
     context: ContextOpt = None,
     kubeconfig: KubeconfigOpt = None,
     namespace: KubeNamespaceOpt = None,
+    output: OutputOpt = Output.table,
 ) -> None:
     """Show both services: phase, ready replicas, window, image and what is wrong if anything."""
-    from rich.console import Console
-
     from spectrn.deploy.service import status
 
     cfg = config_from_cli(config, sets, console=err_console(), namespace=namespace)
     kube = connect_cluster(context, kubeconfig)
     states = status(kube, cfg)
-    Console().print(_states_table(states))
+    if output == Output.table:
+        print_table(out_console(), _states_table(states))
+    else:
+        print_document({"namespace": cfg.namespace, "services": [_state_dict(s) for s in states]}, output)
+
+
+def _state_dict(s: ServiceState) -> dict[str, Any]:
+    d = s.diagnosis
+    return {
+        "variant": s.variant,
+        "deployment": s.name,
+        "phase": s.phase,
+        "ready": s.ready,
+        "desired": s.desired,
+        "window": s.window,
+        "age": s.age,
+        "image": s.image,
+        "detail": s.detail,
+        "diagnosis": (
+            {"cause": d.cause, "detail": d.detail, "next_step": d.next_step, "fatal": d.fatal, "pod": d.pod}
+            if d is not None
+            else None
+        ),
+    }
 
 
 @commands.command("teardown")
@@ -220,7 +275,8 @@ def teardown_cmd(
         ),
     ] = True,
     timeout: Annotated[
-        float, typer.Option("--timeout", min=1, max=86400, help="Seconds to wait for the namespace to go.")
+        float,
+        typer.Option("--timeout", metavar="SECONDS", min=1, max=86400, help="Seconds to wait for the namespace to go."),
     ] = 600,
     context: ContextOpt = None,
     kubeconfig: KubeconfigOpt = None,
@@ -255,38 +311,53 @@ def teardown_cmd(
 
 @commands.command("collect")
 def collect_cmd(
-    run_id: Annotated[str, typer.Argument(help="Run id of a load Job whose results were not collected.")],
+    run_id: Annotated[
+        str, typer.Argument(metavar="RUN_ID", help="Run id of a load Job whose results were not collected.")
+    ],
     config: ConfigOpt = None,
     sets: SetOpt = None,
-    out: Annotated[Path, typer.Option("--out", help="Folder holding run folders.")] = Path("results"),
+    out_dir: Annotated[
+        Path | None, typer.Option("--out-dir", metavar="DIR", help="Results root; the run goes to OUT_DIR/RUN_ID.")
+    ] = None,
+    out: OldOutOpt = None,
     timeout: Annotated[
-        float, typer.Option("--timeout", min=0, max=7 * 86400, help="Seconds to wait for the pods to finish.")
+        float,
+        typer.Option(
+            "--timeout", metavar="SECONDS", min=0, max=7 * 86400, help="Seconds to wait for the pods to finish."
+        ),
     ] = 600,
     report: Annotated[bool, typer.Option("--report/--no-report", help="Write the HTML/PNG report.")] = True,
+    output: OutputOpt = Output.table,
     context: ContextOpt = None,
     kubeconfig: KubeconfigOpt = None,
     namespace: KubeNamespaceOpt = None,
 ) -> None:
     """Fetch the results of an in-cluster bench (e.g. after the CLI died), analyse them, delete the Job."""
+    from spectrn.cli.progress import EventView
     from spectrn.cli.show import finish_and_show
     from spectrn.collect.incluster import collect
 
     console = err_console()
+    root = out_dir_of(out_dir, out, Path("results"))
     cfg = config_from_cli(config, sets, console=console, namespace=namespace)
     kube = connect_cluster(context, kubeconfig)
-    collected = collect(kube, cfg.namespace, run_id, out_root=out, console=console, timeout_s=timeout)
-    finish_and_show(collected.run_dir, console, report=report)
-    typer.echo(str(collected.run_dir))
+    with EventView(console) as view:
+        collected = collect(kube, cfg.namespace, run_id, out_root=root, on_event=view, timeout_s=timeout)
+    finish_and_show(collected.run_dir, console, report=report, output=output)
+    if output == Output.table:
+        typer.echo(str(collected.run_dir))
 
 
 @kind_app.command("fake-neuron")
 def fake_neuron_cmd(
-    node: Annotated[list[str] | None, typer.Option("--node", help="Node to patch (repeatable; default: all).")] = None,
+    node: Annotated[
+        list[str] | None, typer.Option("--node", metavar="NODE", help="Node to patch (repeatable; default: all).")
+    ] = None,
     neuron: Annotated[
-        int, typer.Option("--neuron", min=1, max=1024, help="aws.amazon.com/neuron devices per node.")
+        int, typer.Option("--neuron", metavar="N", min=1, max=1024, help="aws.amazon.com/neuron devices per node.")
     ] = 16,
     neuroncore: Annotated[
-        int, typer.Option("--neuroncore", min=1, max=8192, help="aws.amazon.com/neuroncore per node.")
+        int, typer.Option("--neuroncore", metavar="N", min=1, max=8192, help="aws.amazon.com/neuroncore per node.")
     ] = 128,
     context: ContextOpt = None,
     kubeconfig: KubeconfigOpt = None,

@@ -15,7 +15,7 @@ commands = typer.Typer()
 
 @commands.command("init")
 def init(
-    path: Annotated[Path, typer.Argument(help="File to write.")] = Path("spectrn.yaml"),
+    path: Annotated[Path, typer.Argument(metavar="FILE", help="File to write.")] = Path("spectrn.yaml"),
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
     """Write a commented default configuration file."""

@@ -21,7 +21,7 @@ app = typer.Typer(
     name="spectrn",
     help="Benchmark speculative decoding on vLLM/AWS Trainium: render, deploy, bench, analyse, publish, sweep.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
@@ -74,7 +74,7 @@ def _register() -> None:
 def main(argv: list[str] | None = None) -> None:
     _register()
     try:
-        rc = app(args=argv, standalone_mode=False)
+        rc = app(args=argv, prog_name="spectrn", standalone_mode=False)
     except SpectrnError as e:
         typer.echo(f"{type(e).__name__}: {e}", err=True)
         sys.exit(e.exit_code)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from spectrn.cli.common import err_console
+from spectrn.cli.common import Output, OutputOpt, err_console, print_document
 
 if TYPE_CHECKING:
     from spectrn.run.folder import RunFolder
@@ -16,27 +16,40 @@ if TYPE_CHECKING:
 # this module's commands; spectrn.cli.main adds them to the app
 commands = typer.Typer()
 
-RunDirArg = Annotated[Path, typer.Argument(help="Run folder, e.g. results/<run-id>.")]
+RunDirArg = Annotated[Path, typer.Argument(metavar="RUN_DIR", help="Run folder, e.g. results/<run-id>.")]
 NamespaceOpt = Annotated[
-    str | None, typer.Option("--namespace", help="CloudWatch namespace (default: the run's cloudwatch.namespace).")
+    str | None,
+    typer.Option(
+        "--namespace", metavar="NAMESPACE", help="CloudWatch namespace (default: the run's cloudwatch.namespace)."
+    ),
 ]
 RegionOpt = Annotated[
     str | None,
-    typer.Option("--region", help="AWS region (default: the run's cloudwatch.region, then the AWS resolution chain)."),
+    typer.Option(
+        "--region",
+        metavar="REGION",
+        help="AWS region (default: the run's cloudwatch.region, then the AWS resolution chain).",
+    ),
 ]
 EndpointUrlOpt = Annotated[
     str | None,
     typer.Option(
         "--endpoint-url",
+        metavar="URL",
         help="CloudWatch endpoint (a local test server, a VPC endpoint); default: AWS_ENDPOINT_URL_CLOUDWATCH or AWS.",
     ),
 ]
 PrefixOpt = Annotated[
-    str | None, typer.Option("--prefix", help="Dashboard name prefix (default: the run's cloudwatch.dashboard_prefix).")
+    str | None,
+    typer.Option(
+        "--prefix", metavar="PREFIX", help="Dashboard name prefix (default: the run's cloudwatch.dashboard_prefix)."
+    ),
 ]
 RunIdOpt = Annotated[
     str | None,
-    typer.Option("--run-id", help="Publish under this RunId instead of the run's own (e.g. a sweep's id)."),
+    typer.Option(
+        "--run-id", metavar="ID", help="Publish under this RunId instead of the run's own (e.g. a sweep's id)."
+    ),
 ]
 
 
@@ -61,7 +74,9 @@ def publish(
     storage_resolution: Annotated[
         int | None,
         typer.Option(
-            "--storage-resolution", help="1 (high resolution) or 60 (default: cloudwatch.storage_resolution)."
+            "--storage-resolution",
+            metavar="1|60",
+            help="1 (high resolution) or 60 (default: cloudwatch.storage_resolution).",
         ),
     ] = None,
     dashboard: Annotated[
@@ -88,12 +103,16 @@ def publish(
         typer.Option("--skip-nonfinite", help="Drop NaN/Inf values (listed in publish.json) instead of failing."),
     ] = False,
     max_attempts: Annotated[
-        int, typer.Option("--max-attempts", min=1, max=20, help="Attempts per call (botocore adaptive retries).")
+        int,
+        typer.Option(
+            "--max-attempts", metavar="N", min=1, max=20, help="Attempts per call (botocore adaptive retries)."
+        ),
     ] = 8,
     batch_size: Annotated[
         int,
         typer.Option(
             "--batch-size",
+            metavar="N",
             min=1,
             max=1000,
             help="Datums per PutMetricData call (at most 1000; calls also stay < 1 MB).",
@@ -106,6 +125,7 @@ def publish(
         bool,
         typer.Option("--emf", help="Write metrics.emf.jsonl (Embedded Metric Format) instead of calling CloudWatch."),
     ] = False,
+    output: OutputOpt = Output.table,
 ) -> None:
     """Publish a run's per-request distributions to CloudWatch (re-runnable: sends only unsent batches)."""
     from spectrn.cli.show import publish_progress, say
@@ -117,7 +137,10 @@ def publish(
     folder = _open(run_dir, console)
     if emf:
         path = write_emf(run_dir, namespace=namespace, run_id=run_id)
-        typer.echo(f"wrote {path}")
+        if output != Output.table:
+            print_document({"emf": str(path)}, output)
+        else:
+            typer.echo(f"wrote {path}")
         return
     if dry_run:
         cw = folder.meta.config.cloudwatch
@@ -131,6 +154,13 @@ def publish(
 
             raise PublishError(f"run {plan.run_id} has no measured requests to publish", hint="check requests.jsonl")
         batches = batch_datums(plan.datums, namespace=ns, max_datums=batch_size)
+        if output != Output.table:
+            print_document(
+                {"dry_run": True, "namespace": ns, "run_id": plan.run_id, "calls": len(batches),
+                 "datums": len(plan.datums), "samples": plan.samples, "storage_resolution": res},
+                output,
+            )  # fmt: skip
+            return
         typer.echo(
             f"would send {len(batches)} PutMetricData calls to namespace {ns}: {len(plan.datums)} datums, "
             f"{plan.samples} samples, RunId {plan.run_id}"
@@ -152,6 +182,15 @@ def publish(
         skip_nonfinite=skip_nonfinite,
         max_datums_per_call=batch_size,
     )
+    if output != Output.table:
+        print_document(
+            {"dry_run": False, "namespace": result.namespace, "run_id": result.run_id, "target": result.target,
+             "calls": result.batches, "sent_now": result.sent_now, "already_sent": result.already_sent,
+             "datums": result.datums, "samples": result.samples, "dashboard": result.dashboard,
+             "state": str(result.state_path)},
+            output,
+        )  # fmt: skip
+        return
     for line in result.describe():
         say(console, line)
 
@@ -161,7 +200,8 @@ def dashboard_cmd(
     run_dirs: Annotated[
         list[Path],
         typer.Argument(
-            help="Run folder(s); several (e.g. a sweep's cells published with --run-id) share one dashboard."
+            metavar="RUN_DIR...",
+            help="Run folder(s); several (e.g. a sweep's cells published with --run-id) share one dashboard.",
         ),
     ],
     namespace: NamespaceOpt = None,

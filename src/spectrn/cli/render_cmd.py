@@ -28,7 +28,8 @@ def render(
     window: WindowOpt = None,
     sets: SetOpt = None,
     only: Annotated[
-        str | None, typer.Option("--only", help="Render one service only: baseline or speculative.")
+        str | None,
+        typer.Option("--only", metavar="baseline|speculative", help="Render one service only."),
     ] = None,
     job: Annotated[
         bool,
@@ -38,16 +39,22 @@ def render(
         ),
     ] = False,
     engine: Annotated[
-        str | None, typer.Option("--engine", help="Load Job engine with --job: spectrn (spectrn loadgen) or llmperf.")
+        str | None,
+        typer.Option(
+            "--engine", metavar="spectrn|llmperf", help="Load Job engine with --job: spectrn loadgen or llmperf."
+        ),
     ] = None,
     run_id: Annotated[
         str | None,
-        typer.Option("--run-id", help="Run id of the load Job with --job (default: UTC time, draft and window)."),
+        typer.Option(
+            "--run-id", metavar="ID", help="Run id of the load Job with --job (default: UTC time, draft and window)."
+        ),
     ] = None,
-    out: Annotated[
+    out_dir: Annotated[
         Path | None,
-        typer.Option("--out", "-o", help="Write one file per object into this folder instead of stdout."),
+        typer.Option("--out-dir", metavar="DIR", help="Write one file per object into this folder instead of stdout."),
     ] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", hidden=True)] = None,
     iam_policy: Annotated[
         bool, typer.Option("--iam-policy", help="Print the load pod's least-privilege IAM policy (JSON) and exit.")
     ] = False,
@@ -60,8 +67,11 @@ def render(
     ] = False,
 ) -> None:
     """Render the services' manifests: multi-document YAML on stdout (pipe to `kubectl apply -f -`) or files
-    with -o. The load Job only with --job (`spectrn bench` renders and starts it itself)."""
+    with --out-dir. The load Job only with --job (`spectrn bench` renders and starts it itself)."""
+    from spectrn.cli.common import out_dir_of
     from spectrn.render import manifests as r
+
+    folder = out_dir_of(out_dir, out, Path(), old_flag="-o/--out") if out_dir or out else None
 
     if only is not None and only not in r.VARIANTS:
         raise ConfigError(f"--only {only!r} is not a service", hint="use --only baseline or --only speculative")
@@ -96,8 +106,8 @@ def render(
             run_id or default_run_id(cfg.draft if cfg.uses_draft_model else "medusa", cfg.num_speculative_tokens)
         )
     objects = r.render_objects(cfg, components=components, run_id=rid, engine=engine)
-    if out is None:
+    if folder is None:
         typer.echo(r.to_yaml(objects), nl=False)
         return
-    paths = r.write_objects(objects, out)
-    err_console().print(f"wrote {len(paths)} files to {out}", highlight=False, markup=False)
+    paths = r.write_objects(objects, folder)
+    err_console().print(f"wrote {len(paths)} files to {folder}", highlight=False, markup=False)

@@ -8,30 +8,35 @@ from typing import Annotated
 
 import typer
 
+from spectrn.cli.common import OldOutOpt, Output, OutputOpt, out_dir_of, print_document
+
 # this module's commands; spectrn.cli.main adds them to the app
 commands = typer.Typer()
 
 
 @commands.command("report")
 def report(
-    run_dir: Annotated[Path, typer.Argument(help="Run folder, e.g. results/<run-id>.")],
-    out: Annotated[Path | None, typer.Option("--out", help="Output folder (default: <run folder>/report).")] = None,
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="Run folder, e.g. results/<run-id>.")],
+    out_dir: Annotated[
+        Path | None,
+        typer.Option("--out-dir", metavar="DIR", help="Folder for the report (default: RUN_DIR/report)."),
+    ] = None,
+    out: OldOutOpt = None,
     table: Annotated[bool, typer.Option("--table/--no-table", help="Also print the comparison table.")] = True,
 ) -> None:
     """Write a self-contained HTML report with PNG plots and a Markdown summary for a run."""
-    from rich.console import Console
-
     from spectrn.analyze.run import ensure_summary
-    from spectrn.cli.common import err_console
-    from spectrn.cli.show import warn_unclean
+    from spectrn.cli.common import err_console, out_console
+    from spectrn.cli.show import print_table, warn_unclean
     from spectrn.report.html import build_report
     from spectrn.report.tables import render_table
-    from spectrn.run.folder import RunFolder
+    from spectrn.run.folder import REPORT, RunFolder
 
-    summary = ensure_summary(RunFolder.open(run_dir))
-    index = build_report(run_dir, out)
+    folder = RunFolder.open(run_dir)
+    summary = ensure_summary(folder)
+    index = build_report(run_dir, out_dir_of(out_dir, out, folder.file(REPORT)))
     if table:
-        Console().print(render_table(summary))
+        print_table(out_console(), render_table(summary))
     warn_unclean(err_console(), summary)  # an unclean run is never reported without saying so
     typer.echo(f"report: {index}")
     typer.echo(f"plots: {index.parent}/*.png")
@@ -40,16 +45,18 @@ def report(
 
 @commands.command("compare")
 def compare(
-    run_a: Annotated[Path, typer.Argument(help="First run folder (A, the reference).")],
-    run_b: Annotated[Path, typer.Argument(help="Second run folder (B).")],
+    run_a: Annotated[Path, typer.Argument(metavar="RUN_A", help="First run folder (A, the reference).")],
+    run_b: Annotated[Path, typer.Argument(metavar="RUN_B", help="Second run folder (B).")],
     markdown: Annotated[
-        Path | None, typer.Option("--markdown", help="Also write the comparison as Markdown to this file.")
+        Path | None,
+        typer.Option("--markdown", metavar="FILE", help="Also write the comparison as Markdown to this file."),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON instead of a table.")] = False,
+    output: OutputOpt = Output.table,
+    as_json: Annotated[bool, typer.Option("--json", help="Same as -o json.")] = False,
 ) -> None:
     """Compare two runs: their configuration differences and speedups side by side."""
-    from rich.console import Console
-
+    from spectrn.cli.common import err_console, out_console
+    from spectrn.cli.show import print_table
     from spectrn.errors import ConfigError
     from spectrn.paths import atomic_write_text
     from spectrn.report.compare import compare_markdown, compare_runs, compare_table
@@ -58,14 +65,16 @@ def compare(
         raise ConfigError(f"--markdown {markdown} contains '..'", hint="give a plain path without '..' components")
     cmp = compare_runs(run_a, run_b)
     if as_json:
-        typer.echo(json.dumps(cmp, indent=2))
+        output = Output.json
+    if output != Output.table:
+        print_document(cmp, output)
     else:
-        console = Console()
+        console = out_console()
         for w in cmp["warnings"]:
             console.print(f"WARNING: {w}", style="bold red", markup=False, highlight=False)
         for k, (va, vb) in cmp["provenance_differences"].items():
             console.print(f"provenance differs: {k}: {va} -> {vb}", markup=False, highlight=False)
-        console.print(compare_table(cmp))
+        print_table(console, compare_table(cmp))
         diffs = cmp["config_differences"]
         if diffs:
             console.print("configuration differences (A -> B):", highlight=False)
@@ -73,4 +82,7 @@ def compare(
                 console.print(f"  {k}: {json.dumps(va)} -> {json.dumps(vb)}", highlight=False, markup=False)
     if markdown:
         atomic_write_text(markdown, compare_markdown(cmp))
-        typer.echo(f"wrote {markdown}")
+        if output == Output.table:
+            typer.echo(f"wrote {markdown}")
+        else:
+            err_console().print(f"wrote {markdown}", markup=False, highlight=False, soft_wrap=True)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from spectrn.cli.common import Output, print_document
 from spectrn.errors import printable
 
 if TYPE_CHECKING:
@@ -21,6 +22,14 @@ def say(console: Console, text: str, style: str | None = None) -> None:
     console.print(printable(text), markup=False, highlight=False, style=style, soft_wrap=True)
 
 
+def print_table(console: Console, table: Any) -> None:
+    """A rich table with its title on a line of its own: a title inside the table wraps at the table's width."""
+    if table.title is not None:
+        say(console, str(table.title), style="bold")
+        table.title = None
+    console.print(table)
+
+
 def warn_unclean(console: Console, summary: Summary) -> None:
     """Every NOT A CLEAN RUN / not-a-performance-result warning, in red (a run is never shown without them)."""
     for w in summary.warnings():
@@ -28,27 +37,44 @@ def warn_unclean(console: Console, summary: Summary) -> None:
 
 
 def print_summary(summary: Summary, console: Console) -> None:
-    from spectrn.report.format import headline_lines, provenance_line
+    """The comparison table, provenance, headline and every warning of a run.
+
+    A run that is not a performance result (vLLM on CPU, coalesced streams) says so first, in a banner, and
+    its headline is what it does prove (token accounting, acceptance, output equivalence), not speedups."""
+    from spectrn.report.format import correctness_lines, headline_lines, not_performance_banner, provenance_line
     from spectrn.report.tables import render_table
 
-    console.print(render_table(summary))
+    performance = summary.verdict.performance
+    if not performance:
+        say(console, not_performance_banner(summary), style="bold white on red")
+    print_table(console, render_table(summary))
     say(console, provenance_line(summary), style="dim")
-    for line in headline_lines(summary):
-        say(console, line, style="bold")
+    if performance:
+        for line in headline_lines(summary):
+            say(console, line, style="bold")
+    else:
+        say(console, "correctness (what this run does show; the timings above are not performance figures):")
+        for line in correctness_lines(summary):
+            say(console, f"  {line}", style="bold")
     warn_unclean(console, summary)
     for lv in summary.levels:
         for variant, vs in lv.variants.items():
             for cls, msg in vs.requests.error_examples.items():
                 say(console, f"{variant}: {cls} e.g. {msg}", style="red")
         eq = lv.equivalence
-        if eq is not None and eq.compared:
+        if eq is not None and eq.compared and performance:
             style = "green" if eq.matched == eq.compared else "bold red"
             say(console, f"output equivalence: {eq.matched}/{eq.compared} greedy outputs identical ({eq.basis})", style)
 
 
-def show_finished(done: Finished, console: Console) -> None:
-    """The comparison table, headline and warnings of a finished run, and where its files are."""
-    print_summary(done.summary, console)
+def show_finished(done: Finished, console: Console, output: Output = Output.table) -> None:
+    """A finished run: the comparison table, headline and warnings (``output`` table), or the summary as one
+    JSON / YAML document on stdout with the warnings on ``console``; then where its files are."""
+    if output == Output.table:
+        print_summary(done.summary, console)
+    else:
+        print_document(done.summary.model_dump(mode="json"), output)
+        warn_unclean(console, done.summary)
     if done.emf_path is not None:
         say(console, f"CloudWatch Embedded Metric Format lines: {done.emf_path}", style="dim")
     if done.report_path is not None:
@@ -64,14 +90,16 @@ def publish_progress(console: Console) -> Callable[[int, int], None]:
     return progress
 
 
-def finish_and_show(run_dir: Path, console: Console, *, report: bool = True, publish: bool = False) -> None:
+def finish_and_show(
+    run_dir: Path, console: Console, *, report: bool = True, publish: bool = False, output: Output = Output.table
+) -> None:
     """The one place a command finishes a run folder (analysed once, reported), shows it and, when asked,
     publishes it: local benches, the in-cluster bench (spectrn or llmperf), `spectrn collect`, `analyze`."""
     from spectrn.finish import finish
     from spectrn.loadgen.bench import require_successes
 
     done = finish(run_dir, report=report)
-    show_finished(done, console)
+    show_finished(done, console, output)
     require_successes(done.summary, run_dir)
     if publish:
         from spectrn.publish.publisher import publish_run
@@ -79,3 +107,100 @@ def finish_and_show(run_dir: Path, console: Console, *, report: bool = True, pub
         result = publish_run(run_dir, progress=publish_progress(console))
         for line in result.describe():
             say(console, line)
+
+
+def print_sweep_analysis(analysis: dict[str, Any], console: Console, artifacts: dict[str, str] | None = None) -> None:
+    """A sweep's matrix per load level, recommendations, crossovers, explanations, predictions, equivalence."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from spectrn.report.sweep import PRED_HEADER, matrix_table, prediction_rows, refined_lines
+
+    def table(title: str, header: list[str], rows: list[list[str]], left: tuple[str, ...] = ()) -> None:
+        t = Table(title=Text(title), title_justify="left")
+        for h in header:
+            t.add_column(Text(h), justify="left" if h in left else "right")
+        for row in rows:
+            t.add_row(*(Text(c) for c in row))
+        print_table(console, t)
+
+    for level in analysis.get("levels", []):
+        header, rows = matrix_table(analysis, level)
+        table(f"TPOT p50 speedup (baseline / speculative) at {level}, 95% CI", header, rows, left=("draft",))
+    say(console, "recommendations", style="bold")
+    for r in analysis.get("recommendations", []):
+        say(console, f"  {r['text']}", style="green" if r["meaningful"] else "yellow")
+        if r.get("weights"):
+            say(console, "    (mix weights " + ", ".join(f"{c}={x:.2f}" for c, x in r["weights"].items()) + ")")
+    if analysis.get("crossovers"):
+        say(console, "load crossover", style="bold")
+        for c in analysis["crossovers"]:
+            say(console, f"  {c['text']}")
+    expl = analysis.get("explanations", {})
+    for f in expl.get("cost_fits", []):
+        if "draft_s" in f:
+            ratio = f.get("draft_to_target")
+            say(
+                console,
+                f"  cost model {f['draft']} @ {f['level']}: step(k) = {_ms(f['intercept_s'])} ms + k x "
+                f"{_ms(f['draft_s'])} ms" + (f" (one window token = {ratio:.3f} target steps)" if ratio else ""),
+            )
+    flagged = [e for e in expl.get("cells", []) if e["disagreements"]]
+    if flagged:
+        say(console, "where the textbook expectation and the measurement disagree", style="bold")
+        for e in flagged[:12]:
+            say(console, f"  {e['text']}")
+        if len(flagged) > 12:
+            say(console, f"  ... {len(flagged) - 12} more in analysis.json")
+    pred = analysis.get("prediction")
+    if pred and pred.get("comparison"):
+        table("prediction vs measurement (TPOT)", PRED_HEADER, prediction_rows(pred), left=tuple(PRED_HEADER))
+        if pred.get("choice"):
+            ch = pred["choice"]
+            say(console, f"  predicted optimum: {ch['draft']} window {ch['window']}")
+        for line in refined_lines(pred):
+            say(console, f"  {line}")
+    eq = analysis.get("equivalence", {})
+    if eq.get("compared"):
+        if eq["matched"] == eq["compared"]:
+            say(
+                console,
+                f"output equivalence: {eq['matched']}/{eq['compared']} greedy outputs identical (100%) across all "
+                "cells",
+                style="green",
+            )
+        else:
+            say(
+                console,
+                f"OUTPUT DIVERGENCE: {eq['compared'] - eq['matched']} of {eq['compared']} greedy outputs differ "
+                f"between baseline and speculative ({eq['match_rate']:.1%} match)",
+                style="bold red",
+            )
+            for d in eq["divergences"][:10]:
+                say(
+                    console,
+                    f"  {d['draft']} k{d['window']} @ {d['level']}: prompt {d.get('prompt_id')} (index "
+                    f"{d.get('index')}) first differs at token {d.get('first_divergence')}",
+                    style="red",
+                )
+    if artifacts:
+        say(console, "compiled artifacts", style="bold")
+        for k, v in artifacts.items():
+            say(console, f"  {k}: {v}")
+
+
+def _ms(v: Any) -> str:
+    return f"{v * 1e3:.2f}" if isinstance(v, int | float) else "n/a"
+
+
+def key_value_table(title: str, data: dict[str, Any]) -> Any:
+    """A two-column table of ``data`` (values shown as data, lists joined)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    t = Table(title=Text(title), title_justify="left")
+    t.add_column("figure")
+    t.add_column("value", justify="right")
+    for k, v in data.items():
+        t.add_row(Text(str(k)), Text(", ".join(map(str, v)) if isinstance(v, list) else str(v)))
+    return t

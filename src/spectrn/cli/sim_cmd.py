@@ -8,6 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
+from spectrn.cli.common import Output
+
 # this module's commands; spectrn.cli.main adds them to the app
 commands = typer.Typer()
 
@@ -19,32 +21,49 @@ sim_app = typer.Typer(
 )
 commands.add_typer(sim_app, name="sim")
 
-PresetOpt = Annotated[str, typer.Option("--preset", help="Calibration preset (see `spectrn sim presets`).")]
+PresetOpt = Annotated[
+    str, typer.Option("--preset", metavar="PRESET", help="Calibration preset (see `spectrn sim presets`).")
+]
 SpecOpt = Annotated[bool, typer.Option("--speculative/--baseline", help="Serve with speculative decoding.")]
-DraftOpt = Annotated[str | None, typer.Option("--draft", help="Draft model key (default: the preset's, qwen3-1.7b).")]
-WindowOpt = Annotated[int | None, typer.Option("--window", help="num_speculative_tokens (default: the preset's, 7).")]
+DraftOpt = Annotated[
+    str | None, typer.Option("--draft", metavar="MODEL", help="Draft model key (default: the preset's, qwen3-1.7b).")
+]
+WindowOpt = Annotated[
+    int | None, typer.Option("--window", metavar="K", help="num_speculative_tokens (default: the preset's, 7).")
+]
 TimeScaleOpt = Annotated[
-    float, typer.Option("--time-scale", help="Multiply every simulated duration (0.1 = ten times faster).")
+    float, typer.Option("--time-scale", metavar="X", help="Multiply every simulated duration (0.1 = ten times faster).")
 ]
 ConfigFileOpt = Annotated[
     Path | None,
-    typer.Option("--config-file", help="YAML with any SimSettings keys (cost:, acceptance:, faults:, ...)."),
+    typer.Option(
+        "--config-file", metavar="FILE", help="YAML with any SimSettings keys (cost:, acceptance:, faults:, ...)."
+    ),
 ]
 SetOpt = Annotated[
     list[str] | None,
-    typer.Option("--set", help="Override one model parameter: --set cost.weights_read_s=0.04 (repeatable)."),
+    typer.Option(
+        "--set",
+        metavar="GROUP.NAME=VALUE",
+        help="Override one model parameter: --set cost.weights_read_s=0.04 (repeatable).",
+    ),
 ]
 ProfileOpt = Annotated[
     str | None,
     typer.Option(
         "--profile",
+        metavar="PROFILE",
         help="Server imitated on the wire: neuron-fork (the 0.9.1 Neuron DLC), vllm-neuron (plugin 0.2.x) or "
         "upstream (vLLM V1). Default: the preset's (neuron-fork for the Neuron presets).",
     ),
 ]
 PresetFileOpt = Annotated[
     Path | None,
-    typer.Option("--preset-file", help="A whole preset in YAML (see `spectrn sim presets --yaml`); replaces --preset."),
+    typer.Option(
+        "--preset-file",
+        metavar="FILE",
+        help="A whole preset in YAML (see `spectrn sim presets --yaml`); replaces --preset.",
+    ),
 ]
 
 
@@ -87,40 +106,59 @@ def _preset_from_file(path: Path | None) -> dict[str, Any] | None:
 @sim_app.command("serve")
 def serve(
     ctx: typer.Context,
-    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="TCP port.")] = 8000,
-    host: Annotated[str, typer.Option("--host", help="Address to bind (0.0.0.0 inside a container).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", metavar="PORT", min=1, max=65535, help="TCP port.")] = 8000,
+    host: Annotated[
+        str, typer.Option("--host", metavar="ADDRESS", help="Address to bind (0.0.0.0 inside a container).")
+    ] = "127.0.0.1",
     preset: PresetOpt = "qwen3-32b-trn2",
     preset_file: PresetFileOpt = None,
     profile: ProfileOpt = None,
     speculative: SpecOpt = False,
     draft: DraftOpt = None,
     window: WindowOpt = None,
-    max_num_seqs: Annotated[int | None, typer.Option("--max-num-seqs", help="Batch limit (default: preset).")] = None,
+    max_num_seqs: Annotated[
+        int | None, typer.Option("--max-num-seqs", metavar="N", help="Batch limit (default: preset).")
+    ] = None,
     max_model_len: Annotated[
-        int | None, typer.Option("--max-model-len", help="Context limit (default: preset).")
+        int | None, typer.Option("--max-model-len", metavar="TOKENS", help="Context limit (default: preset).")
     ] = None,
     time_scale: TimeScaleOpt = 1.0,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of output text, acceptance draws and faults.")] = 0,
+    seed: Annotated[
+        int, typer.Option("--seed", metavar="N", help="Seed of output text, acceptance draws and faults.")
+    ] = 0,
     served_model_name: Annotated[
-        str | None, typer.Option("--served-model-name", help="Model name clients send (default: target HF id).")
+        str | None,
+        typer.Option("--served-model-name", metavar="NAME", help="Model name clients send (default: target HF id)."),
     ] = None,
     startup_delay: Annotated[
-        float, typer.Option("--startup-delay", help="Seconds /health answers 503 ('compiling') after start.")
+        float,
+        typer.Option(
+            "--startup-delay", metavar="SECONDS", help="Seconds /health answers 503 ('compiling') after start."
+        ),
     ] = 0.0,
-    error_rate: Annotated[float, typer.Option("--error-rate", help="Share of requests answered with an error.")] = 0.0,
-    error_status: Annotated[int, typer.Option("--error-status", help="Status of injected errors: 500 or 503.")] = 500,
-    disconnect_rate: Annotated[float, typer.Option("--disconnect-rate", help="Share of streams cut mid-way.")] = 0.0,
+    error_rate: Annotated[
+        float, typer.Option("--error-rate", metavar="SHARE", help="Share of requests answered with an error.")
+    ] = 0.0,
+    error_status: Annotated[
+        int, typer.Option("--error-status", metavar="500|503", help="Status of injected errors: 500 or 503.")
+    ] = 500,
+    disconnect_rate: Annotated[
+        float, typer.Option("--disconnect-rate", metavar="SHARE", help="Share of streams cut mid-way.")
+    ] = 0.0,
     stall_rate: Annotated[
-        float, typer.Option("--stall-rate", help="Probability per engine step of an engine stall.")
+        float, typer.Option("--stall-rate", metavar="P", help="Probability per engine step of an engine stall.")
     ] = 0.0,
-    stall_s: Annotated[float, typer.Option("--stall-s", help="Length of a stall (seconds, before time scale).")] = 1.0,
+    stall_s: Annotated[
+        float, typer.Option("--stall-s", metavar="SECONDS", help="Length of a stall (seconds, before time scale).")
+    ] = 1.0,
     malformed_sse_rate: Annotated[
-        float, typer.Option("--malformed-sse-rate", help="Share of streams with one malformed event.")
+        float, typer.Option("--malformed-sse-rate", metavar="SHARE", help="Share of streams with one malformed event.")
     ] = 0.0,
     write_workers: Annotated[
         int | None,
         typer.Option(
             "--write-workers",
+            metavar="N",
             help="Processes that write streams' chunks in parallel with the engine (default: 2 from a batch "
             "limit of 192 on 2+ CPUs, else 0).",
         ),
@@ -183,7 +221,7 @@ def presets(
     as_json: Annotated[bool, typer.Option("--json", help="Print the full presets as JSON.")] = False,
     as_yaml: Annotated[
         str | None,
-        typer.Option("--yaml", help="Print one preset as YAML, a starting point for --preset-file."),
+        typer.Option("--yaml", metavar="PRESET", help="Print one preset as YAML, a starting point for --preset-file."),
     ] = None,
 ) -> None:
     """List the calibration presets."""
@@ -208,22 +246,34 @@ def presets(
 
 @sim_app.command("expect")
 def expect(
-    prompt: Annotated[str, typer.Option("--prompt", help="Prompt text to evaluate.")],
+    prompt: Annotated[str, typer.Option("--prompt", metavar="TEXT", help="Prompt text to evaluate.")],
     preset: PresetOpt = "qwen3-32b-trn2",
     draft: DraftOpt = None,
     window: WindowOpt = None,
-    batch: Annotated[int, typer.Option("--batch", help="Concurrent requests decoding together.")] = 4,
+    batch: Annotated[int, typer.Option("--batch", metavar="N", help="Concurrent requests decoding together.")] = 4,
     prompt_tokens: Annotated[
-        int | None, typer.Option("--prompt-tokens", help="Prompt length (default: counted).")
+        int | None, typer.Option("--prompt-tokens", metavar="N", help="Prompt length (default: counted).")
     ] = None,
-    output_tokens: Annotated[int, typer.Option("--output-tokens", help="Output length.")] = 600,
+    output_tokens: Annotated[int, typer.Option("--output-tokens", metavar="N", help="Output length.")] = 600,
     time_scale: TimeScaleOpt = 1.0,
     profile: ProfileOpt = None,
     preset_file: PresetFileOpt = None,
     config_file: ConfigFileOpt = None,
     sets: SetOpt = None,
+    output: Annotated[
+        Output,
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="table|json|yaml",
+            case_sensitive=False,
+            help="Output format (json: one document).",
+        ),
+    ] = Output.json,
 ) -> None:
     """Print the simulator's ground truth for a prompt: predictability, acceptance, expected TPOT, crossover."""
+    from spectrn.cli.common import out_console, print_document
+    from spectrn.cli.show import key_value_table, print_table
     from spectrn.sim import load_settings
     from spectrn.sim.model import predictability
     from spectrn.sim.tokens import encode
@@ -260,4 +310,7 @@ def expect(
         # Concurrency from which speculation stops paying for this prompt (1: never pays; null: beyond 4096).
         "crossover_concurrency": ms.crossover_batch(prompt, prompt_tokens=n_prompt, output_tokens=output_tokens),
     }
-    typer.echo(json.dumps(out, indent=2))
+    if output != Output.table:
+        print_document(out, output)
+        return
+    print_table(out_console(), key_value_table(f"simulator ground truth ({ms.draft} draft, window {ms.window})", out))

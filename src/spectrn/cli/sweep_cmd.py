@@ -12,11 +12,14 @@ from spectrn.cli.common import (
     ContextOpt,
     KubeconfigOpt,
     KubeNamespaceOpt,
+    Output,
+    OutputOpt,
     SetOpt,
     config_from_cli,
     connect_cluster,
     err_console,
     levels_flag,
+    print_document,
 )
 from spectrn.errors import ConfigError
 
@@ -24,10 +27,14 @@ from spectrn.errors import ConfigError
 commands = typer.Typer()
 
 DraftsOpt = Annotated[
-    str | None, typer.Option("--drafts", help="Comma-separated draft model keys (default: the config's draft).")
+    str | None,
+    typer.Option(
+        "--drafts", metavar="MODEL,MODEL", help="Comma-separated draft model keys (default: the config's draft)."
+    ),
 ]
 WindowsOpt = Annotated[
-    str | None, typer.Option("--windows", help="Comma-separated windows, e.g. 5,7,10,15 (default: the config's).")
+    str | None,
+    typer.Option("--windows", metavar="5,7,10", help="Comma-separated windows (default: the config's window)."),
 ]
 
 
@@ -44,17 +51,25 @@ def sweep(
     drafts: DraftsOpt = None,
     windows: WindowsOpt = None,
     concurrency: Annotated[
-        str | None, typer.Option("--concurrency", help="Closed-loop load levels, e.g. 1,4,16 (one cell each).")
+        str | None,
+        typer.Option("--concurrency", metavar="1,4,16", help="Closed-loop load levels (one cell each)."),
     ] = None,
     prompts: Annotated[
-        str | None, typer.Option("--prompts", help="Prompt set: structured, open, sample, all, or a YAML file.")
+        str | None,
+        typer.Option(
+            "--prompts", metavar="SET|FILE", help="Prompt set: structured, open, sample, all, or a YAML file."
+        ),
     ] = None,
     local: Annotated[
         bool, typer.Option("--local", help="Run on local simulator processes instead of the cluster.")
     ] = False,
     runtime: Annotated[
         str,
-        typer.Option("--runtime", help="With --local: sim (simulator) or vllm-cpu (real vLLM on CPU, windows only)."),
+        typer.Option(
+            "--runtime",
+            metavar="sim|vllm-cpu",
+            help="With --local: sim (simulator) or vllm-cpu (real vLLM on CPU, windows only).",
+        ),
     ] = "sim",
     predict: Annotated[
         bool,
@@ -64,27 +79,43 @@ def sweep(
     ] = False,
     mix: Annotated[
         str | None,
-        typer.Option("--mix", help="Prompt-class weights of your traffic, e.g. structured=0.7,open=0.3."),
+        typer.Option(
+            "--mix",
+            metavar="CLASS=WEIGHT,...",
+            help="Prompt-class weights of your traffic, e.g. structured=0.7,open=0.3.",
+        ),
     ] = None,
     sweep_id: Annotated[
-        str | None, typer.Option("--sweep-id", help="Sweep id (folder under --out-dir); default: a time stamp.")
+        str | None,
+        typer.Option("--sweep-id", metavar="ID", help="Sweep id (folder under --out-dir); default: a time stamp."),
     ] = None,
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue an existing sweep: finished cells are skipped.")
     ] = False,
     time_scale: Annotated[
-        float | None, typer.Option("--time-scale", help="Simulator time scale with --local (0.1 = 10x faster).")
+        float | None,
+        typer.Option("--time-scale", metavar="X", help="Simulator time scale with --local (0.1 = 10x faster)."),
     ] = None,
-    requests: Annotated[int | None, typer.Option("--requests", help="Measured requests per endpoint and cell.")] = None,
-    max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="Output tokens per request.")] = None,
+    requests: Annotated[
+        int | None, typer.Option("--requests", metavar="N", help="Measured requests per endpoint and cell.")
+    ] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option("--max-tokens", metavar="N", help="Output tokens per request.")
+    ] = None,
     min_gain: Annotated[
-        float, typer.Option("--min-gain", help="Smallest speedup over 1 that counts as a meaningful gain.")
+        float,
+        typer.Option(
+            "--min-gain", metavar="X", min=0.0, help="Smallest speedup over 1 that counts as a meaningful gain."
+        ),
     ] = 0.05,
-    quiet: Annotated[bool, typer.Option("--quiet", help="No per-request progress bars.")] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", help="No per-request progress (each cell is still announced).")
+    ] = False,
     report: Annotated[bool, typer.Option("--report/--no-report", help="Write sweep.md and report/index.html.")] = True,
     out_dir: Annotated[
-        Path, typer.Option("--out-dir", help="Results root; the sweep goes to OUT_DIR/SWEEP_ID.")
+        Path, typer.Option("--out-dir", metavar="DIR", help="Results root; the sweep goes to OUT_DIR/SWEEP_ID.")
     ] = Path("results"),
+    output: OutputOpt = Output.table,
     config: ConfigOpt = None,
     sets: SetOpt = None,
     context: ContextOpt = None,
@@ -93,6 +124,8 @@ def sweep(
 ) -> None:
     """Find the best draft and window for your prompts: run every cell against the shared baseline (resumable),
     recommend per prompt class and for your mix, find the load crossover, check output equivalence."""
+    from spectrn.cli.progress import EventView
+    from spectrn.cli.show import print_sweep_analysis, say
     from spectrn.sweep.grid import check_sweep_id, new_sweep_id
     from spectrn.sweep.orchestrate import Sweep, SweepOptions
     from spectrn.sweep.recommend import parse_mix
@@ -135,30 +168,39 @@ def sweep(
             f"--resume: there is no sweep {sid} under {out_dir}",
             hint="check --sweep-id and --out-dir, or drop --resume",
         )
+    from spectrn.loadgen.bench import flag_or_key
+    from spectrn.loadgen.prompts import load_prompt_set
+
+    load_prompt_set(cfg.bench.prompts, what=flag_or_key(cfg, "bench.prompts"))  # now, not once servers are up
     opts = SweepOptions(drafts=d, windows=w, predict=predict, weights=parse_mix(mix), quiet=quiet, min_gain=min_gain)
     kube = None
     if not local:
         kube = connect_cluster(context, kubeconfig)  # before anything is written: no cluster, no sweep folder
-    sw = Sweep(cfg, sid, out_dir, opts, console, resume=resume)
-    console.print(f"sweep {sid}: {sw.sweep_dir}")
-    if kube is None:
-        result = sw.run(lambda: local_runner(cfg, sw.sweep_dir, time_scale, runtime))
-        artifacts = {f"{x}-k{y}": f"not needed ({runtime})" for x in d for y in w}
+    with EventView(console, progress=not quiet) as view:
+        sw = Sweep(cfg, sid, out_dir, opts, view, resume=resume)
+        say(console, f"sweep {sid}: {sw.sweep_dir}")
+        if kube is None:
+            result = sw.run(lambda: local_runner(cfg, sw.sweep_dir, time_scale, runtime))
+            artifacts = {f"{x}-k{y}": f"not needed ({runtime})" for x in d for y in w}
+        else:
+            from spectrn.deploy.compile import artifact_status
+            from spectrn.sweep.runners import ClusterRunner
+
+            artifacts = artifact_status(kube, cfg, d, w)
+            say(console, "compiled artifacts: " + ", ".join(f"{k} {v}" for k, v in artifacts.items()))
+            result = sw.run(lambda: ClusterRunner(kube, cfg, sid, view))
+    from spectrn.report.sweep import write_report
+    from spectrn.sweep.manifest import finite
+
+    say(console, f"ran {len(result.ran)} cell(s), skipped {len(result.skipped)} finished cell(s)")
+    if output == Output.table:
+        print_sweep_analysis(result.analysis, console, artifacts)
     else:
-        from spectrn.deploy.compile import artifact_status
-        from spectrn.sweep.runners import ClusterRunner
-
-        artifacts = artifact_status(kube, cfg, d, w)
-        console.print("compiled artifacts: " + ", ".join(f"{k} {v}" for k, v in artifacts.items()), highlight=False)
-        result = sw.run(lambda: ClusterRunner(kube, cfg, sid, console))
-    from spectrn.report.sweep import print_analysis, write_report
-
-    console.print(f"ran {len(result.ran)} cell(s), skipped {len(result.skipped)} finished cell(s)")
-    print_analysis(result.analysis, console, artifacts)
+        print_document({**finite(result.analysis), "artifacts": artifacts}, output)
     if report:
         html = write_report(sw.sweep_dir, result.analysis, artifacts)
-        console.print(f"report: {html}")
-    console.print(f"analysis: {sw.sweep_dir / 'analysis.json'}")
+        say(console, f"report: {html}")
+    say(console, f"analysis: {sw.sweep_dir / 'analysis.json'}")
 
 
 def _latest_sweep(out_dir: Path) -> str:
@@ -178,7 +220,10 @@ def compile_(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the Jobs as YAML; apply nothing.")] = False,
     wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Wait until every Job has finished.")] = False,
     timeout: Annotated[
-        float | None, typer.Option("--timeout", help="Seconds to wait with --wait (default: startup budget + 1 h).")
+        float | None,
+        typer.Option(
+            "--timeout", metavar="SECONDS", help="Seconds to wait with --wait (default: startup budget + 1 h)."
+        ),
     ] = None,
     config: ConfigOpt = None,
     sets: SetOpt = None,
@@ -187,6 +232,7 @@ def compile_(
     namespace: KubeNamespaceOpt = None,
 ) -> None:
     """Precompile each sweep configuration into the S3 volume with one Kubernetes Job per configuration."""
+    from spectrn.cli.show import say
     from spectrn.deploy import compile as comp
 
     console = err_console()
@@ -202,13 +248,13 @@ def compile_(
     kube = connect_cluster(context, kubeconfig)
     applied = comp.apply_jobs(kube, jobs, prereqs)
     for name in applied:
-        console.print(f"applied Job {cfg.namespace}/{name}", highlight=False)
+        say(console, f"applied Job {cfg.namespace}/{name}")
     if wait:
-        states = comp.wait_jobs(kube, cfg, applied, timeout_s=timeout, on_update=lambda m: console.print(m))
+        states = comp.wait_jobs(kube, cfg, applied, timeout_s=timeout, on_update=lambda m: say(console, m))
         failed = [n for n, s in states.items() if s != "Complete"]
         if failed:
             raise comp.CompileError(
                 f"compile Job(s) did not complete: {', '.join(f'{n} ({states[n]})' for n in failed)}",
                 hint=f"see `kubectl -n {cfg.namespace} logs job/<name>`",
             )
-        console.print(f"[green]{len(applied)} configuration(s) compiled[/]")
+        say(console, f"{len(applied)} configuration(s) compiled", style="green")

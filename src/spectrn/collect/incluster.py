@@ -35,12 +35,11 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from spectrn.errors import AnalysisError, BenchError, Interrupted
+from spectrn.events import PROGRESS_LINE, Emitter, OnEvent
 from spectrn.kube.client import COMPONENT_LABEL, KubeApi, KubeApiError, Obj
 from spectrn.paths import atomic_write_text
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from spectrn.spec.config import SpectrnConfig
 
 RUN_ID_LABEL = "spectrn.io/run-id"
@@ -88,11 +87,6 @@ def _index(pod: Obj) -> int:
         return int(raw)
     except ValueError:
         return 0
-
-
-def _print(console: Console | None, text: str) -> None:
-    if console is not None:
-        console.print(text, highlight=False, markup=False)
 
 
 # ---- running ------------------------------------------------------------------------------------
@@ -170,7 +164,7 @@ def wait_for_results(
     kube: KubeApi,
     job: LoadJob,
     *,
-    console: Console | None = None,
+    on_event: OnEvent | None = None,
     timeout_s: float,
     clock: Clock = time.monotonic,
     sleep: Sleep = time.sleep,
@@ -192,7 +186,7 @@ def wait_for_results(
                 name = pod["metadata"]["name"]
                 phase = (pod.get("status") or {}).get("phase")
                 if stream_logs and phase in ("Running", "Succeeded", "Failed"):
-                    _stream(kube, job, pod, printed, console)
+                    _stream(kube, job, pod, printed, Emitter(on_event))
                 if phase in ("Succeeded", "Failed"):
                     events = kube.events_for("Pod", name, job.namespace)
                     log = _safe_tail(kube, name, job.namespace)
@@ -259,7 +253,8 @@ def _safe_tail(kube: KubeApi, pod: str, namespace: str) -> list[str]:
     return [line for line in text.splitlines() if line.strip()]
 
 
-def _stream(kube: KubeApi, job: LoadJob, pod: Obj, printed: dict[str, int], console: Console | None) -> None:
+def _stream(kube: KubeApi, job: LoadJob, pod: Obj, printed: dict[str, int], emit: Emitter) -> None:
+    """The pod's new log lines; the load generator's progress lines become progress (a bar with an ETA)."""
     name = pod["metadata"]["name"]
     try:
         text = kube.pod_logs(name, job.namespace, container=LOAD_CONTAINER)
@@ -267,9 +262,17 @@ def _stream(kube: KubeApi, job: LoadJob, pod: Obj, printed: dict[str, int], cons
         return
     lines = text.splitlines()
     seen = printed.get(name, 0)
-    prefix = f"[shard {_index(pod)}] " if job.pods_expected > 1 else ""
+    shard = _index(pod)
+    prefix = f"[shard {shard}] " if job.pods_expected > 1 else ""
     for line in lines[seen:]:
-        _print(console, f"{prefix}{line}")
+        m = PROGRESS_LINE.match(line)
+        if m is None:
+            emit("info", f"{prefix}{line}")
+            continue
+        emit.progress(
+            f"{job.run_id}/{shard}/{m['text']}", f"{prefix}{m['text']}", completed=int(m["completed"]),
+            total=int(m["total"]), unit=m["unit"], group=job.run_id, errors=int(m["errors"] or 0),
+        )  # fmt: skip
     printed[name] = len(lines)
 
 
@@ -435,7 +438,7 @@ def collect_job(
     job: LoadJob,
     out_root: Path,
     *,
-    console: Console | None = None,
+    on_event: OnEvent | None = None,
     timeout_s: float = 3600,
     clock: Clock = time.monotonic,
     sleep: Sleep = time.sleep,
@@ -450,7 +453,7 @@ def collect_job(
     pods = wait_for_results(
         kube,
         job,
-        console=console,
+        on_event=on_event,
         timeout_s=timeout_s,
         clock=clock,
         sleep=sleep,
@@ -461,7 +464,7 @@ def collect_job(
     shards = copy_results(kube, job, pods, run_dir)
     if job.pods_expected > 1:
         merge_shards(run_dir, shards)
-    _print(console, f"collected {len(pods)} pod(s) into {run_dir}")
+    Emitter(on_event)("info", f"collected {len(pods)} pod(s) into {run_dir}")
     mark_collected(kube, job, pods)
     if job.engine == "llmperf":
         ingest_llmperf_results(run_dir, job.run_id)
@@ -474,7 +477,7 @@ def run_incluster_bench(
     cfg: SpectrnConfig,
     run_id: str,
     engine: str,
-    console: Console | None,
+    on_event: OnEvent | None,
     kube: KubeApi | None = None,
     *,
     out_root: Path = Path("results"),
@@ -505,13 +508,15 @@ def run_incluster_bench(
 
         kube = connect()
     job = start_load_job(kube, cfg, run_id, engine)
-    _print(console, f"started Job {job.namespace}/{job.name} ({job.pods_expected} pod(s)); streaming progress")
+    Emitter(on_event)(
+        "info", f"started Job {job.namespace}/{job.name} ({job.pods_expected} pod(s)); streaming progress"
+    )
     if timeout_s is None:
         per_request = cfg.bench.timeout_s
         timeout_s = cfg.probes.startup_budget_s + per_request * max(1, cfg.bench.requests) + 1800
     try:
         return collect_job(
-            kube, job, out_root, console=console, timeout_s=timeout_s, clock=clock, sleep=sleep, poll_s=poll_s
+            kube, job, out_root, on_event=on_event, timeout_s=timeout_s, clock=clock, sleep=sleep, poll_s=poll_s
         )
     except KeyboardInterrupt:
         raise Interrupted(
@@ -535,7 +540,7 @@ def collect(
     run_id: str,
     *,
     out_root: Path = Path("results"),
-    console: Console | None = None,
+    on_event: OnEvent | None = None,
     timeout_s: float = 600,
     clock: Clock = time.monotonic,
     sleep: Sleep = time.sleep,
@@ -550,11 +555,10 @@ def collect(
         kube,
         job,
         out_root,
-        console=console,
+        on_event=on_event,
         timeout_s=timeout_s,
         clock=clock,
         sleep=sleep,
         poll_s=poll_s,
-        stream_logs=False,
-    )
+    )  # the pod's log streams too: its load generator's progress lines become bars with the time left
     return Collected(run_dir, job.engine)

@@ -1,10 +1,10 @@
 """Bench orchestration shared by ``spectrn bench``, ``spectrn loadgen``, ``spectrn demo`` and sweeps.
 
-``plan_from_config`` turns the run spec into a ``RunPlan``; ``execute`` runs it with a rich progress view
-(or none, in the pod) and returns the run folder; ``bench_local`` does the same around local servers it
-starts and stops; ``finish`` analyses it and writes the local outputs (summary, llmperf-compatible files,
-EMF metrics, report). Publishing to CloudWatch happens only after everything is on disk, so a failed
-publish loses nothing and can be retried with ``spectrn publish``.
+``plan_from_config`` turns the run spec into a ``RunPlan``; ``execute`` runs it, reporting progress as
+events (``spectrn.events``; the CLI shows them), and returns the run folder; ``bench_local`` does the same
+around local servers it starts and stops; ``finish`` analyses it and writes the local outputs (summary,
+llmperf-compatible files, EMF metrics, report). Publishing to CloudWatch happens only after everything is on
+disk, so a failed publish loses nothing and can be retried with ``spectrn publish``.
 
 A run folder is held (``claim_run_dir``: an exclusive lock on the folder) from before the local servers
 start until the run's last file is written, so a second bench with the same run id fails at once instead
@@ -25,9 +25,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from rich.console import Console
-
 from spectrn.errors import BenchError, ConfigError, Interrupted, Terminated, redact_url
+from spectrn.events import Emitter, OnEvent
 from spectrn.loadgen.client import RequestParams
 from spectrn.loadgen.prompts import build_schedule, load_prompt_set
 from spectrn.loadgen.runner import Level, RunOutcome, RunPlan, run_bench, write_error
@@ -66,9 +65,13 @@ def plan_from_config(
     shards: int = 1,
     keep_output: bool = True,
     provenance: Provenance | None = None,
+    run_dir: Path | None = None,
 ) -> RunPlan:
+    """``run_dir``: the run folder itself (``spectrn loadgen --out``); default ``out_root/run_id``."""
     b = cfg.bench
-    prompt_set = load_prompt_set(prompts or b.prompts)
+    prompt_set = load_prompt_set(
+        prompts or b.prompts, what="--prompts-file" if prompts else flag_or_key(cfg, "bench.prompts")
+    )
     schedule = build_schedule(
         prompt_set, requests=b.requests, warmup=b.warmup, seed=b.seed, nonce=run_id if b.nonce else None
     )
@@ -87,6 +90,9 @@ def plan_from_config(
     # run ids given by users pass check_run_id at the CLI; generated ones (sweep cells) at least name a safe folder
     folder = check_name(run_id, what="run id", source="--run-id", example="20260101-1200")
     out_dir = safe_output_dir(out_root, what="--out-dir") / folder
+    if run_dir is not None:
+        name = check_name(run_dir.name, what="run folder name", source="--out", example="20260101-1200")
+        out_dir = safe_output_dir(run_dir.parent, what="--out") / name
     return RunPlan(
         run_id=run_id,
         out_dir=out_dir,
@@ -102,6 +108,12 @@ def plan_from_config(
         ramp_s=b.ramp_s,
         provenance=provenance or endpoint_provenance(cfg, endpoints),
     )
+
+
+def flag_or_key(cfg: SpectrnConfig, key: str) -> str:
+    """How to name a setting in a message: the flag that gave its value (``--prompts``), else its config key."""
+    origin = cfg.origin_of(key)
+    return origin.removeprefix("flag ") if origin.startswith("flag ") else key
 
 
 _HELD: set[Path] = set()
@@ -175,41 +187,33 @@ def sigterm_raises(what: str) -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def execute(plan: RunPlan, cfg: SpectrnConfig, console: Console | None, *, quiet: bool = False) -> RunOutcome:
-    """Run the plan with a progress bar per endpoint; Ctrl-C or SIGTERM stops cleanly and keeps finished
-    records (``run.json`` then says ``interrupted`` and why)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    console = console or Console(stderr=True)
-    per_ep = sum(1 for r in plan.schedule if not r.warmup and r.index % plan.shards == plan.shard) * len(plan.levels)
-    warm = sum(1 for r in plan.schedule if r.warmup and r.index % plan.shards == plan.shard)
-    progress = Progress(
-        TextColumn("{task.description:<12}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[errs]}"),
-        TimeElapsedColumn(),
-        console=console,
-        disable=quiet,
-        transient=False,
-    )
-    tasks = {n: progress.add_task(n, total=per_ep + warm, errs="") for n in plan.endpoints}
+def execute(plan: RunPlan, cfg: SpectrnConfig, on_event: OnEvent | None = None, *, quiet: bool = False) -> RunOutcome:
+    """Run the plan, reporting each endpoint's progress (requests done of planned, errors) and the run's phases
+    to ``on_event`` (``quiet``: neither, for 10,000-request runs and pods that only need the result). Ctrl-C or
+    SIGTERM stops cleanly and keeps finished records (``run.json`` then says ``interrupted`` and why)."""
+    emit = Emitter(None if quiet else on_event)
+    mine = [r for r in plan.schedule if r.index % plan.shards == plan.shard]
+    per_ep = sum(1 for r in mine if not r.warmup) * len(plan.levels)
+    total = per_ep + sum(1 for r in mine if r.warmup)
+    done: dict[str, int] = dict.fromkeys(plan.endpoints, 0)
     errors: dict[str, int] = dict.fromkeys(plan.endpoints, 0)
     stopped: list[str] = []
 
+    def show(name: str) -> None:
+        emit.progress(
+            f"{plan.run_id}/{name}", name, completed=done[name], total=total, unit="requests", group=plan.run_id,
+            errors=errors[name],
+        )  # fmt: skip
+
     def on_record(rec: Any) -> None:
-        if rec.variant in tasks:
+        if rec.variant in done:
+            done[rec.variant] += 1
             if not rec.ok:
                 errors[rec.variant] += 1
-            progress.update(
-                tasks[rec.variant],
-                advance=1,
-                errs=f"[red]{errors[rec.variant]} errors[/]" if errors[rec.variant] else "",
-            )
+            show(rec.variant)
 
     def on_phase(msg: str) -> None:
-        if not quiet:
-            progress.console.print(msg, style="dim", markup=False, highlight=False)
+        emit("detail", msg)
 
     async def main() -> RunOutcome:
         loop = asyncio.get_running_loop()
@@ -228,7 +232,7 @@ def execute(plan: RunPlan, cfg: SpectrnConfig, console: Console | None, *, quiet
         try:
             return await run_bench(
                 plan,
-                on_record=on_record,
+                on_record=on_record if emit else None,
                 input_tokens=cfg.bench.input_tokens,
                 on_phase=on_phase,
                 stop_reason=lambda: stopped[0] if stopped else None,
@@ -242,8 +246,9 @@ def execute(plan: RunPlan, cfg: SpectrnConfig, console: Console | None, *, quiet
     fix = f"analyse them with `spectrn analyze {plan.out_dir}`"
     with claim_run_dir(plan.out_dir):
         try:
-            with progress:
-                return asyncio.run(main())
+            for name in plan.endpoints:
+                show(name)
+            return asyncio.run(main())
         except KeyboardInterrupt:
             raise Interrupted(f"stopped by the user; {where}", hint=fix) from None
         except asyncio.CancelledError:
@@ -275,7 +280,7 @@ def bench_local(
     out_root: Path,
     model: str | None,
     time_scale: float | None,
-    console: Console,
+    on_event: OnEvent | None = None,
     *,
     declared: bool = False,
 ) -> Path:
@@ -285,19 +290,21 @@ def bench_local(
     if endpoints:
         prov = endpoint_provenance(cfg, endpoints, declared=declared)
         plan = plan_from_config(cfg, endpoints, run_id=run_id, out_root=out_root, model=model, provenance=prov)
-        return execute(plan, cfg, console).run_dir
+        return execute(plan, cfg, on_event).run_dir
     pair = local_runtime(cfg, runtime, out_root / run_id / "servers", time_scale)  # checks, starts nothing
     plan = plan_from_config(cfg, {}, run_id=run_id, out_root=out_root, model=model)
     with sigterm_raises("while the local servers were starting or stopping"), claim_run_dir(plan.out_dir):
         with pair:
-            console.print(f"{runtime} servers: {pair.endpoints}", style="dim", markup=False, highlight=False)
+            Emitter(on_event)("detail", f"{runtime} servers: {pair.endpoints}", endpoints=dict(pair.endpoints))
             plan.endpoints = dict(pair.endpoints)
             plan.params = replace(plan.params, model=model or pair.model)
             plan.provenance = endpoint_provenance(
                 cfg, plan.endpoints, runtime=runtime, started=True, profile=getattr(pair, "profile", None),
                 time_scale=getattr(pair, "time_scale", 1.0) if runtime == "sim" else 1.0,
+                draft="tiny draft model" if runtime == "vllm-cpu" else None,
+                window=getattr(pair, "num_speculative_tokens", None) if runtime == "vllm-cpu" else None,
             )  # fmt: skip
-            return execute(plan, cfg, console).run_dir
+            return execute(plan, cfg, on_event).run_dir
 
 
 def require_successes(summary: Summary, run_dir: Path) -> None:
@@ -319,13 +326,16 @@ def endpoint_provenance(
     profile: str | None = None,
     time_scale: float = 1.0,
     declared: bool = False,
+    draft: str | None = None,
+    window: int | None = None,
 ) -> Provenance:
     """What a run's servers are, as far as the configuration says (the load generator adds what they expose,
     ``spectrn.loadgen.identity``).
 
     Draft and window come from the config for servers spectrn started itself, or when the user declared them
     (``declared``: ``--draft``/``--window`` on a run against endpoints); otherwise they are ``unknown`` until the
-    servers tell.
+    servers tell (``spectrn.loadgen.identity``). ``draft`` / ``window``: what a started runtime really serves when
+    the config does not say (vllm-cpu).
     """
     from spectrn.windows import for_dialect, for_profile
 
@@ -337,8 +347,8 @@ def endpoint_provenance(
         servers[name] = ServerIdentity(
             url=redact_url(url),
             profile=profile,
-            draft=(cfg.draft if cfg.uses_draft_model else cfg.speculation_mode) if spec and known else None,
-            window=cfg.num_speculative_tokens if spec and known else None,
+            draft=(draft or (cfg.draft if cfg.uses_draft_model else cfg.speculation_mode)) if spec and known else None,
+            window=(window or cfg.num_speculative_tokens) if spec and known else None,
             window_semantics=semantics if spec else None,
             source="config" if started else "declared" if declared else "unknown",
         )

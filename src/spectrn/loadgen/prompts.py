@@ -75,8 +75,9 @@ def _load_file(path: Path) -> PromptSet:
     return prompt_set
 
 
-def load_prompt_set(name_or_path: str) -> PromptSet:
-    """A packaged set by name (structured, open, sample, all) or a YAML file by path."""
+def load_prompt_set(name_or_path: str, *, what: str = "bench.prompts") -> PromptSet:
+    """A packaged set by name (structured, open, sample, all) or a YAML file by path; ``what`` names where the
+    name came from in an error (``--prompts``)."""
     if name_or_path in COMBINED_SETS:
         parts = [load_prompt_set(n) for n in COMBINED_SETS[name_or_path]]
         return PromptSet(
@@ -90,9 +91,7 @@ def load_prompt_set(name_or_path: str) -> PromptSet:
     if path.suffix in (".yaml", ".yml", ".json") or path.exists():
         return _load_file(path)
     names = ", ".join((*BUILTIN_SETS, *COMBINED_SETS))
-    raise ConfigError(
-        f"bench.prompts: unknown prompt set {name_or_path!r}", hint=f"use one of {names} or a YAML file path"
-    )
+    raise ConfigError(f"{what}: unknown prompt set {name_or_path!r}", hint=f"use one of {names} or a YAML file path")
 
 
 @dataclass(frozen=True)

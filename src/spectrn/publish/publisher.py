@@ -78,7 +78,7 @@ def _load_state(path: Path) -> dict[str, Any]:
             f"{path} has an unknown layout (each target must be an object with a 'sent' map)",
             hint="restore it, or delete it and publish with --force knowing that already sent data is counted twice",
         )
-    return state
+    return dict(state)
 
 
 def _save_state(path: Path, state: dict[str, Any]) -> None:

@@ -91,6 +91,58 @@ def verdict_line(s: Summary) -> str:
     return "; ".join(parts)
 
 
+def models_shown(s: Summary, target: str, draft: str) -> tuple[str, str]:
+    """(target, draft) as a report names them: the configuration's models, except on vLLM on CPU, where tiny
+    offline models serve whatever the configuration says (it only labels the run)."""
+    if s.provenance.runtime != "vllm-cpu":
+        return target, draft
+    served = ", ".join(sorted({i.model for i in s.provenance.servers.values() if i.model})) or s.model
+    served = served or "tiny offline model"
+    return (
+        f"{served} (tiny model on vLLM on CPU; the configured {target} did not run)",
+        f"tiny draft model (the configured {draft} did not run)",
+    )
+
+
+def not_performance_banner(s: Summary) -> str:
+    """The verdict of a run whose timing means nothing (vLLM on CPU, coalesced streams, too few events)."""
+    return "NOT A PERFORMANCE RESULT: " + "; ".join(s.verdict.reasons)
+
+
+def correctness_lines(s: Summary) -> list[str]:
+    """What a run proves besides timing, one line each: requests and how their tokens were counted, acceptance,
+    greedy-output equivalence. The headline of a run that is not a performance result."""
+    multi = len(s.levels) > 1
+    out = []
+    for lv in s.levels:
+        where = f"[{lv.label}] " if multi else ""
+        for v in lv.variant_names():
+            vs = lv.variants[v]
+            rq = vs.requests
+            planned = f" of {rq.planned}" if rq.planned is not None else ""
+            sources = ", ".join(f"{k} ({n})" for k, n in sorted(vs.token_sources.items())) or "not recorded"
+            out.append(
+                f"{where}{v}: {rq.completed}{planned} requests completed, {rq.errors} failed; "
+                f"token accounting: {sources}"
+            )
+        spec = lv.variants.get("speculative")
+        acc = spec.acceptance if spec is not None else None
+        if acc is not None and acc.mean_accepted_length is not None:
+            rate = f", {acc.rate:.0%} of drafted tokens accepted" if acc.rate is not None else ""
+            agree = f"; {acc.agreement}" if acc.agreement else ""
+            out.append(
+                f"{where}acceptance: {acc.mean_accepted_length:.2f} tokens per step{rate} (from {acc.source}){agree}"
+            )
+        elif spec is not None:
+            out.append(f"{where}acceptance: not reported")
+        eq = lv.equivalence
+        if eq is not None and eq.compared:
+            out.append(f"{where}output equivalence: {eq.matched}/{eq.compared} greedy outputs identical ({eq.basis})")
+        else:
+            out.append(f"{where}output equivalence: not compared")
+    return out
+
+
 def headline_lines(s: Summary) -> list[str]:
     """One line per headline item: ``[c4] structured: TPOT p50 speedup 3.01x [2.98, 3.12] (significant: faster)``."""
     multi = len(s.levels) > 1

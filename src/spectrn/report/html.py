@@ -14,7 +14,10 @@ from spectrn.analyze.run import ensure_summary
 from spectrn.publish.datums import MetricsFn, default_metrics_fn
 from spectrn.report.format import (
     LATENCIES,
+    correctness_lines,
     headline_lines,
+    models_shown,
+    not_performance_banner,
     num,
     provenance_line,
     speedup_of,
@@ -42,15 +45,18 @@ if TYPE_CHECKING:
 
 
 _CSS = """
+*{box-sizing:border-box}
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;max-width:1150px;color:#222;
-padding:0 1em;overflow-wrap:anywhere}.scroll{overflow-x:auto;max-width:100%}
+padding:0 1em;overflow-wrap:break-word}.scroll{overflow-x:auto;max-width:100%}
+pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#f7f7f7;padding:.6em;font-size:.85em}
 h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
 table{border-collapse:collapse;margin:.6em 0;font-size:.9em}th,td{border:1px solid #ccc;padding:.25em .6em;
 text-align:right}th{background:#f3f3f3}td.l,th.l{text-align:left}
 .ok{color:#17803d;font-weight:bold}.bad{color:#b00020;font-weight:bold}.warn{background:#fff4e5;
 border-left:4px solid #f0a020;padding:.5em 1em;margin:.3em 0}
-figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}figcaption{color:#555;font-size:.9em}
+figure{margin:1em 0}figure img{max-width:100%;height:auto;border:1px solid #eee}figcaption{color:#555;font-size:.9em}
 .muted{color:#777;font-size:.85em}code{background:#f5f5f5;padding:0 .2em}
+.banner{background:#b00020;color:#fff;font-weight:bold;font-size:1.3em;padding:.7em 1em;margin:.6em 0}
 """
 
 
@@ -137,18 +143,27 @@ def report_html(folder: RunFolder, summary: Summary, images: list[tuple[str, Pat
     cfg = folder.meta.config
     good = summary.clean and summary.verdict.performance
     started = summary.provenance.started_by_spectrn
+    performance = summary.verdict.performance
     parts = [
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>spectrn report {_e(summary.run_id)}</title><style>{_CSS}</style></head><body>",
         f"<h1>spectrn run {_e(summary.run_id)}</h1>",
+    ]
+    if not performance:
+        parts.append(f'<div class="banner">{_e(not_performance_banner(summary))}</div>')
+    parts += [
         f'<p class="muted">{_e(provenance_line(summary))}</p>',
         f'<p class="{"ok" if good else "bad"}">{_e(verdict_line(summary))}</p>',
     ]
     for w in summary.warnings():
         parts.append(f'<div class="warn">{_e(w)}</div>')
     heads = headline_lines(summary)
-    if heads:
+    if not performance:
+        parts.append("<h2>Headline: correctness (timings below are not performance figures)</h2><ul>")
+        parts += [f"<li><b>{_e(line)}</b></li>" for line in correctness_lines(summary)]
+        parts.append("</ul>")
+    elif heads:
         parts.append("<h2>Headline: TPOT speedup per prompt class</h2><ul>")
         parts += [f"<li><b>{_e(h)}</b></li>" for h in heads]
         parts.append(
@@ -157,9 +172,10 @@ def report_html(folder: RunFolder, summary: Summary, images: list[tuple[str, Pat
         )
     parts.append("<h2>Configuration and provenance</h2>")
     servers = summary.provenance.servers
+    target, draft = models_shown(summary, cfg.target, cfg.draft)
     conf_rows = [
-        ["target", cfg.target],
-        ["draft", cfg.draft],
+        ["target", target],
+        ["draft", draft],
         ["window (num_speculative_tokens)", str(cfg.num_speculative_tokens)],
         ["speculation mode", cfg.speculation_mode],
         ["vLLM dialect", cfg.vllm_dialect],

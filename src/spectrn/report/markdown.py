@@ -5,7 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from spectrn.report.format import (
+    correctness_lines,
     headline_lines,
+    models_shown,
+    not_performance_banner,
     num,
     provenance_line,
     speedup_of,
@@ -37,13 +40,20 @@ def summary_markdown(summary: Summary, config: SpectrnConfig | None = None) -> s
     lines = [f"### spectrn run `{s.run_id}`", ""]
     if config is not None:
         c = config
+        target, draft = models_shown(s, c.target, c.draft)
         lines.append(
-            f"target `{c.target}`, draft `{c.draft}`, window {c.num_speculative_tokens}, mode {c.speculation_mode}, "
+            f"target `{target}`, draft `{draft}`, window {c.num_speculative_tokens}, mode {c.speculation_mode}, "
             f"{c.instance_type} TP{c.tensor_parallel_size}, prompts {c.bench.prompts}, max_tokens "
             f"{c.bench.max_tokens}, temperature {c.bench.temperature}"
         )
+    if not s.verdict.performance:
+        lines += [f"**{_md(not_performance_banner(s))}**", ""]
     lines += [provenance_line(s), "", f"**{verdict_line(s)}**", ""]
-    lines += [f"- {_md(h)}" for h in headline_lines(s)]
+    if s.verdict.performance:
+        lines += [f"- {_md(h)}" for h in headline_lines(s)]
+    else:
+        lines += ["Correctness (the timings below are not performance figures):", ""]
+        lines += [f"- {_md(c)}" for c in correctness_lines(s)]
     lines.append("")
     for lv in s.levels:
         if len(s.levels) > 1:

@@ -1,12 +1,10 @@
-"""sweep output: terminal tables, Markdown, the crossover plot, the HTML report"""
+"""Sweep output: the matrix and prediction tables (as rows, for the terminal and Markdown), Markdown, the
+crossover plot and the HTML report. The terminal view is ``spectrn.cli.show.print_sweep_analysis``."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
-
-from rich.console import Console
 
 from spectrn.paths import atomic_write_text
 from spectrn.sweep.recommend import ALL, MIX
@@ -80,84 +78,14 @@ def refined_lines(pred: dict[str, Any]) -> list[str]:
 PRED_HEADER = ["draft", "class", "window", "predicted TPOT ms", "measured TPOT p50 ms", "error", "basis"]
 
 
-def print_analysis(analysis: dict[str, Any], console: Console, artifacts: dict[str, str] | None = None) -> None:
-    from rich.table import Table
-
-    for level in analysis.get("levels", []):
-        header, rows = matrix_table(analysis, level)
-        t = Table(title=f"TPOT p50 speedup (baseline / speculative) at {level}, 95% CI", title_justify="left")
-        for h in header:
-            t.add_column(h, justify="left" if h in ("draft",) else "right")
-        for row in rows:
-            t.add_row(*row)
-        console.print(t)
-    console.print("[bold]recommendations[/]")
-    for r in analysis.get("recommendations", []):
-        style = "green" if r["meaningful"] else "yellow"
-        console.print(f"  [{style}]{r['text']}[/]", highlight=False)
-        if r.get("weights"):
-            w = ", ".join(f"{c}={x:.2f}" for c, x in r["weights"].items())
-            console.print(f"    (mix weights {w})", highlight=False)
-    if analysis.get("crossovers"):
-        console.print("[bold]load crossover[/]")
-        for c in analysis["crossovers"]:
-            console.print(f"  {c['text']}", highlight=False)
-    expl = analysis.get("explanations", {})
-    for f in expl.get("cost_fits", []):
-        if "draft_s" in f:
-            ratio = f.get("draft_to_target")
-            console.print(
-                f"  cost model {f['draft']} @ {f['level']}: step(k) = {_ms(f['intercept_s'])} ms + k x "
-                f"{_ms(f['draft_s'])} ms" + (f" (one window token = {ratio:.3f} target steps)" if ratio else ""),
-                highlight=False,
-            )
-    flagged = [e for e in expl.get("cells", []) if e["disagreements"]]
-    if flagged:
-        console.print("[bold]where the textbook expectation and the measurement disagree[/]")
-        for e in flagged[:12]:
-            console.print(f"  {e['text']}", highlight=False)
-        if len(flagged) > 12:
-            console.print(f"  ... {len(flagged) - 12} more in analysis.json")
-    pred = analysis.get("prediction")
-    if pred and pred.get("comparison"):
-        t = Table(title="prediction vs measurement (TPOT)", title_justify="left")
-        for h in PRED_HEADER:
-            t.add_column(h)
-        for row in prediction_rows(pred):
-            t.add_row(*row)
-        console.print(t)
-        if pred.get("choice"):
-            ch = pred["choice"]
-            console.print(f"  predicted optimum: {ch['draft']} window {ch['window']}", highlight=False)
-        for line in refined_lines(pred):
-            console.print(f"  {line}", highlight=False)
-    eq = analysis.get("equivalence", {})
-    if eq.get("compared"):
-        if eq["matched"] == eq["compared"]:
-            console.print(
-                f"[green]output equivalence: {eq['matched']}/{eq['compared']} greedy outputs identical "
-                f"(100%) across all cells[/]"
-            )
-        else:
-            console.print(
-                f"[bold red]OUTPUT DIVERGENCE: {eq['compared'] - eq['matched']} of {eq['compared']} greedy outputs "
-                f"differ between baseline and speculative ({eq['match_rate']:.1%} match)[/]"
-            )
-            for d in eq["divergences"][:10]:
-                console.print(
-                    f"[red]  {d['draft']} k{d['window']} @ {d['level']}: prompt {d.get('prompt_id')} (index "
-                    f"{d.get('index')}) first differs at token {d.get('first_divergence')}[/]",
-                    highlight=False,
-                )
-    if artifacts:
-        console.print("[bold]compiled artifacts[/]")
-        for k, v in artifacts.items():
-            console.print(f"  {k}: {v}", highlight=False)
+def _md_cell(text: str) -> str:
+    """A table cell as Markdown data: no column break, no emphasis or code from the text itself."""
+    return "".join("\\" + ch if ch in "\\|*_`" else ch for ch in text)
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> str:
     out = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
-    out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+    out += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in rows]
     return "\n".join(out)
 
 
@@ -255,7 +183,7 @@ def sweep_markdown(analysis: dict[str, Any], artifacts: dict[str, str] | None = 
         if pred.get("choice"):
             ch = pred["choice"]
             lines += [f"Predicted optimum: {ch['draft']} window {ch['window']}.", ""]
-        lines += [*refined_lines(pred), ""]
+        lines += [*(f"- {line}" for line in refined_lines(pred)), ""]
     if artifacts:
         lines += ["## Compiled artifacts", ""] + [f"- {k}: {v}" for k, v in artifacts.items()] + [""]
     return "\n".join(lines)
@@ -299,6 +227,17 @@ def plot_crossover(analysis: dict[str, Any], path: Path) -> Path | None:
     return path
 
 
+def recommended_cells(analysis: dict[str, Any], level: str) -> dict[str, tuple[str, int]]:
+    """The sweep's recommendation per prompt class (and the mix) at ``level``: class -> (draft, window). A class
+    whose best configuration does not pay has no entry (serve it without speculation)."""
+    out: dict[str, tuple[str, int]] = {}
+    for r in analysis.get("recommendations", []):
+        chosen = r.get("chosen")
+        if r.get("level") == level and chosen:
+            out[str(r["scope"])] = (str(chosen["draft"]), int(chosen["window"]))
+    return out
+
+
 def write_report(sweep_dir: Path, analysis: dict[str, Any], artifacts: dict[str, str] | None = None) -> Path:
     """``report/index.html`` (self-contained: PNGs inlined as base64) and ``sweep.md``."""
     import base64
@@ -323,7 +262,10 @@ def write_report(sweep_dir: Path, analysis: dict[str, Any], artifacts: dict[str,
         ]  # fmt: skip
         if cells and sweep_heatmap is not None:
             p = sweep_heatmap(
-                cells, report_dir / f"heatmap-{level}.png", title=f"TPOT p50 speedup by draft and window at {level}"
+                cells,
+                report_dir / f"heatmap-{level}.png",
+                title=f"TPOT p50 speedup by draft and window at {level}",
+                recommended=recommended_cells(analysis, level),
             )
             images.append((f"Speedup heatmap at {level}", p))
     cross = plot_crossover(analysis, report_dir / "crossover.png")
@@ -364,33 +306,9 @@ _CSS = (
 
 
 def _markdown_to_html(md: str) -> str:
-    """The small Markdown subset ``sweep_markdown`` writes: headings, bullets, tables, bold paragraphs."""
-    import html
+    """``sweep.md`` as HTML (CommonMark and tables, by markdown-it-py). Raw HTML is shown as text, and links,
+    images and autolinks stay plain text: the page references nothing outside itself."""
+    from markdown_it import MarkdownIt
 
-    out: list[str] = []
-    lines = md.splitlines()
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if line.startswith("|"):
-            block = []
-            while i < len(lines) and lines[i].startswith("|"):
-                block.append(lines[i])
-                i += 1
-            cells = [[c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", b)[1:-1]] for b in block]
-            head, body = cells[0], cells[2:]
-            out.append("<table><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in head) + "</tr>")
-            out += ["<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in body]
-            out.append("</table>")
-            continue
-        if line.startswith("#"):
-            level = len(line) - len(line.lstrip("#"))
-            out.append(f"<h{level}>{html.escape(line[level:].strip())}</h{level}>")
-        elif line.startswith("- "):
-            out.append(f"<ul><li>{html.escape(line[2:])}</li></ul>")
-        elif line.strip():
-            text = html.escape(line)
-            text = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
-            out.append(f"<p>{text}</p>")
-        i += 1
-    return "\n".join(out)
+    parser = MarkdownIt("commonmark", {"html": False}).enable("table").disable(["image", "link", "autolink"])
+    return str(parser.render(md))

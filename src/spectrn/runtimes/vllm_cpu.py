@@ -80,6 +80,27 @@ def served_model_name(models_dir: Path | None = None) -> str:
     return name if isinstance(name, str) and name else DEFAULT_SERVED_NAME
 
 
+def describe_models(models_dir: Path | None = None) -> dict[str, str]:
+    """What the tier really serves, from the models' own config files: ``{"target": "spectrn-tiny-qwen3:
+    2-layer Qwen3ForCausalLM, hidden 128, vocabulary 2048", "draft": ..., "context": "2048 tokens"}``."""
+    models = models_dir or default_models_dir()
+    out: dict[str, str] = {}
+    for part in ("target", "draft"):
+        try:
+            c = json.loads((models / part / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            out[part] = f"not built ({INSTALL_HINT})"
+            continue
+        arch = ", ".join(c.get("architectures") or []) or "unknown architecture"
+        out[part] = (
+            f"{c.get('num_hidden_layers', '?')}-layer {arch}, hidden size {c.get('hidden_size', '?')}, "
+            f"vocabulary {c.get('vocab_size', '?')}"
+        )
+    out["served_model_name"] = served_model_name(models)
+    out["context"] = f"{MAX_MODEL_LEN} tokens"
+    return out
+
+
 def _group_members(pgid: int) -> list[int]:
     """Live (non-zombie) processes of a process group, from /proc."""
     members = []

@@ -981,8 +981,16 @@ def _loc_text(loc: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in loc)
 
 
+def _flag_of(origins: Origins | None, path: PathT) -> str | None:
+    """The command-line flag a value came from (``--mode``), or None when it came from elsewhere."""
+    found = origins.find(path) if origins else None
+    return found.removeprefix("flag ") if found and found.startswith("flag ") else None
+
+
 def format_validation_error(err: ValidationError, origins: Origins | None = None) -> str:
-    """One line per problem, each naming the field path (and, with ``origins``, where its value came from)."""
+    """One line per problem, each naming the field path (and, with ``origins``, where its value came from).
+
+    A value given by a command-line flag is named by that flag first (``--mode: ...``), the config key after."""
     lines = []
     for e in err.errors():
         loc = _loc_text(e["loc"])
@@ -990,27 +998,43 @@ def format_validation_error(err: ValidationError, origins: Origins | None = None
         if isinstance(cause, FieldError):
             text = cause.message
             where = origins.describe_fields(cause.fields) if origins else ""
+            blamed = cause.fields[0]
         else:
             msg = e["msg"].removeprefix("Value error, ")
             if e["type"] == "extra_forbidden":
                 msg = "unknown key (misspelt?); see `spectrn init` for the valid keys"
             text = f"{loc}: {msg}" if loc else msg
             where = origins.describe(tuple(e["loc"])) if origins else ""
+            blamed = loc
+        flag = _flag_of(origins, _path(blamed)) if blamed else None
+        if flag and text.startswith(f"{blamed}: "):
+            text = f"{flag}: {text.removeprefix(f'{blamed}: ')} (config key {blamed})"
+            where = "" if where == f"from flag {flag}" else where
         lines.append(f"{text} ({where})" if where else text)
     return "; ".join(lines)
 
 
-def validation_hint(err: ValidationError) -> str:
-    """The fix for the first problem: the rule's own fix, a spelling check for unknown keys, else the values."""
+def validation_hint(err: ValidationError, origins: Origins | None = None) -> str:
+    """The fix for the first problem: the rule's own fix, a spelling check for unknown keys, else the values
+    (named by the flag when a flag gave the value)."""
     first = err.errors()[0]
     cause = (first.get("ctx") or {}).get("error")
     if isinstance(cause, FieldError):
         if cause.fix:
             return cause.fix
+        flag = _flag_of(origins, _path(cause.fields[0]))
+        if flag:
+            return f"change {flag}; `spectrn config-reference` lists the valid values of {cause.fields[0]}"
         return f"change {cause.fields[0]}; `spectrn config-reference` lists its valid values"
     loc = _loc_text(first["loc"]) or "the configuration"
     if first["type"] == "extra_forbidden":
         return "check the key's spelling; `spectrn config-reference` lists every valid key"
+    flag = _flag_of(origins, tuple(first["loc"])) if first["loc"] else None
+    if flag:
+        expected = (first.get("ctx") or {}).get("expected")
+        if first["type"] == "literal_error" and expected:
+            return f"give {flag} one of {expected}"
+        return f"change {flag}; `spectrn config-reference` lists the valid values of {loc}"
     return f"change {loc}; `spectrn config-reference` lists its valid values"
 
 
@@ -1181,7 +1205,7 @@ def build_config(
     try:
         cfg = SpectrnConfig.model_validate(merged)
     except ValidationError as e:
-        raise ConfigError(format_validation_error(e, origins), hint=validation_hint(e)) from None
+        raise ConfigError(format_validation_error(e, origins), hint=validation_hint(e, origins)) from None
     cfg._origins = origins
     check_config_names(cfg)
     return cfg

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from spectrn.errors import ConfigError
-from spectrn.spec.config import SpectrnConfig, format_validation_error
+from spectrn.spec.config import Origins, SpectrnConfig, format_validation_error, validation_hint
 
 SWEEP_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -67,8 +67,12 @@ def cell_config(base: SpectrnConfig, cell: Cell) -> SpectrnConfig:
     try:
         return SpectrnConfig.model_validate(data)
     except ValidationError as e:
-        msg = format_validation_error(e)
-        raise ConfigError(f"sweep cell {cell.key}: {msg}", hint="fix --drafts/--windows or the config") from None
+        # Only the grid's axes differ from the validated base spec: name them by their flags.
+        origins = Origins()
+        origins.record(("draft",), cell.draft, "flag --drafts")
+        origins.record(("num_speculative_tokens",), cell.window, "flag --windows")
+        msg = format_validation_error(e, origins)
+        raise ConfigError(f"{msg} (sweep cell {cell.key})", hint=validation_hint(e, origins)) from None
 
 
 def fingerprint(cfg: SpectrnConfig) -> str:

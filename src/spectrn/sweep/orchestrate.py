@@ -11,9 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
 from spectrn.errors import AnalysisError, ConfigError, Interrupted, SpectrnError
+from spectrn.events import Emitter, OnEvent
 from spectrn.paths import atomic_write_text, safe_output_dir
 from spectrn.spec.config import SpectrnConfig
 from spectrn.sweep.cells import aggregate_equivalence, cell_inputs
@@ -73,7 +72,7 @@ class Sweep:
         sweep_id: str,
         out_root: Path,
         opts: SweepOptions,
-        console: Console,
+        on_event: OnEvent | None = None,
         *,
         resume: bool = False,
     ) -> None:
@@ -81,7 +80,8 @@ class Sweep:
         self.sweep_id = check_sweep_id(sweep_id)
         self.sweep_dir = safe_output_dir(out_root, what="--out-dir") / self.sweep_id
         self.opts = opts
-        self.console = console
+        self.on_event = on_event
+        self.emit = Emitter(on_event)
         self.levels = levels_of(cfg)
         settings = {
             "drafts": opts.drafts,
@@ -110,7 +110,7 @@ class Sweep:
             if self.manifest.done(c) and c.key not in result.skipped:
                 result.skipped.append(c.key)
         if result.skipped and todo:
-            self.console.print(f"resuming: {len(result.skipped)} cell(s) already finished, {len(todo)} to run")
+            self.emit("info", f"resuming: {len(result.skipped)} cell(s) already finished, {len(todo)} to run")
         if not todo:
             return
         runner = lazy.get()
@@ -125,21 +125,22 @@ class Sweep:
             if runner.where == "cluster"
             else ""
         )
-        self.console.print(
-            f"[bold]{phase or 'sweep'}[/]: {len(todo)} cell(s) on the {runner.where}, estimated "
-            f"{fmt_duration(total)} ({how}){extra}"
+        self.emit(
+            "heading",
+            f"{phase or 'sweep'}: {len(todo)} cell(s) on the {runner.where}, estimated {fmt_duration(total)} "
+            f"({how}){extra}",
         )
+        task = f"{self.sweep_id}:{phase or 'sweep'}"
         started = time.monotonic()
         spent_est = 0.0
         for n, cell in enumerate(todo, 1):
             elapsed = time.monotonic() - started
             ratio = elapsed / spent_est if spent_est > 0 else 1.0
             remaining = ratio * sum(estimates[c.key] for c in todo[n - 1 :])
-            self.console.print(
-                f"[cyan][{n}/{len(todo)}][/] {cell.draft} window {cell.window} at {cell.level} "
-                f"(elapsed {fmt_duration(elapsed)}, about {fmt_duration(remaining)} left)",
-                highlight=False,
-            )
+            self.emit.progress(
+                task, f"[{n}/{len(todo)}] {cell.draft} window {cell.window} at {cell.level}", completed=n - 1,
+                total=len(todo), unit="cells", group=task, eta_s=remaining, announce=True,
+            )  # fmt: skip
             resume = f"`spectrn sweep --resume --sweep-id {self.sweep_id}` with the same flags runs only the rest"
             try:
                 self.run_one(cell, runner)
@@ -154,6 +155,7 @@ class Sweep:
                 raise
             result.ran.append(cell.key)
             spent_est += estimates[cell.key]
+        self.emit.progress(task, phase or "sweep", completed=len(todo), total=len(todo), unit="cells", group=task)
 
     def run_one(self, cell: Cell, runner: CellRunner) -> None:
         from spectrn.finish import finish
@@ -164,7 +166,7 @@ class Sweep:
         for stale in _stale_runs(out_root, cell, runner):
             shutil.rmtree(stale)
         t0 = time.time()
-        run_dir = runner.run(cfg, cell, out_root, self.console, self.opts.quiet)
+        run_dir = runner.run(cfg, cell, out_root, self.on_event, self.opts.quiet)
         summary = finish(run_dir, report=False).summary  # the same finish as every run; one report for the sweep
         view = summary.level(cell.level) if cell.level in summary.level_labels else summary.levels[0]
         eq = view.equivalence
@@ -185,13 +187,12 @@ class Sweep:
         for cls, cs in sorted(view.by_prompt_class.items()):
             sp = cs.speedup.tpot_p50 if cs.speedup else None
             if sp is not None and sp.value is not None:
-                self.console.print(f"    {cls}: TPOT p50 speedup {sp.text()}", highlight=False, markup=False)
+                self.emit("info", f"    {cls}: TPOT p50 speedup {sp.text()}")
         if eq is not None and eq.compared and eq.matched != eq.compared:
-            self.console.print(
+            self.emit(
+                "alert",
                 f"    OUTPUT DIVERGENCE in {cell.key}: {eq.compared - eq.matched} of {eq.compared} greedy outputs "
                 "differ",
-                style="bold red",
-                markup=False,
             )
 
     # ---- the two modes ----
@@ -214,11 +215,12 @@ class Sweep:
         k_max = max(self.opts.windows)
         level = self.levels[0]
         if len(self.levels) > 1:
-            self.console.print(f"[yellow]note:[/] --predict works at one load level; using {level}")
+            self.emit("warning", f"note: --predict works at one load level; using {level}")
         first = [Cell(d, k_max, level) for d in self.opts.drafts]
-        self.console.print(
+        self.emit(
+            "info",
             f"predict: window {k_max} for {len(first)} draft(s), then one confirmation run of the predicted optimum "
-            f"(instead of {len(self.opts.drafts) * len(self.opts.windows)} grid cells)"
+            f"(instead of {len(self.opts.drafts) * len(self.opts.windows)} grid cells)",
         )
         self.run_cells(first, runner, result, phase=f"predict: measuring window {k_max}")
         pred = self.prediction()
@@ -228,9 +230,10 @@ class Sweep:
                 "no prediction could be made from the large-window run(s)",
                 hint="check that the runs completed and that the server streams token ids",
             )
-        self.console.print(
+        self.emit(
+            "info",
             f"predicted optimum: {choice['draft']} window {choice['window']} "
-            f"(predicted TPOT {choice['tpot_s'] * 1e3:.2f} ms on the mix); confirming"
+            f"(predicted TPOT {choice['tpot_s'] * 1e3:.2f} ms on the mix); confirming",
         )
         self.run_cells([Cell(choice["draft"], int(choice["window"]), level)], runner, result, phase="predict: confirm")
 

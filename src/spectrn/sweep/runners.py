@@ -14,8 +14,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
 
-from rich.console import Console
-
+from spectrn.events import Emitter, OnEvent
 from spectrn.spec.config import SpectrnConfig
 from spectrn.sweep.grid import Cell
 
@@ -35,7 +34,7 @@ class CellRunner(Protocol):
         """The cell's run id: its folder name under ``cells/<draft>-k<window>/`` and its RunId when published."""
         ...
 
-    def run(self, cfg: SpectrnConfig, cell: Cell, out_root: Path, console: Console, quiet: bool) -> Path: ...
+    def run(self, cfg: SpectrnConfig, cell: Cell, out_root: Path, on_event: OnEvent | None, quiet: bool) -> Path: ...
 
     def probe_tpot(self, cfg: SpectrnConfig) -> float | None:
         """Seconds per output token of the baseline at batch 1 (for the time estimate), or None."""
@@ -124,7 +123,7 @@ class LocalSimRunner:
         self.spec = (proc, url, want)
         return url
 
-    def run(self, cfg: SpectrnConfig, cell: Cell, out_root: Path, console: Console, quiet: bool) -> Path:
+    def run(self, cfg: SpectrnConfig, cell: Cell, out_root: Path, on_event: OnEvent | None, quiet: bool) -> Path:
         from spectrn.loadgen.bench import endpoint_provenance, execute, plan_from_config
         from spectrn.runtimes.sim_pair import sim_profile
 
@@ -136,7 +135,7 @@ class LocalSimRunner:
         plan = plan_from_config(
             cfg, endpoints, run_id=self.run_id(cell), out_root=out_root, model=self.model, provenance=prov
         )
-        return execute(plan, cfg, console, quiet=quiet).run_dir
+        return execute(plan, cfg, on_event, quiet=quiet).run_dir
 
     def probe_tpot(self, cfg: SpectrnConfig) -> float | None:
         if self.baseline is None:
@@ -172,7 +171,7 @@ class ClusterRunner:
         kube: Any,
         cfg: SpectrnConfig,
         sweep_id: str,
-        console: Console,
+        on_event: OnEvent | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
@@ -181,16 +180,33 @@ class ClusterRunner:
         self.kube = kube
         self.cfg = cfg
         self.sweep_slug = re.sub(r"[^a-z0-9]+", "-", sweep_id.lower()).strip("-")[:12] or "sweep"
-        self.console = console
+        self.emit = Emitter(on_event)
         self.current: tuple[str, int] | None = None
         self.timing: dict[str, Any] = {"clock": clock, "sleep": sleep, "poll_s": poll_s}
 
     def __enter__(self) -> ClusterRunner:
         from spectrn.deploy.service import deploy, render_for_deploy
 
-        self.console.print("deploying the shared baseline (reused when already up to date)")
-        deploy(self.kube, self.cfg, render_for_deploy(self.cfg, only="baseline"), **self.timing)
+        self.emit("info", "deploying the shared baseline (reused when already up to date)")
+        deploy(
+            self.kube, self.cfg, render_for_deploy(self.cfg, only="baseline"),
+            on_update=self._readiness(self.cfg, "baseline", self.emit), **self.timing,
+        )  # fmt: skip
         return self
+
+    def _readiness(self, cfg: SpectrnConfig, what: str, emit: Emitter) -> Callable[[list[Any]], None]:
+        """Deploy progress as a bar: services ready, with the time left of the startup budget."""
+        clock = self.timing["clock"]
+        start = clock()
+        budget = cfg.probes.startup_budget_s
+
+        def update(states: list[Any]) -> None:
+            emit.progress(
+                f"deploy:{what}", f"deploy {what}", completed=sum(1 for s in states if s.done), total=len(states),
+                unit="services", group=f"deploy:{what}", eta_s=max(0.0, budget - (clock() - start)),
+            )  # fmt: skip
+
+        return update
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -202,17 +218,21 @@ class ClusterRunner:
         level = cell.level.replace(".", "p")
         return f"{self.sweep_slug}-{draft}-k{cell.window}-{level}"[:40].strip("-")
 
-    def run(self, cfg: SpectrnConfig, cell: Cell, out_root: Path, console: Console, quiet: bool) -> Path:
+    def run(self, cfg: SpectrnConfig, cell: Cell, out_root: Path, on_event: OnEvent | None, quiet: bool) -> Path:
         from spectrn.collect.incluster import run_incluster_bench
         from spectrn.deploy.service import deploy, render_for_deploy
 
         want = (cfg.draft, cfg.num_speculative_tokens)
         if self.current != want:
-            console.print(f"deploying speculative service: {cfg.draft} window {cfg.num_speculative_tokens}")
-            deploy(self.kube, cfg, render_for_deploy(cfg, only="speculative"), **self.timing)
+            emit = Emitter(on_event)
+            emit("info", f"deploying speculative service: {cfg.draft} window {cfg.num_speculative_tokens}")
+            deploy(
+                self.kube, cfg, render_for_deploy(cfg, only="speculative"),
+                on_update=self._readiness(cfg, "speculative", emit), **self.timing,
+            )  # fmt: skip
             self.current = want
         return run_incluster_bench(
-            cfg, self.run_id(cell), "spectrn", console, self.kube, out_root=out_root, **self.timing
+            cfg, self.run_id(cell), "spectrn", on_event, self.kube, out_root=out_root, **self.timing
         )
 
     def probe_tpot(self, cfg: SpectrnConfig) -> float | None:
@@ -261,13 +281,13 @@ class LocalVllmCpuRunner:
     ) -> None:
         self.pair.__exit__(exc_type, exc, tb)
 
-    def run(self, cfg: SpectrnConfig, cell: Cell, out_root: Path, console: Console, quiet: bool) -> Path:
+    def run(self, cfg: SpectrnConfig, cell: Cell, out_root: Path, on_event: OnEvent | None, quiet: bool) -> Path:
         from spectrn.loadgen.bench import execute, plan_from_config
 
         spec = self.pair.set_window(cell.window)
         endpoints = {"baseline": self.pair.endpoints["baseline"], "speculative": spec}
         plan = plan_from_config(cfg, endpoints, run_id=self.run_id(cell), out_root=out_root, model=self.model)
-        return execute(plan, cfg, console, quiet=quiet).run_dir
+        return execute(plan, cfg, on_event, quiet=quiet).run_dir
 
     def probe_tpot(self, cfg: SpectrnConfig) -> float | None:
         return probe_tpot(self.pair.endpoints["baseline"], self.model)
