@@ -22,7 +22,7 @@ vllm-cpu:
 	$(VLLM_VENV)/bin/python hack/vllm-cpu/make_models.py
 
 # checkov (the manifest security scan) in its own venv: about 300 MB of dependencies kept out of the main one;
-# cached, a re-run does nothing. tests/reliability/test_rel_security.py finds it there.
+# cached, a re-run does nothing. tests/render/test_rel_security.py finds it there.
 CHECKOV_VENV ?= .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed-stamp
 $(CHECKOV_STAMP):

@@ -7,10 +7,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kube"))
-from kube_runfiles import shard_files  # noqa: E402
-from kubehelp import make_cfg, run_deploy  # noqa: E402
-
 from doubles.kube_fake import FakeKube  # noqa: E402
+from doubles.kube_runfiles import shard_files  # noqa: E402
+from doubles.kubehelp import make_cfg, run_deploy  # noqa: E402
 from spectrn.collect.incluster import run_incluster_bench  # noqa: E402
 from spectrn.events import Event, progress_line  # noqa: E402
 

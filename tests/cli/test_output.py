@@ -22,19 +22,9 @@ Run = Callable[..., tuple[int, str, str]]
 FAST = ["--time-scale", "0.05", "--requests", "4", "--max-tokens", "12", "--prompts", "all"]
 
 
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Run:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("SPECTRN_CONFIG", raising=False)
+@pytest.fixture(autouse=True)
+def _not_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("COLUMNS", raising=False)  # no width given: the output is not a terminal
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        with pytest.raises(SystemExit) as e:
-            main(list(argv))
-        out, err = capsys.readouterr()
-        return int(e.value.code or 0), out, err
-
-    return run
 
 
 @pytest.fixture(scope="module")
@@ -161,9 +151,8 @@ def test_deploy_wait_shows_readiness_with_time_left(cli: Run, monkeypatch: pytes
     import sys as _sys
 
     _sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kube"))
-    from kubehelp import add_slices
-
     from doubles.kube_fake import FakeKube
+    from doubles.kubehelp import add_slices
 
     fake = FakeKube(context="kind-spectrn")
     add_slices(fake)

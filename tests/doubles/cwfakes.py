@@ -18,13 +18,18 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import hashlib
 import json
 import math
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from spectrn.errors import PublishError
@@ -355,3 +360,71 @@ class CloudWatchDouble:
                 data = await resp.read()
                 keep = {k: v for k, v in resp.headers.items() if k.lower() not in skip | {"server", "date"}}
                 return resp.status, keep, data
+
+
+# decide(n) for the n-th PutMetricData call (0-based): None forwards it, (status, code, message) refuses it.
+Decide = Callable[[int], tuple[int, str, str] | None]
+
+
+class CloudWatchProxy:
+    """A real local CloudWatch (moto) behind a proxy that refuses the PutMetricData calls ``decide`` picks and
+    records a digest of every call it forwards and CloudWatch accepted."""
+
+    def __init__(self, upstream: str, decide: Decide) -> None:
+        self.upstream, self.decide = upstream, decide
+        self.calls = 0
+        self.refused = 0
+        self.forwarded = 0
+        self.batches: list[str] = []  # digest of every PutMetricData body CloudWatch accepted, in order
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _send(self, status: int, headers: dict[str, str], data: bytes) -> None:
+                self.send_response(status)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                raw = gzip.decompress(body) if self.headers.get("Content-Encoding") == "gzip" else body
+                is_put = "PutMetricData" in self.path + str(self.headers.get("X-Amz-Target")) or b"PutMetricData" in raw
+                if is_put:
+                    n, proxy.calls = proxy.calls, proxy.calls + 1
+                    refusal = proxy.decide(n)
+                    if refusal is not None:
+                        proxy.refused += 1
+                        status, code, message = refusal
+                        payload = json.dumps({"__type": code, "message": message}).encode()
+                        self._send(status, {"Content-Type": "application/json"}, payload)
+                        return
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
+                req = urllib.request.Request(proxy.upstream + self.path, data=body, headers=headers, method="POST")
+                try:
+                    with urllib.request.urlopen(req, timeout=30) as resp:
+                        status, rheaders, data = resp.status, resp.headers, resp.read()
+                except urllib.error.HTTPError as e:
+                    status, rheaders, data = e.code, e.headers, e.read()
+                if is_put and status == 200:
+                    proxy.forwarded += 1
+                    proxy.batches.append(hashlib.sha256(raw).hexdigest())  # gzip's header varies, its content not
+                skip = ("content-length", "transfer-encoding", "connection", "server", "date")
+                self._send(status, {k: v for k, v in rheaders.items() if k.lower() not in skip}, data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> CloudWatchProxy:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=10)

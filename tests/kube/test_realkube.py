@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from mock_apiserver import MockApiServer
 
+from doubles.mock_apiserver import MockApiServer
 from spectrn.kube.client import KubeApiError, RealKube, api_error, translate_api_exception
 
 

@@ -9,9 +9,9 @@ from collections import Counter
 import aiohttp
 import pytest
 from aiohttp import web
-from lg_support import FIXTURES, replay_app, serve_app
 
 from doubles.reference_server import Schedule, serve_in_thread
+from doubles.replay import FIXTURES, replay_app, serve_app
 from spectrn.analyze.metrics import request_metrics
 from spectrn.loadgen.client import RequestParams, _apportion, build_body, endpoint_url, run_request
 

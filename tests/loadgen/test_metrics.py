@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from lg_support import FIXTURES
 
+from doubles.replay import FIXTURES
 from spectrn.loadgen.metrics import (
     SPEC_ACCEPTED,
     SPEC_DRAFTS,

@@ -6,7 +6,6 @@ empty backend (``/moto-api/reset``).
 
 from __future__ import annotations
 
-import socket
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ from typing import Any
 import pytest
 
 from doubles.cwfakes import REGION, FakeSink
+from spectrn.runtimes.sim_pair import free_port
 
 _AWS_VARS_TO_CLEAR = (
     "AWS_PROFILE",
@@ -55,12 +55,6 @@ def no_aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     _isolate_aws(monkeypatch, tmp_path)
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
         monkeypatch.delenv(name, raising=False)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="session")

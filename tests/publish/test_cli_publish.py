@@ -9,19 +9,16 @@ from typing import Any
 
 import pytest
 
+import support
 from doubles.cwfakes import REGION
 from doubles.runfactory import make_run
-from spectrn.cli.main import main
 from spectrn.publish import dashboard, datums, publisher
 from spectrn.run.folder import RunFolder
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as e:
-        main(argv)
-    out, err = capsys.readouterr()
-    code = e.value.code if isinstance(e.value.code, int) else 1
-    return code, out, " ".join(err.split())
+    code, out, err = support.run_cli(argv, capsys)
+    return code, out, " ".join(err.split())  # messages wrap: compare them as one line
 
 
 @pytest.fixture

@@ -7,21 +7,16 @@ percentiles (tests/publish/test_datums.py checks the distribution that makes Clo
 
 from __future__ import annotations
 
-import gzip
 import json
-import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from doubles.cwfakes import REGION
+from doubles.cwfakes import REGION, CloudWatchProxy
 from doubles.runfactory import make_run
 from spectrn.analyze.metrics import request_metrics
 from spectrn.analyze.run import ensure_summary
@@ -149,70 +144,15 @@ def test_statistics_dimensions_units_and_dashboard_round_trip(run_dir: Path, mot
     assert shown > 50
 
 
-class _FlakyProxy:
-    """Forwards to moto; while ``failing``, answers PutMetricData after the first ``allow`` calls with HTTP 500."""
-
-    def __init__(self, upstream: str, allow: int) -> None:
-        self.upstream, self.allow, self.failing, self.passed, self.refused = upstream, allow, True, 0, 0
-        proxy = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                # the operation is in the path (CBOR), X-Amz-Target (JSON) or the form body (query, maybe gzipped)
-                raw = gzip.decompress(body) if self.headers.get("Content-Encoding") == "gzip" else body
-                is_put = "PutMetricData" in self.path + str(self.headers.get("X-Amz-Target")) or b"PutMetricData" in raw
-                if is_put and proxy.failing and proxy.passed >= proxy.allow:
-                    proxy.refused += 1
-                    payload = b'{"__type":"InternalFailure","message":"simulated outage"}'
-                    self.send_response(500)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(payload)))
-                    self.end_headers()
-                    self.wfile.write(payload)
-                    return
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
-                req = urllib.request.Request(proxy.upstream + self.path, data=body, headers=headers, method="POST")
-                try:
-                    with urllib.request.urlopen(req, timeout=30) as resp:
-                        status, rheaders, data = resp.status, resp.headers, resp.read()
-                except urllib.error.HTTPError as e:
-                    status, rheaders, data = e.code, e.headers, e.read()
-                if is_put and status == 200:
-                    proxy.passed += 1
-                self.send_response(status)
-                for k, v in rheaders.items():
-                    if k.lower() not in ("content-length", "transfer-encoding", "connection", "server", "date"):
-                        self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> _FlakyProxy:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=10)
-
-
 @pytest.fixture
-def flaky(moto_url: str) -> Iterator[_FlakyProxy]:
-    with _FlakyProxy(moto_url, allow=3) as p:
+def flaky(moto_url: str) -> Iterator[CloudWatchProxy]:
+    """Accepts three PutMetricData calls, then answers HTTP 500 (until a test replaces ``decide``)."""
+    with CloudWatchProxy(moto_url, lambda n: (500, "InternalFailure", "simulated outage") if n >= 3 else None) as p:
         yield p
 
 
 def test_failing_endpoint_part_way_then_rerun_publishes_everything_exactly_once(
-    run_dir: Path, flaky: _FlakyProxy, cw_client: Any, capsys: pytest.CaptureFixture[str]
+    run_dir: Path, flaky: CloudWatchProxy, cw_client: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from spectrn.cli.main import main
 
@@ -230,7 +170,7 @@ def test_failing_endpoint_part_way_then_rerun_publishes_everything_exactly_once(
     (target,) = state["targets"].values()
     assert len(target["sent"]) == 3 and "InternalFailure" in target["last_error"]["message"]
 
-    flaky.failing = False
+    flaky.decide = lambda n: None  # the outage is over
     with pytest.raises(SystemExit) as e:
         main(argv)
     assert e.value.code == 0

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _render_support import FIXED_PROMPTS, RESOURCES, SUPPORTED
 
+from doubles.render_support import FIXED_PROMPTS, RESOURCES, SUPPORTED
 from spectrn.render import manifests as render
 from spectrn.spec.config import build_config
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 import yaml
-from _render_support import FIXED_PROMPTS, RESOURCES, SUPPORTED, k8s_expand, validate_k8s
 
+from doubles.render_support import FIXED_PROMPTS, RESOURCES, SUPPORTED, k8s_expand, validate_k8s
 from spectrn.errors import ConfigError, RenderError
 from spectrn.render import manifests as render
 

@@ -17,10 +17,10 @@ from functools import cache
 from typing import Any
 
 import yaml
-from _render_support import FIXED_PROMPTS, containers, k8s_expand
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from doubles.render_support import FIXED_PROMPTS, containers, k8s_expand
 from spectrn.errors import ConfigError
 from spectrn.render import manifests as render
 from spectrn.spec.config import build_config

@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 import pytest
-from doubles.runfactory import make_run
 from test_report import png_size
 
+from doubles.runfactory import make_run
 from spectrn.report.html import build_report
 
 WIDTH, HEIGHT = 1280, 2400

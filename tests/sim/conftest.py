@@ -3,33 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
-
-from spectrn.sim import SimSettings, run_in_thread
-from spectrn.sim.server import SimHandle
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-real"
 STRUCTURED = "counting numbers from 1 " * 6
 OPEN = "Tell me a story about a lighthouse keeper who finds a letter, and explain why it matters to her."
-
-
-@pytest.fixture
-def start_sim() -> Iterator[Callable[..., SimHandle]]:
-    handles: list[SimHandle] = []
-
-    def start(**kwargs: Any) -> SimHandle:
-        kwargs.setdefault("time_scale", 0.05)
-        h = run_in_thread(SimSettings(**kwargs))
-        handles.append(h)
-        return h
-
-    yield start
-    for h in handles:
-        h.stop()
 
 
 def sse_events(raw: bytes | str) -> list[Any]:

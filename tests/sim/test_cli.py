@@ -13,17 +13,8 @@ from pathlib import Path
 
 import httpx
 
-
-def spectrn(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "spectrn", *args], capture_output=True, text=True, timeout=timeout, check=False
-    )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from spectrn.runtimes.sim_pair import free_port
+from support import spectrn
 
 
 def test_serve_process_answers_and_stops_on_sigterm(tmp_path: Path) -> None:

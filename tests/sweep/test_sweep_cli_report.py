@@ -8,20 +8,13 @@ import pytest
 import yaml
 from rich.console import Console
 
-from spectrn.cli.main import main
 from spectrn.cli.show import print_sweep_analysis
 from spectrn.report.sweep import write_report
 from spectrn.spec.config import SpectrnConfig
 from spectrn.sweep.orchestrate import Sweep, SweepOptions
+from support import run_cli
 
 from .conftest import FakeRunner
-
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as e:
-        main(args)
-    out = capsys.readouterr()
-    return int(e.value.code or 0), out.out, out.err
 
 
 @pytest.mark.parametrize(

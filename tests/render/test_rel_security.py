@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 import yaml
-from relhelp import Behaviour, FaultyServer, bench_argv, run_cli
+
+from doubles.relhelp import Behaviour, FaultyServer, bench_argv, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 ALLOWLIST = ROOT / "security" / "checkov-allowlist.yaml"

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from _render_support import CUSTOM_MODELS, SUPPORTED
+
+from doubles.render_support import CUSTOM_MODELS, SUPPORTED
 
 QWEN_EAGLE = {
     "hf_id": "example/Qwen3-32B-EAGLE",

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from spectrn.runtimes.vllm_cpu import INSTALL_HINT, missing_parts
-
-from .conftest import spectrn
+from support import spectrn
 
 
 @pytest.mark.own_servers

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from kubehelp import make_cfg, run_deploy
 
 from doubles.kube_fake import FakeKube
+from doubles.kubehelp import make_cfg, run_deploy
 from spectrn.deploy.apply import apply_plan
 from spectrn.deploy.kind import advertise_fake_neuron
 from spectrn.deploy.plan import make_plan

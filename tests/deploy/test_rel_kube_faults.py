@@ -9,9 +9,9 @@ the job (every command is idempotent).
 from __future__ import annotations
 
 import pytest
-from relhelp import last_line, run_cli
 
 from doubles.kube_fake import FakeKube
+from doubles.relhelp import last_line, run_cli
 from spectrn.run.summary import Summary
 
 SIM = ["--set", "runtime=sim", "--set", "resources_mode=device-plugin"]

@@ -17,10 +17,13 @@ import time
 from pathlib import Path
 
 import pytest
-from relhelp import run_cli, summary
+
+from doubles.relhelp import run_cli, summary
 
 SPECTRN = Path(sys.executable).with_name("spectrn")
 pytestmark = pytest.mark.slow
+
+SIM_TIME_SCALE = 0.02  # start_sim: fast simulated servers (stall lengths below assume it)
 
 
 def _start_bench(tmp_path: Path, base: str, spec: str, run_id: str) -> subprocess.Popen[bytes]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 
 import pytest
-from kubehelp import make_cfg, run_deploy
 
 from doubles.kube_fake import FakeKube
+from doubles.kubehelp import make_cfg, run_deploy
 from spectrn.deploy.apply import apply_plan
 from spectrn.deploy.objects import KIND_ORDER, SPEC_HASH, order_objects
 from spectrn.deploy.plan import make_plan

@@ -11,122 +11,26 @@ Nothing on disk is lost either way (publishing happens after the run is saved).
 
 from __future__ import annotations
 
-import gzip
-import hashlib
 import json
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
-from relhelp import Behaviour, FaultyServer, bench_argv, run_cli
 
-REGION = "us-east-2"
+from doubles.cwfakes import REGION, CloudWatchProxy
+from doubles.relhelp import Behaviour, FaultyServer, bench_argv, run_cli
+
 SPECTRN = Path(sys.executable).with_name("spectrn")
-# decide(n) for the n-th PutMetricData call (0-based): None forwards it, (status, code, message) refuses it.
-Decide = Callable[[int], tuple[int, str, str] | None]
-
-
-class CloudWatchProxy:
-    def __init__(self, upstream: str, decide: Decide) -> None:
-        self.upstream, self.decide = upstream, decide
-        self.calls = 0
-        self.forwarded = 0
-        self.batches: list[str] = []  # digest of every PutMetricData body CloudWatch accepted, in order
-        proxy = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _send(self, status: int, headers: dict[str, str], data: bytes) -> None:
-                self.send_response(status)
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                raw = gzip.decompress(body) if self.headers.get("Content-Encoding") == "gzip" else body
-                is_put = "PutMetricData" in self.path + str(self.headers.get("X-Amz-Target")) or b"PutMetricData" in raw
-                if is_put:
-                    n, proxy.calls = proxy.calls, proxy.calls + 1
-                    refusal = proxy.decide(n)
-                    if refusal is not None:
-                        status, code, message = refusal
-                        payload = json.dumps({"__type": code, "message": message}).encode()
-                        self._send(status, {"Content-Type": "application/json"}, payload)
-                        return
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
-                req = urllib.request.Request(proxy.upstream + self.path, data=body, headers=headers, method="POST")
-                try:
-                    with urllib.request.urlopen(req, timeout=30) as resp:
-                        status, rheaders, data = resp.status, resp.headers, resp.read()
-                except urllib.error.HTTPError as e:
-                    status, rheaders, data = e.code, e.headers, e.read()
-                if is_put and status == 200:
-                    proxy.forwarded += 1
-                    proxy.batches.append(hashlib.sha256(raw).hexdigest())  # gzip's header varies, its content not
-                skip = ("content-length", "transfer-encoding", "connection", "server", "date")
-                self._send(status, {k: v for k, v in rheaders.items() if k.lower() not in skip}, data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> CloudWatchProxy:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=10)
-
-
-@pytest.fixture(scope="module")
-def moto_server() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    from spectrn.runtimes.sim_pair import free_port
-
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/moto-api/", timeout=2).close()
-            break
-        except OSError:
-            assert time.monotonic() < deadline, "moto did not start"
-            time.sleep(0.1)
-    yield url
-    server.stop()
 
 
 @pytest.fixture
-def moto(moto_server: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
-    urllib.request.urlopen(urllib.request.Request(f"{moto_server}/moto-api/reset", method="POST"), timeout=10).close()
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    return moto_server
+def moto(moto_url: str) -> str:
+    """The session's moto server, emptied, with dummy credentials (tests/publish/conftest.py)."""
+    return moto_url
 
 
 @pytest.fixture

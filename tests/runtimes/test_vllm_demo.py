@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from spectrn.runtimes.vllm_cpu import INSTALL_HINT, missing_parts
+from support import spectrn
 
-from .conftest import MEASURED, spectrn
+from .conftest import MEASURED
 from .test_vllm_runtime import _servers_started_in
 
 

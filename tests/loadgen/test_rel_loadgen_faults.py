@@ -13,7 +13,8 @@ import json
 from pathlib import Path
 
 import pytest
-from relhelp import (
+
+from doubles.relhelp import (
     Behaviour,
     FaultyServer,
     assert_summary_matches_records,
@@ -26,6 +27,8 @@ from relhelp import (
 
 REQUESTS = 30
 COMMON = ["--requests", str(REQUESTS), "--max-tokens", "16", "--concurrency", "4", "--prompts", "all"]
+
+SIM_TIME_SCALE = 0.02  # start_sim: fast simulated servers (stall lengths below assume it)
 
 
 def _bench(capsys, tmp_path: Path, endpoints: dict[str, str], run_id: str, *extra: str) -> tuple[int, str, Path]:

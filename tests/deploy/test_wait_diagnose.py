@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from kubehelp import run_deploy
 
 from doubles.kube_fake import FakeKube
+from doubles.kubehelp import run_deploy
 from spectrn.deploy.diagnose import diagnose_pod
 from spectrn.deploy.wait import wait_ready
 from spectrn.errors import DeployError

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from spectrn.runtimes.vllm_cpu import INSTALL_HINT, VllmCpuPair, missing_parts
+from support import spectrn
 
 HERE = Path(__file__).resolve().parent
 SPECTRN = Path(sys.executable).with_name("spectrn")
@@ -73,13 +74,6 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmCpuPair]:
         MEASURED["ready_incl_warmup_s"] = round(time.monotonic() - t0, 1)
         MEASURED["memory_MiB"] = {v: {k: round(b / 2**20) for k, b in m.items()} for v, m in p.memory_bytes().items()}
         yield p
-
-
-def spectrn(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"}
-    return subprocess.run(
-        [str(SPECTRN), *args], capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL
-    )
 
 
 def get_text(url: str) -> str:

@@ -6,11 +6,11 @@ import json
 
 import pytest
 import yaml
-from kubehelp import add_slices
 
 from doubles.kube_fake import FakeKube
-from spectrn.cli.main import main
+from doubles.kubehelp import add_slices
 from spectrn.kube.client import KubeApiError
+from support import run_cli
 
 SIM = ["--set", "runtime=sim", "--set", "resources_mode=device-plugin"]
 
@@ -26,11 +26,7 @@ def cluster(monkeypatch, tmp_path):
     return fake
 
 
-def run(argv, capsys):
-    with pytest.raises(SystemExit) as exit_:
-        main(argv)
-    out, err = capsys.readouterr()
-    return exit_.value.code, out, err
+run = run_cli
 
 
 def test_dry_run_prints_plan_preflight_and_exactly_the_objects(cluster, capsys):
@@ -121,7 +117,7 @@ def test_only_with_a_bad_value(cluster, capsys):
 
 
 def test_bench_without_local_runs_the_in_cluster_job(cluster, capsys, tmp_path):
-    from kube_runfiles import shard_files
+    from doubles.kube_runfiles import shard_files
 
     assert run(["deploy", *SIM], capsys)[0] == 0
     cluster.job_files = lambda pod, i: shard_files("r-cli-1", i, 1)
@@ -175,7 +171,7 @@ def test_every_cluster_command_takes_context_kubeconfig_and_namespace(monkeypatc
 
 
 def test_namespace_flag_moves_every_command_to_that_namespace(cluster, capsys, tmp_path):
-    from kube_runfiles import shard_files
+    from doubles.kube_runfiles import shard_files
 
     ns = ["--namespace", "team-a"]
     assert run(["deploy", *SIM, *ns], capsys)[0] == 0
@@ -250,7 +246,7 @@ def analyses(monkeypatch):
 
 
 def test_in_cluster_bench_analyses_once_and_applying_twice_starts_no_second_job(cluster, capsys, tmp_path, analyses):
-    from kube_runfiles import shard_files
+    from doubles.kube_runfiles import shard_files
 
     assert run(["deploy", *SIM], capsys)[0] == 0
     assert run(["deploy", *SIM], capsys)[0] == 0  # the services applied twice: nothing changes, no Job
@@ -273,7 +269,7 @@ def test_in_cluster_bench_analyses_once_and_applying_twice_starts_no_second_job(
 
 
 def test_collect_after_the_cli_died_fetches_and_analyses_once(cluster, capsys, tmp_path, analyses, monkeypatch):
-    from kube_runfiles import shard_files
+    from doubles.kube_runfiles import shard_files
 
     assert run(["deploy", *SIM], capsys)[0] == 0
     cluster.job_files = lambda pod, i: shard_files("r-died", i, 2)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from bad_input_cases import CASES, Case, make_inputs, render_doc
-from relhelp import run_cli
 
 from doubles.kube_fake import FakeKube
+from doubles.relhelp import run_cli
 from spectrn.errors import EXIT_CODES
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "bad-input.md"
@@ -74,5 +74,5 @@ def test_every_command_has_bad_input_cases() -> None:
 
 def test_the_document_matches_the_cases() -> None:
     assert DOC.read_text(encoding="utf-8") == render_doc(), (
-        "docs/bad-input.md is stale: run `.venv/bin/python tests/reliability/bad_input_cases.py > docs/bad-input.md`"
+        "docs/bad-input.md is stale: run `.venv/bin/python tests/cli/bad_input_cases.py > docs/bad-input.md`"
     )

@@ -3,7 +3,7 @@
 One list, ``CASES``, drives both the test (``test_rel_bad_input.py``) and the table in ``docs/bad-input.md``.
 Regenerate the document after changing the list:
 
-    .venv/bin/python tests/reliability/bad_input_cases.py > docs/bad-input.md
+    .venv/bin/python tests/cli/bad_input_cases.py > docs/bad-input.md
 
 Each case runs in a folder prepared by ``make_inputs`` (file names below refer to it), with a fake
 Kubernetes API and no AWS credentials. Expected: the documented exit code, exactly one error line
@@ -288,11 +288,11 @@ def render_doc() -> str:
     out = [
         "# Bad input: what spectrn says and how it exits",
         "",
-        "Generated from `tests/reliability/bad_input_cases.py` (the list the tests run); regenerate with",
-        "`.venv/bin/python tests/reliability/bad_input_cases.py > docs/bad-input.md`. A test fails when this",
+        "Generated from `tests/cli/bad_input_cases.py` (the list the tests run); regenerate with",
+        "`.venv/bin/python tests/cli/bad_input_cases.py > docs/bad-input.md`. A test fails when this",
         "file and the list disagree.",
         "",
-        "Every case below is run through the real CLI by `tests/reliability/test_rel_bad_input.py`, which checks",
+        "Every case below is run through the real CLI by `tests/cli/test_rel_bad_input.py`, which checks",
         "the exit code, that stderr carries exactly one error line `Type: cause (fix: what to do)` (Click's own",
         "usage errors: `Usage error: ...` followed by a pointer to `--help`) containing the expected text, and",
         "that the command left no new file behind (no half-written summary, run folder or manifest).",

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from kubehelp import add_slices, make_cfg, run_deploy
 
 from doubles.kube_fake import FakeKube
+from doubles.kubehelp import add_slices, make_cfg, run_deploy
 from spectrn.deploy.plan import make_plan
 from spectrn.deploy.preflight import preflight
 from spectrn.deploy.service import render_for_deploy

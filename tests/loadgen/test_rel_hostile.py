@@ -16,8 +16,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from relhelp import assert_summary_matches_records, bench_argv, last_line, measured_error_classes, records, run_cli
 
+from doubles.relhelp import (
+    assert_summary_matches_records,
+    bench_argv,
+    last_line,
+    measured_error_classes,
+    records,
+    run_cli,
+)
 from hostile import PLANTED, HostileServer
 
 REQUESTS = 8

@@ -10,11 +10,11 @@ import json
 import tarfile
 
 import pytest
-from kube_runfiles import shard_files
-from kubehelp import make_cfg, run_deploy
 
 from contract import assert_valid_run_folder
 from doubles.kube_fake import FakeKube
+from doubles.kube_runfiles import shard_files
+from doubles.kubehelp import make_cfg, run_deploy
 from spectrn.collect.incluster import _safe_extract, collect, run_incluster_bench
 from spectrn.errors import BenchError, Interrupted
 from spectrn.events import Event

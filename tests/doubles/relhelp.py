@@ -18,22 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from spectrn.cli.main import main
 from spectrn.run.summary import Summary
+from support import run_cli  # noqa: F401  (re-exported: the reliability tests' entry point)
 
 MODEL = "Qwen/Qwen3-32B"
-
-
-def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """Run ``spectrn ARGV`` in-process; return (exit code, stdout, stderr)."""
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as exit_:
-        main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    code = exit_.value.code
-    return (code if isinstance(code, int) else 1), out, err
 
 
 def last_line(err: str) -> str:

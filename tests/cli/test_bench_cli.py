@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
-from lg_support import replay_app, serve_app
 
+from doubles.replay import replay_app, serve_app
 from spectrn.cli.main import main
 from spectrn.run.summary import Summary
 

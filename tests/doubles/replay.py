@@ -1,4 +1,4 @@
-"""Helpers for load generator tests: serve an aiohttp app in a thread, replay recorded vLLM bytes."""
+"""Replaying recorded vLLM bytes: an aiohttp app served in a thread, and the recorded fixtures."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from aiohttp import web
 
 from doubles.reference_server import serve_app_in_thread
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "loadgen" / "fixtures"
 
 
 serve_app = serve_app_in_thread

@@ -7,7 +7,9 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parents[1]
 DOC = TESTS.parent / "docs" / "reliability.md"
-REF = re.compile(r"`((?:rel|kube|sweep|publish|sim|loadgen)/[\w/]+\.py)?(?:::(\w+))?")
+REF = re.compile(
+    r"`((?:analyze|cli|collect|deploy|kube|loadgen|publish|render|report|run|runtimes|sim|spec|sweep)/[\w/]+\.py)?(?:::(\w+))?"
+)
 
 
 def test_every_test_named_in_reliability_md_exists() -> None:
@@ -17,7 +19,7 @@ def test_every_test_named_in_reliability_md_exists() -> None:
     for m in REF.finditer(text):
         path, name = m.groups()
         if path:
-            current = TESTS / path.replace("rel/", "reliability/", 1)
+            current = TESTS / path
             assert current.is_file(), f"docs/reliability.md names a missing file: {path}"
         if name:
             assert current is not None, f"::{name} without a file before it"
@@ -27,10 +29,10 @@ def test_every_test_named_in_reliability_md_exists() -> None:
 
 
 def test_every_request_error_class_is_in_reliability_md() -> None:
-    from error_classes import splice
+    from doubles.error_classes import splice
 
     text = DOC.read_text(encoding="utf-8")
     assert splice(text) == text, (
         "docs/reliability.md's error-class table is stale: run "
-        "`.venv/bin/python tests/reliability/error_classes.py --write docs/reliability.md`"
+        "`.venv/bin/python tests/doubles/error_classes.py --write docs/reliability.md`"
     )
