@@ -5,7 +5,7 @@
     +-- RenderError             exit 3   a template produced something invalid
     +-- BenchError              exit 4   load generation could not run or produced unusable results
     |   +-- EndpointError       exit 4   an endpoint is unreachable or answers wrongly
-    +-- AnalysisError           exit 5   results cannot be analysed (missing or corrupt files)
+    +-- AnalysisError           exit 5   results cannot be analyzed (missing or corrupt files)
     +-- PublishError            exit 6   CloudWatch rejected or failed part of a publish
     +-- KubeError               exit 7   the Kubernetes API refused or failed a call
     |   +-- DeployError         exit 7   a workload did not become ready (with a diagnosis)

@@ -43,7 +43,7 @@ def finish(
     mix: Mapping[str, float] | None = None,
     publish: Callable[[RunFolder], Any] | None = None,
 ) -> Finished:
-    """Analyse ``run_dir`` and write every local output; then ``publish(folder)`` when given."""
+    """Analyze ``run_dir`` and write every local output; then ``publish(folder)`` when given."""
     folder, summary = analyze_folder(run_dir, mix=mix)
     done = Finished(folder, summary, folder.file("summary.json"))
     if folder.meta.engine != "llmperf":  # an llmperf run has llmperf's own files already

@@ -1,5 +1,5 @@
 """llmperf both ways: ingesting golden result folders (the sample's --engine llmperf pod layout) into a run folder
-that the ordinary finish analyses, reports and publishes; and writing llmperf-compatible files from records."""
+that the ordinary finish analyzes, reports and publishes; and writing llmperf-compatible files from records."""
 
 from __future__ import annotations
 

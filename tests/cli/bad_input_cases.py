@@ -308,7 +308,7 @@ def render_doc() -> str:
         "RenderError": "a template produced something invalid",
         "BenchError": "load generation could not run or produced unusable results",
         "EndpointError": "an endpoint is unreachable, not ready (/health) or answers wrongly",
-        "AnalysisError": "results cannot be analysed (missing or corrupt files)",
+        "AnalysisError": "results cannot be analyzed (missing or corrupt files)",
         "PublishError": "CloudWatch rejected or failed part of a publish (progress kept in publish.json)",
         "KubeError": "the Kubernetes API refused or failed a call",
         "DeployError": "a workload did not become ready (with a diagnosis)",

@@ -1,4 +1,4 @@
-"""The CLI stopped mid-run (Ctrl-C and SIGKILL) in a real subprocess, then analysed.
+"""The CLI stopped mid-run (Ctrl-C and SIGKILL) in a real subprocess, then analyzed.
 
 SIGINT: exit 130, every finished request is in requests.jsonl, run.json says ``interrupted``, and
 ``spectrn analyze`` flags the run as not clean. SIGKILL: no handler runs; requests.jsonl holds whole lines

@@ -1,7 +1,7 @@
 """In-cluster bench: the load Job, progress, retrieval, shard merge, cleanup, and `collect` after a crash.
 
-The collected folder is analysed by the caller (``spectrn bench`` / ``spectrn collect``, tested through the CLI
-in test_kube_cli.py); tests here that look at a summary analyse the collected folder themselves."""
+The collected folder is analyzed by the caller (``spectrn bench`` / ``spectrn collect``, tested through the CLI
+in test_kube_cli.py); tests here that look at a summary analyze the collected folder themselves."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def test_single_pod_bench_collects_and_cleans_up(tmp_path):
     run_dir = bench(fake, cfg, tmp_path, console)
     assert run_dir == tmp_path / RUN
     assert len(read_records(run_dir / "requests.jsonl")) == 24
-    assert not (run_dir / "summary.json").exists()  # collected, not analysed: the caller finishes it once
+    assert not (run_dir / "summary.json").exists()  # collected, not analyzed: the caller finishes it once
     summary = finish(run_dir, report=False).summary
     assert_valid_run_folder(run_dir)  # an in-cluster run's files follow the published schemas
     assert summary.levels[0].speedup is not None and summary.levels[0].speedup.tpot_p50 is not None

@@ -228,7 +228,7 @@ def test_a_missing_kubeconfig_says_not_found(monkeypatch, tmp_path, capsys):
 
 
 @pytest.fixture
-def analyses(monkeypatch):
+def analyzes(monkeypatch):
     """Counts every analysis of a run folder (spectrn's own and llmperf ingestion)."""
     import spectrn.analyze.llmperf
     import spectrn.finish
@@ -245,7 +245,7 @@ def analyses(monkeypatch):
     return calls
 
 
-def test_in_cluster_bench_analyses_once_and_applying_twice_starts_no_second_job(cluster, capsys, tmp_path, analyses):
+def test_in_cluster_bench_analyzes_once_and_applying_twice_starts_no_second_job(cluster, capsys, tmp_path, analyzes):
     from doubles.kube_runfiles import shard_files
 
     assert run(["deploy", *SIM], capsys)[0] == 0
@@ -255,7 +255,7 @@ def test_in_cluster_bench_analyses_once_and_applying_twice_starts_no_second_job(
     argv = ["bench", "--run-id", "r-once", "--out-dir", str(tmp_path / "res"), "--no-report", *SIM]
     code, _, err = run(argv, capsys)
     assert code == 0, err
-    assert analyses == ["analyze_folder"]  # exactly one analysis of the collected run
+    assert analyzes == ["analyze_folder"]  # exactly one analysis of the collected run
     assert (tmp_path / "res" / "r-once" / "summary.json").exists()
     assert [w for op, w in cluster.calls if op == "apply" and w.startswith("Job")] == [
         "Job spectrn/spectrn-loadgen-r-once"
@@ -265,10 +265,10 @@ def test_in_cluster_bench_analyses_once_and_applying_twice_starts_no_second_job(
     code, _, err = run(argv, capsys)  # the same run id again: refused before any Job starts
     assert code == 4 and "already holds a run" in err
     assert len([w for op, w in cluster.calls if op == "apply" and w.startswith("Job")]) == 1
-    assert analyses == ["analyze_folder"]
+    assert analyzes == ["analyze_folder"]
 
 
-def test_collect_after_the_cli_died_fetches_and_analyses_once(cluster, capsys, tmp_path, analyses, monkeypatch):
+def test_collect_after_the_cli_died_fetches_and_analyzes_once(cluster, capsys, tmp_path, analyzes, monkeypatch):
     from doubles.kube_runfiles import shard_files
 
     assert run(["deploy", *SIM], capsys)[0] == 0
@@ -286,19 +286,19 @@ def test_collect_after_the_cli_died_fetches_and_analyses_once(cluster, capsys, t
     code, _, err = run([*argv, *SIM], capsys)
     assert code == 130 and "spectrn collect r-died" in " ".join(err.split())
     assert cluster.find("Job", "spectrn-loadgen-r-died", "spectrn") is not None
-    assert analyses == []
+    assert analyzes == []
     monkeypatch.setattr(cluster, "watch", real_watch)
 
     code, stdout, err = run(["collect", "r-died", "--out", str(out), "--no-report", *SIM], capsys)
     assert code == 0, err
     assert stdout.strip() == str(out / "r-died")
-    assert analyses == ["analyze_folder"]
+    assert analyzes == ["analyze_folder"]
     summary = json.loads((out / "r-died" / "summary.json").read_text())
     assert summary["levels"][0]["variants"]["speculative"]["requests"]["completed"] == 12
     assert cluster.find("Job", "spectrn-loadgen-r-died", "spectrn") is None
 
 
-def test_llmperf_bench_through_the_cli_ingests_once(cluster, capsys, tmp_path, analyses):
+def test_llmperf_bench_through_the_cli_ingests_once(cluster, capsys, tmp_path, analyzes):
     assert run(["deploy", *SIM], capsys)[0] == 0
     out = "/results/r-llm/llmperf/hello-world"
     rows = json.dumps(
@@ -322,6 +322,6 @@ def test_llmperf_bench_through_the_cli_ingests_once(cluster, capsys, tmp_path, a
     argv = ["bench", "--engine", "llmperf", "--run-id", "r-llm", "--out-dir", str(tmp_path / "res"), *SIM]
     code, _, err = run(argv, capsys)
     assert code == 0, err
-    assert analyses == ["ingest", "analyze_folder"]  # ingested into records once, then finished once like any run
+    assert analyzes == ["ingest", "analyze_folder"]  # ingested into records once, then finished once like any run
     summary = json.loads((tmp_path / "res" / "r-llm" / "summary.json").read_text())
     assert summary["provenance"]["engine"] == "llmperf"

@@ -108,7 +108,7 @@ def test_teardown_interrupted_by_an_api_error_is_finished_by_a_rerun(cluster, ca
 @pytest.mark.slow  # six real 5 s back-offs before the bench gives up
 def test_api_lost_during_an_in_cluster_bench_then_collect_fetches_the_results(cluster, capsys, tmp_path) -> None:
     """The API server stops answering while the load Job runs: bench exits 4 pointing at `spectrn collect`,
-    the Job keeps its results, and `spectrn collect` fetches and analyses them once the API is back."""
+    the Job keeps its results, and `spectrn collect` fetches and analyzes them once the API is back."""
     import json
 
     from bad_input_cases import _record

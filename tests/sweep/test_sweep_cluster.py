@@ -58,7 +58,7 @@ def test_cluster_sweep_redeploys_speculative_per_configuration(tmp_path: Path) -
     deployments = [w for op, w in fake.calls if op == "apply" and "Deployment" in w]
     assert sum(cfg.baseline_name in w for w in deployments) == 1  # the shared baseline, applied once
     assert sum(cfg.speculative_name in w for w in deployments) == 2  # once per (draft, window), not per level
-    # results landed in the sweep's cell folders and were analysed
+    # results landed in the sweep's cell folders and were analyzed
     run_dir = tmp_path / "results" / "cl" / "cells" / "qwen3-1.7b-k7" / runner.run_id(Cell("qwen3-1.7b", 7, "c4"))
     assert (run_dir / "summary.json").exists()
     assert result.analysis["levels"] == ["c1", "c4"]

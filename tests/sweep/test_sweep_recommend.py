@@ -27,7 +27,7 @@ from spectrn.sweep.recommend import (
     MIX,
     CellInput,
     Row,
-    analyse_sweep,
+    analyze_sweep,
     build_matrix,
     crossovers,
     explain_row,
@@ -228,7 +228,7 @@ def summary(
     return Summary(run_id="r", verdict=Verdict(clean=True, performance=True), levels=[level])
 
 
-def test_build_matrix_and_analyse_sweep_end_to_end_on_synthetic_cells() -> None:
+def test_build_matrix_and_analyze_sweep_end_to_end_on_synthetic_cells() -> None:
     cells = [
         CellInput("qwen3-1.7b", 7, "c4", summary((3.0, [2.8, 3.2]), (0.95, [0.9, 1.0]), Acceptance(
             source="stream", rate=3.5 / 7, mean_accepted_length=4.5, per_position=[0.9, 0.8]))),
@@ -242,7 +242,7 @@ def test_build_matrix_and_analyse_sweep_end_to_end_on_synthetic_cells() -> None:
     assert r.acceptance_rate == pytest.approx(3.5 / 7) and r.acceptance_source == "stream"
     a = next(x for x in rows if x.window == 7 and x.prompt_class == ALL and x.draft == "qwen3-1.7b")
     assert a.length == 3.0 and a.per_position == [0.9, 0.6]  # the server's counters for the whole run
-    out = analyse_sweep(cells, weights={"structured": 0.7, "open": 0.3})
+    out = analyze_sweep(cells, weights={"structured": 0.7, "open": 0.3})
     recs = {x["scope"]: x for x in out["recommendations"]}
     assert set(recs) == {"structured", "open", MIX}
     assert recs["structured"]["chosen"]["window"] == 5  # tie with 7 (CIs overlap): cheaper window
@@ -251,4 +251,4 @@ def test_build_matrix_and_analyse_sweep_end_to_end_on_synthetic_cells() -> None:
     assert recs[MIX]["weights"] == {"structured": 0.7, "open": 0.3}
     assert out["crossovers"] == []  # one level only
     with pytest.raises(ConfigError, match="did not measure"):
-        analyse_sweep(cells, weights={"code": 1.0})
+        analyze_sweep(cells, weights={"code": 1.0})

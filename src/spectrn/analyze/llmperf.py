@@ -7,7 +7,7 @@ definition (``spectrn.analyze.metrics``); spectrn's summary.json has the correct
 
 Ingest: the result folders of an llmperf run (the ``--engine llmperf`` pod: one folder per variant, or per
 test case and variant) become a spectrn run folder (run.json + requests.jsonl), which the same code as any
-run then analyses, reports and publishes. llmperf records no per-event times, so per-token ITL is not
+run then analyzes, reports and publishes. llmperf records no per-event times, so per-token ITL is not
 available from it, its token counts come from its own fixed tokenizer, and its responses name no prompt, so
 speedups cannot be paired by request.
 """

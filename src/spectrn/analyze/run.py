@@ -1,4 +1,4 @@
-"""Analyse one run folder: its records and counter deltas -> ``summary.json`` (nothing else)."""
+"""Analyze one run folder: its records and counter deltas -> ``summary.json`` (nothing else)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def analyze_folder(
 
 
 def ensure_summary(folder: RunFolder) -> Summary:
-    """The run's summary.json, or, for a run never analysed (e.g. copied without it), the summary computed in
+    """The run's summary.json, or, for a run never analyzed (e.g. copied without it), the summary computed in
     memory: readers (report, publish, compare) leave ``spectrn analyze``'s file alone."""
     summary = folder.summary()
     if summary is None:

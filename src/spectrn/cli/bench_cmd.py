@@ -155,7 +155,7 @@ def bench(
     kubeconfig: KubeconfigOpt = None,
     namespace: KubeNamespaceOpt = None,
 ) -> None:
-    """Benchmark baseline vs speculative with identical traffic; analyse, report, optionally publish.
+    """Benchmark baseline vs speculative with identical traffic; analyze, report, optionally publish.
 
     Without --local or --endpoint, the load runs as a Job in the cluster next to the deployed services
     (--context / --kubeconfig / --namespace choose the cluster, as for `spectrn deploy`)."""
@@ -326,7 +326,7 @@ def ingest_llmperf(
     sets: SetOpt = None,
     output: OutputOpt = Output.table,
 ) -> None:
-    """Turn llmperf result folders (the sample's load pod) into a spectrn run folder, analysed and reported
+    """Turn llmperf result folders (the sample's load pod) into a spectrn run folder, analyzed and reported
     like any run (and publishable with `spectrn publish`)."""
     from spectrn.analyze.llmperf import ingest
     from spectrn.finish import finish
@@ -361,7 +361,7 @@ def demo(
     output: OutputOpt = Output.table,
 ) -> None:
     """The whole local pipeline: start baseline + speculative servers, bench structured and open prompts,
-    analyse, report, stop the servers."""
+    analyze, report, stop the servers."""
     from spectrn.cli.progress import EventView
     from spectrn.cli.show import say
     from spectrn.loadgen.bench import new_run_id

@@ -332,7 +332,7 @@ def collect_cmd(
     kubeconfig: KubeconfigOpt = None,
     namespace: KubeNamespaceOpt = None,
 ) -> None:
-    """Fetch the results of an in-cluster bench (e.g. after the CLI died), analyse them, delete the Job."""
+    """Fetch the results of an in-cluster bench (e.g. after the CLI died), analyze them, delete the Job."""
     from spectrn.cli.progress import EventView
     from spectrn.cli.show import finish_and_show
     from spectrn.collect.incluster import collect

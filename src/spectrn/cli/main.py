@@ -19,7 +19,7 @@ from spectrn.errors import SpectrnError, redact
 
 app = typer.Typer(
     name="spectrn",
-    help="Benchmark speculative decoding on vLLM/AWS Trainium: render, deploy, bench, analyse, publish, sweep.",
+    help="Benchmark speculative decoding on vLLM/AWS Trainium: render, deploy, bench, analyze, publish, sweep.",
     no_args_is_help=True,
     add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,

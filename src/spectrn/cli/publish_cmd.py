@@ -54,7 +54,7 @@ RunIdOpt = Annotated[
 
 
 def _open(run_dir: Path, console: Any) -> RunFolder:
-    """The run folder, analysed if it has no summary.json yet; an unclean run is published (the dashboard
+    """The run folder, analyzed if it has no summary.json yet; an unclean run is published (the dashboard
     says so too), but never silently."""
     from spectrn.analyze.run import ensure_summary
     from spectrn.cli.show import warn_unclean

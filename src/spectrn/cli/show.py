@@ -93,7 +93,7 @@ def publish_progress(console: Console) -> Callable[[int, int], None]:
 def finish_and_show(
     run_dir: Path, console: Console, *, report: bool = True, publish: bool = False, output: Output = Output.table
 ) -> None:
-    """The one place a command finishes a run folder (analysed once, reported), shows it and, when asked,
+    """The one place a command finishes a run folder (analyzed once, reported), shows it and, when asked,
     publishes it: local benches, the in-cluster bench (spectrn or llmperf), `spectrn collect`, `analyze`."""
     from spectrn.finish import finish
     from spectrn.loadgen.bench import require_successes

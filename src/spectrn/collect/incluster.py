@@ -487,7 +487,7 @@ def run_incluster_bench(
     poll_s: float = 5.0,
 ) -> Path:
     """``spectrn bench`` against the deployed services from inside the cluster; returns ``<out_root>/<run-id>``
-    holding the collected (not yet analysed) results.
+    holding the collected (not yet analyzed) results.
 
     ``kube`` defaults to the current kube context (``$KUBECONFIG``), or the in-cluster config inside a pod.
     """
@@ -531,7 +531,7 @@ def run_incluster_bench(
 @dataclass
 class Collected:
     run_dir: Path
-    engine: str  # spectrn or llmperf: what the folder holds and how it is analysed
+    engine: str  # spectrn or llmperf: what the folder holds and how it is analyzed
 
 
 def collect(

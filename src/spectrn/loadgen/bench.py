@@ -2,7 +2,7 @@
 
 ``plan_from_config`` turns the run spec into a ``RunPlan``; ``execute`` runs it, reporting progress as
 events (``spectrn.events``; the CLI shows them), and returns the run folder; ``bench_local`` does the same
-around local servers it starts and stops; ``finish`` analyses it and writes the local outputs (summary,
+around local servers it starts and stops; ``finish`` analyzes it and writes the local outputs (summary,
 llmperf-compatible files, EMF metrics, report). Publishing to CloudWatch happens only after everything is on
 disk, so a failed publish loses nothing and can be retried with ``spectrn publish``.
 
@@ -243,7 +243,7 @@ def execute(plan: RunPlan, cfg: SpectrnConfig, on_event: OnEvent | None = None, 
                 signal.signal(signal.SIGTERM, previous)
 
     where = f"finished requests are kept in {plan.out_dir}"
-    fix = f"analyse them with `spectrn analyze {plan.out_dir}`"
+    fix = f"analyze them with `spectrn analyze {plan.out_dir}`"
     with claim_run_dir(plan.out_dir):
         try:
             for name in plan.endpoints:

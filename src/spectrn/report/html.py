@@ -274,7 +274,7 @@ def _utc(ts: float) -> str:
 def build_report(run_dir: Path, out_dir: Path | None = None, *, metrics_fn: MetricsFn | None = None) -> Path:
     """Write ``report/index.html``, ``report/*.png`` and ``report/summary.md``; returns the HTML path.
 
-    Uses the run's summary.json (analysing the run first when it has none). Files are replaced atomically: a symlink
+    Uses the run's summary.json (analyzing the run first when it has none). Files are replaced atomically: a symlink
     planted where a plot goes is replaced, never followed.
     """
     from spectrn.paths import atomic_write_text, safe_output_dir

@@ -99,21 +99,21 @@ class RunFolder:
         return raw
 
     def summary(self) -> Summary | None:
-        """``summary.json`` as a ``Summary``; None when the run was not analysed yet."""
+        """``summary.json`` as a ``Summary``; None when the run was not analyzed yet."""
         raw = self._json(SUMMARY)
         if raw is None:
             return None
         if not isinstance(raw, dict) or raw.get("schema_version") != SCHEMA_VERSION:
             raise AnalysisError(
                 f"{self.file(SUMMARY)} is not a summary of schema version {SCHEMA_VERSION}",
-                hint=f"re-analyse the run: `spectrn analyze {self.path}`",
+                hint=f"re-analyze the run: `spectrn analyze {self.path}`",
             )
         try:
             return Summary.model_validate(raw)
         except ValueError as e:
             raise AnalysisError(
                 f"{self.file(SUMMARY)} does not match the summary schema: {one_line(e)}",
-                hint=f"re-analyse the run: `spectrn analyze {self.path}`",
+                hint=f"re-analyze the run: `spectrn analyze {self.path}`",
             ) from None
 
     def require_summary(self) -> Summary:

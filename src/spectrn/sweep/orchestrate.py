@@ -64,7 +64,7 @@ class SweepResult:
 
 
 class Sweep:
-    """Runs the cells of one sweep with a runner, records them, and analyses whatever is finished."""
+    """Runs the cells of one sweep with a runner, records them, and analyzes whatever is finished."""
 
     def __init__(
         self,
@@ -197,7 +197,7 @@ class Sweep:
 
     # ---- the two modes ----
     def run(self, runner_factory: Callable[[], AbstractContextManager[CellRunner]]) -> SweepResult:
-        """Run every unfinished cell (or the predict flow), then analyse everything finished. The runtime is
+        """Run every unfinished cell (or the predict flow), then analyze everything finished. The runtime is
         started only when a cell actually needs to run, and always stopped."""
         result = SweepResult(self.sweep_dir)
         cells = grid(self.opts.drafts, self.opts.windows, self.levels)
@@ -208,7 +208,7 @@ class Sweep:
                 self._predict_flow(runner, result)
             else:
                 self.run_cells(cells, runner, result)
-        result.analysis = self.analyse()
+        result.analysis = self.analyze()
         return result
 
     def _predict_flow(self, runner: _LazyRunner, result: SweepResult) -> None:
@@ -370,13 +370,13 @@ class Sweep:
             "cost": {c: p.cost.to_dict() for c, p in refined.items()},
         }
 
-    def analyse(self) -> dict[str, Any]:
-        from spectrn.sweep.recommend import analyse_sweep
+    def analyze(self) -> dict[str, Any]:
+        from spectrn.sweep.recommend import analyze_sweep
 
         cells = cell_inputs(self.sweep_dir, self.manifest)
         if not cells:
             raise AnalysisError(f"sweep {self.sweep_id} has no finished cell", hint="run `spectrn sweep` first")
-        analysis = analyse_sweep(cells, weights=self.opts.weights, min_gain=self.opts.min_gain)
+        analysis = analyze_sweep(cells, weights=self.opts.weights, min_gain=self.opts.min_gain)
         analysis["sweep_id"] = self.sweep_id
         analysis["settings"] = self.manifest.data.get("settings")
         analysis["equivalence"] = aggregate_equivalence(cells)

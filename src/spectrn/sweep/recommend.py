@@ -487,13 +487,13 @@ def explain(rows: Sequence[Row]) -> dict[str, Any]:
 # ---- everything at once ------------------------------------------------------------------------------------
 
 
-def analyse_sweep(
+def analyze_sweep(
     cells: Iterable[CellInput], *, weights: Mapping[str, float] | None = None, min_gain: float = DEFAULT_MIN_GAIN
 ) -> dict[str, Any]:
     """Matrix, recommendations per class and for the mix at every level, crossovers and explanations."""
     rows = build_matrix(cells)
     if not rows:
-        raise AnalysisError("the sweep has no finished cell to analyse", hint="run `spectrn sweep` first")
+        raise AnalysisError("the sweep has no finished cell to analyze", hint="run `spectrn sweep` first")
     classes = prompt_classes(rows)
     w = dict(weights) if weights else default_mix(rows)
     unknown = sorted(set(w) - set(classes))
