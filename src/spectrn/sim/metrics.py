@@ -19,6 +19,7 @@ one process.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -163,22 +164,7 @@ class SimMetrics:
         self.e2e = hist(
             "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", _LATENCY_REQUEST
         )
-        self.queue_time = hist(
-            "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", _LATENCY_REQUEST
-        )
-        self.inference_time = hist(
-            "vllm:request_inference_time_seconds",
-            "Histogram of time spent in RUNNING phase for request.",
-            _LATENCY_REQUEST,
-        )
-        self.prefill_time = hist(
-            "vllm:request_prefill_time_seconds",
-            "Histogram of time spent in PREFILL phase for request.",
-            _LATENCY_REQUEST,
-        )
-        self.decode_time = hist(
-            "vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", _LATENCY_REQUEST
-        )
+        self.queue_time, self.inference_time, self.prefill_time, self.decode_time = _phase_histograms(hist)
 
     def _init_v0(self, model_name: str, max_model_len: int) -> None:
         lv = {"model_name": model_name}
@@ -222,22 +208,7 @@ class SimMetrics:
             "Histogram of end to end request latency in seconds.",
             _LATENCY_REQUEST,
         )
-        self.queue_time = hist(
-            "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", _LATENCY_REQUEST
-        )
-        self.inference_time = hist(
-            "vllm:request_inference_time_seconds",
-            "Histogram of time spent in RUNNING phase for request.",
-            _LATENCY_REQUEST,
-        )
-        self.prefill_time = hist(
-            "vllm:request_prefill_time_seconds",
-            "Histogram of time spent in PREFILL phase for request.",
-            _LATENCY_REQUEST,
-        )
-        self.decode_time = hist(
-            "vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", _LATENCY_REQUEST
-        )
+        self.queue_time, self.inference_time, self.prefill_time, self.decode_time = _phase_histograms(hist)
         self.req_prompt_tokens = hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", tokens)
         self.req_generation_tokens = hist(
             "vllm:request_generation_tokens", "Number of generation tokens processed.", tokens
@@ -316,3 +287,23 @@ class _LazyLabels:
         if child is None:
             child = self.children[value] = self.family.labels(**self.labels, **{self.key: value})
         return child
+
+
+def _phase_histograms(
+    hist: Callable[[str, str, tuple[float, ...]], Histogram],
+) -> tuple[Histogram, Histogram, Histogram, Histogram]:
+    """The per-request phase histograms (queue, inference, prefill, decode), named and described alike by V0 and V1."""
+    queue, inference, prefill, decode = (
+        hist(
+            f"vllm:request_{name}_time_seconds",
+            f"Histogram of time spent in {phase} phase for request.",
+            _LATENCY_REQUEST,
+        )
+        for name, phase in (
+            ("queue", "WAITING"),
+            ("inference", "RUNNING"),
+            ("prefill", "PREFILL"),
+            ("decode", "DECODE"),
+        )
+    )
+    return queue, inference, prefill, decode
