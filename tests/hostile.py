@@ -170,10 +170,11 @@ class HostileServer:
                 pass  # the client stopped reading: that is the point
             return resp
         if m == "bad_http":
-            assert request.transport is not None
-            request.transport.write(b"HTTP/1.1 2xx WHAT\r\nContent-Length: banana\r\n\r\n")
+            transport = request.transport
+            assert transport is not None
+            transport.write(b"HTTP/1.1 2xx WHAT\r\nContent-Length: banana\r\n\r\n")
             await asyncio.sleep(0.05)
-            request.transport.close()
+            transport.close()  # request.transport is None once the client has gone; keep our own reference
             await asyncio.sleep(3600)  # never answers properly; cancelled when the server stops
             raise AssertionError("unreachable")
         if m == "gzip":
