@@ -123,6 +123,9 @@ class Workload(_Strict):
     temperature: float = 0.0
     api: str = "chat"
     requests: int = Field(description="Measured requests per endpoint and level in the source runs.")
+    prompts: str = Field(description="The prompt set the runs sent (a packaged set's name or a file path).")
+    warmup: int = 0
+    seed: int = Field(default=0, description="The runs' schedule seed (the order in which classes were sent).")
     mix: dict[str, float] = Field(default_factory=dict, description="Class shares of the measured requests.")
     prompt_tokens: dict[str, float] = Field(default_factory=dict)
 
@@ -194,3 +197,14 @@ def dump_twin(twin: Twin) -> str:
         "# `calibration` says where each value comes from; the simulator ignores it.\n"
     )
     return header + yaml.safe_dump(data, sort_keys=False, width=120)
+
+
+def twin_settings(path: Path) -> list[str]:
+    """``--set`` items that make a run config serve the twin as it was calibrated: its batch limit, server
+    profile and draft (``spectrn sweep --local --twin``)."""
+    twin = load_twin(path)
+    return [
+        f"max_num_seqs={twin.preset.max_num_seqs}",
+        f"sim.profile={twin.preset.profile}",
+        f"draft={twin.calibration.draft}",
+    ]

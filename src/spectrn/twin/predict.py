@@ -482,3 +482,19 @@ def _crossover(
     return Crossover(
         window=window, concurrency=point, ci95=ci, no_crossover_share=none_share, scanned_to=limit, note=note
     )
+
+
+def speedup_curve(
+    twin: Twin, window: int, batches: Sequence[int], mix: Mapping[str, float] | None = None
+) -> list[float]:
+    """The analytic mix TPOT speedup (baseline / speculative) at each batch size, at the fitted values."""
+    cal = twin.calibration
+    weights = dict(mix) if mix else dict(cal.workload.mix)
+    texts = {c: _class_text(twin.preset, c) for c in weights}
+    prompt_tokens = {c: cal.workload.prompt_tokens.get(c, 64.0) for c in weights}
+    spec = _resolve(twin.preset, twin, window)
+    base = _resolve(twin.preset, twin, None)
+    a_spec = Analytic(spec, {c: spec.position_probs(texts[c]) for c in weights}, weights, prompt_tokens,
+                      max_tokens=cal.workload.max_tokens)  # fmt: skip
+    a_base = Analytic(base, {c: [] for c in weights}, weights, prompt_tokens, max_tokens=cal.workload.max_tokens)
+    return [a_base.tpot_mix(b) / a_spec.tpot_mix(b) for b in batches]
