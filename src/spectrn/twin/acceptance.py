@@ -13,9 +13,9 @@ Beyond the measured positions, the simulator's curve ``a_i = min(cap, alpha_c * 
 takes over, with one ``alpha_c`` per class and a shared ``tau`` and ``gamma``, fitted by maximum likelihood
 (binomial) over every class and position: a coarse grid over (log tau, log gamma) with the best ``alpha_c`` per
 class, refined on finer grids. Its covariance comes from the numerical Hessian of the negative log-likelihood in
-(alpha_c..., log tau, log gamma). When the best fit sits at the grid's edge (no decay visible in the measured
-positions), tau and gamma are not identified: the prior ones are kept and predictions beyond the measured
-window say they are extrapolated.
+(alpha_c..., log tau, log gamma). When the best fit sits at the grid's edge or its standard errors are wide (no
+decay resolved in the measured positions), tau and gamma are not identified: the prior ones are kept, and
+predictions beyond the measured window say that they extrapolate.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 TAU_RANGE = (0.3, 200.0)
+MAX_SE_LOG_TAU = 0.3
+MAX_SE_LOG_GAMMA = 0.5
 SHRINK_TRIALS = 20.0  # a measured position counts against this many pseudo-steps of the fitted curve
 GAMMA_RANGE = (0.3, 20.0)
 
@@ -168,7 +170,7 @@ def fit_decay(classes: Sequence[ClassCounts], *, cap: float, prior_tau: float, p
         alphas={name: float(a) for (name, *_), a in zip(data, alphas, strict=True)},
         tau=float(np.exp(lt)),
         gamma=float(np.exp(lg)),
-        identified=not edge and bool(np.all(np.isfinite(cov))),
+        identified=not edge and _resolved(cov),
         covariance=covariance,
         names=names,
     )
@@ -190,6 +192,15 @@ def fit_decay(classes: Sequence[ClassCounts], *, cap: float, prior_tau: float, p
     return fit
 
 
+def _resolved(cov: Any) -> bool:
+    """The decay is resolved when tau and gamma are known to within about 35% and 65% (one standard error)."""
+    import numpy as np
+
+    if not np.all(np.isfinite(cov)):
+        return False
+    return bool(np.sqrt(cov[-2, -2]) < MAX_SE_LOG_TAU and np.sqrt(cov[-1, -1]) < MAX_SE_LOG_GAMMA)
+
+
 def _inverse_hessian(f: Any, x0: Any) -> Any:
     """Inverse of the numerical Hessian of ``f`` at its minimum ``x0`` (the covariance of the estimates)."""
     import numpy as np
@@ -209,13 +220,10 @@ def _inverse_hessian(f: Any, x0: Any) -> Any:
             else:
                 v = (f(x0 + ei + ej) - f(x0 + ei - ej) - f(x0 - ei + ej) + f(x0 - ei - ej)) / (4 * h[i] * h[j])
             hess[i, j] = hess[j, i] = v
-    try:
-        cov = np.linalg.inv(hess)
-    except np.linalg.LinAlgError:
-        return np.full((m, m), np.nan)
-    if np.any(np.diag(cov) < 0):
-        return np.full((m, m), np.nan)
-    return cov
+    eig = np.linalg.eigvalsh(hess)
+    if not np.all(np.isfinite(eig)) or eig.min() <= 1e-9 * max(eig.max(), 1e-300):
+        return np.full((m, m), np.nan)  # a flat direction: some parameter is not determined by the counts
+    return np.linalg.inv(hess)
 
 
 def fallback_alphas(

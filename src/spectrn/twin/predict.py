@@ -259,11 +259,14 @@ def predict(
     ramp_s: Mapping[int, float] | None = None,
     samples: int = 200,
     seed: int = 0,
+    replicates: int = 4,
 ) -> Prediction:
     """Predict every (window, level) and the baseline per level (see the module docstring).
 
     ``order``: the class of each request in sending order (as a bench would send them; default: the mix,
-    evenly interleaved); ``ramp_s``: per level, the seconds over which the closed-loop streams start."""
+    evenly interleaved); ``ramp_s``: per level, the seconds over which the closed-loop streams start;
+    ``replicates``: engine runs per speculative configuration with different acceptance draws (a point is the
+    mean of their medians: a bench of a few requests is one draw, the prediction is its expectation)."""
     import numpy as np
 
     cal = twin.calibration
@@ -295,18 +298,21 @@ def predict(
             for c in names
         ]
 
-    def engine(model: Resolved, level: int) -> LevelResult:
-        return run_level(
-            model,
-            loads(model),
-            concurrency=level,
-            requests=n_requests,
-            max_tokens=out_tokens,
-            batch_limit=limit,
-            ramp_s=(ramp_s or {}).get(level, 0.0),
-            seed=seed,
-            order=order_idx,
-        )
+    def engine(model: Resolved, level: int) -> list[LevelResult]:
+        return [
+            run_level(
+                model,
+                loads(model),
+                concurrency=level,
+                requests=n_requests,
+                max_tokens=out_tokens,
+                batch_limit=limit,
+                ramp_s=(ramp_s or {}).get(level, 0.0),
+                seed=seed + r,
+                order=order_idx,
+            )
+            for r in range(replicates if model.speculative else 1)  # without speculation nothing is drawn
+        ]
 
     draws = _draws(twin, samples, seed)
     hourly = cal.pricing.hourly_usd * cal.pricing.instances_per_service
@@ -327,19 +333,17 @@ def predict(
         base_tpot: dict[str, float] = {}
         level_cells: dict[int | None, Cell] = {}
         for w in configs:
-            res = results[w]
+            runs = results[w]
             tpot: dict[str, Estimate] = {}
+            per_class = {c: _mean([r.p50("tpot", c) for r in runs]) for c in names}
             for c in [*names, "mix"]:
-                if c == "mix":
-                    value = sum(weights[x] * (res.p50("tpot", x) or 0.0) for x in names)
-                else:
-                    value = res.p50("tpot", c) or float("nan")
+                value = sum(weights[x] * per_class[x] for x in names) if c == "mix" else per_class[c]
                 ratios = np.asarray([d[c] for d in draw_a[w]]) / point_a[w][c]
                 tpot[c] = Estimate(value=value, ci95=_interval(value, ratios))
             mix_ratio = np.asarray([d["mix"] for d in draw_a[w]]) / point_a[w]["mix"]
-            e2e = res.p50("e2e") or float("nan")
-            ttft = res.p50("ttft") or float("nan")
-            thr = res.throughput
+            e2e = _mean([r.p50("e2e") for r in runs])
+            ttft = _mean([r.p50("ttft") for r in runs])
+            thr = _mean([r.throughput for r in runs])
             cost = hourly / (thr * 3600) * 1e6 if thr > 0 else float("nan")
             cell = Cell(
                 concurrency=level,
@@ -411,6 +415,11 @@ def predict(
         crossover_unlimited=unlimited,
         notes=notes,
     )
+
+
+def _mean(values: Sequence[float | None]) -> float:
+    present = [v for v in values if v is not None and v == v]
+    return sum(present) / len(present) if present else float("nan")
 
 
 def _fastest(windows: Sequence[int], tpots: Sequence[float]) -> int:

@@ -3,21 +3,26 @@
 A continuous-batching server advances every running request by one step at a time and streams each request's
 tokens of a step in one event, so the events of all requests cluster in time, one cluster per step. From the
 client's own records (``sent_at`` plus each event's arrival time, tokens per event, prompt tokens) this module
-finds those clusters and, for each step:
+finds those clusters (``_cluster``: one event per running request per decode step; first tokens in prefill
+steps of their own, as Neuron's context encoding and the simulator run them) and, for each step:
 
 - ``decode``: the requests that got a decode event (the batch ``b``) and ``context``: their context tokens
   before the step (prompt + tokens emitted so far, ``C``);
 - ``prefills`` / ``prefill_tokens``: the requests whose first token the step emitted, and their prompt tokens;
-- ``duration``: the time since the previous step ended, in real seconds (divided by the run's time scale).
+- ``duration``: the time since the previous step ended, in real seconds (divided by the run's time scale). A
+  step ends at its earliest event: the one the client's reads delayed least.
 
 A duration is kept only when it is one step's work: the engine was busy when the previous step ended (some
 request was still running, so the next step started at once: no idle time in the gap), every request running
-at that moment got an event in a decode step (none was missed or merged), the cluster holds at most one event
-per request, and the previous step passed the same checks (its end time is then a step boundary, not a client
-read that split or merged two steps). Everything else is dropped and counted.
+at that moment got an event in a decode step (none was missed or split off by a late read), and the previous
+step passed the same checks (its end time is then a step boundary). Everything else is dropped and counted.
 
-Events that arrive in one socket read share a time stamp (``spectrn.loadgen.client``), so two steps of one
-request can look simultaneous when the client fell behind: the one-event-per-request check catches that.
+A client busy with other streams reads events late, by milliseconds on a loaded machine, and events that
+arrive in one socket read share a time stamp (``spectrn.loadgen.client``): the clustering tolerates a step's
+events arriving up to ``SPREAD_FRACTION`` of a step apart, and a request seen twice always starts a new step.
+A server that runs prefills inside decode steps (vLLM V1's chunked prefill) shows its first tokens as
+near-instant prefill steps of their own; the simulator cannot mix them either, so the twin of such a server
+charges that work to the decode steps around it (docs/twin.md).
 """
 
 from __future__ import annotations
@@ -28,7 +33,8 @@ from typing import Any
 
 from spectrn.run.records import RequestRecord
 
-CLUSTER_FRACTION = 0.3  # events closer than this share of a request's median gap belong to one step
+SPREAD_FRACTION = 0.8  # the events of one step may arrive this share of a step apart (a client busy elsewhere)
+PREFILL_JOIN_FRACTION = 0.5  # the first tokens of one prefill step may arrive this share of a step apart
 
 
 @dataclass(frozen=True)
@@ -80,17 +86,18 @@ def timeline(records: Iterable[RequestRecord], variant: str, *, time_scale: floa
     last = np.concatenate([np.arange(n) == n - 1 for n in n_events])
     levels = [r.level for r in recs]
 
-    gaps = np.concatenate([np.diff(np.asarray(r.chunk_times[1:], dtype=float)) for r in recs if len(r.chunk_times) > 2])
-    gaps = gaps[gaps > 0]
-    if gaps.size == 0:
+    own = [_median_gap(r.chunk_times) for r in recs]
+    known = [g for g in own if g is not None]
+    if not known:
         out.drop("no decode gaps")
         return out
-    tol = CLUSTER_FRACTION * float(np.median(gaps))
-    out.tolerance_s = tol / time_scale
+    overall = float(np.median(known))
+    gap = np.asarray([g if g is not None else overall for g in own])
+    out.tolerance_s = SPREAD_FRACTION * overall / time_scale
 
     order = np.argsort(t, kind="stable")
     t, rid, before, first, last = t[order], rid[order], before[order], first[order], last[order]
-    cluster = _split_repeats(np.concatenate(([0], np.cumsum(np.diff(t) > tol))), rid)
+    cluster = _cluster(t, rid, first, last, gap)
     n_clusters = int(cluster[-1]) + 1
     out.clusters = n_clusters
     start_idx = np.searchsorted(cluster, np.arange(n_clusters), side="left")
@@ -102,9 +109,6 @@ def timeline(records: Iterable[RequestRecord], variant: str, *, time_scale: floa
     n_first = np.bincount(cluster, weights=first, minlength=n_clusters).astype(np.int64)
     ctx_sum = np.bincount(cluster, weights=np.where(dec, ctx, 0), minlength=n_clusters).astype(np.int64)
     pre_tok = np.bincount(cluster, weights=np.where(first, prompt[rid], 0), minlength=n_clusters).astype(np.int64)
-    size = np.bincount(cluster, minlength=n_clusters)
-    unique = np.bincount(cluster[_first_of_pair(cluster, rid)], minlength=n_clusters)
-    dup = unique != size
     starts = np.bincount(cluster[first], minlength=n_clusters)
     ends = np.bincount(cluster[last], minlength=n_clusters)
     running_after = np.cumsum(starts) - np.cumsum(ends)  # requests still running after each step
@@ -113,12 +117,10 @@ def timeline(records: Iterable[RequestRecord], variant: str, *, time_scale: floa
     first_level[cluster[::-1]] = rid[::-1]  # some request of each cluster, for its load level
 
     ok = np.ones(n_clusters, dtype=bool)
-    ok[dup] = False
-    out.drop("two events of one request in one cluster", int(dup.sum()))
     missed = np.zeros(n_clusters, dtype=bool)
     missed[1:] = (n_dec[1:] > 0) & (n_dec[1:] != running_after[:-1])
     ok[missed] = False
-    out.drop("decode step without every running request", int((missed & ~dup).sum()))
+    out.drop("decode step without every running request", int(missed.sum()))
     for j in range(n_clusters):
         if j == 0:
             out.drop("first step (no start time)")
@@ -147,6 +149,17 @@ def timeline(records: Iterable[RequestRecord], variant: str, *, time_scale: floa
     return out
 
 
+def _median_gap(times: Sequence[float]) -> float | None:
+    """A request's median gap between decode events (its typical step), or None with fewer than two gaps."""
+    import numpy as np
+
+    if len(times) < 3:
+        return None
+    gaps = np.diff(np.asarray(times[1:], dtype=float))
+    gaps = gaps[gaps > 0]
+    return float(np.median(gaps)) if gaps.size else None
+
+
 def _counts(r: RequestRecord) -> Sequence[int]:
     """Tokens per event (a record with fewer counts than events: one token for each missing count)."""
     n = len(r.chunk_times)
@@ -154,41 +167,46 @@ def _counts(r: RequestRecord) -> Sequence[int]:
     return counts + [1] * (n - len(counts))
 
 
-def _first_of_pair(cluster: object, rid: object) -> object:
-    """Indices of the first event of each (cluster, request) pair: fewer than the cluster's events = a request
-    appears twice in it."""
+def _cluster(t: Any, rid: Any, first: Any, last: Any, gap: Any) -> Any:
+    """Step index of each event (events in time order), knowing that a decode step has one event per running
+    request and that a prefill step (first tokens) is a step of its own, as on Neuron and in the simulator: a
+    step is closed when a request shows up again (its next step), when every running request has its event,
+    when first tokens and decode events meet, or when its events spread over more than ``SPREAD_FRACTION`` of a
+    step (``PREFILL_JOIN_FRACTION`` for first tokens: a prefill step writes all of them at once, and the next
+    prefill can follow within a step). ``gap``: each request's median gap between decode events."""
     import numpy as np
 
-    c = np.asarray(cluster)
-    r = np.asarray(rid)
-    order = np.lexsort((r, c))
-    cs, rs = c[order], r[order]
-    new = np.ones(cs.size, dtype=bool)
-    new[1:] = (cs[1:] != cs[:-1]) | (rs[1:] != rs[:-1])
-    return order[new]
-
-
-def _split_repeats(cluster: Any, rid: Any) -> Any:
-    """Start a new cluster where a request's second event would join one (events in time order): one step
-    carries one event per request, so a repeat means two steps arrived closer than the tolerance."""
-    import numpy as np
-
-    size = np.bincount(cluster)
-    pairs = np.bincount(cluster[_first_of_pair(cluster, rid)], minlength=size.size)
-    if (pairs == size).all():
-        return cluster
-    out = cluster.copy()
-    shift = 0
-    seen: set[int] = set()
-    current = -1
-    for i in range(cluster.size):
-        c = int(cluster[i])
-        if c != current:
-            current, seen = c, set()
+    out = np.empty(t.size, dtype=np.int64)
+    running: set[int] = set()
+    members: set[int] = set()
+    starts: list[int] = []
+    ends: list[int] = []
+    c = -1
+    c_start = 0.0
+    c_gap = 0.0
+    decode = False
+    for i in range(t.size):
         r = int(rid[i])
-        if r in seen:
-            shift += 1
-            seen = set()
-        seen.add(r)
-        out[i] = c + shift
+        ti = float(t[i])
+        is_first = bool(first[i])
+        g = float(gap[r])
+        spread = (SPREAD_FRACTION if decode else PREFILL_JOIN_FRACTION) * min(c_gap, g)
+        new = c < 0 or r in members or ti - c_start > spread or is_first != (not decode)
+        if not new and decode and running <= members:
+            new = True  # every running request has its event: the step is complete
+        if new:
+            running.update(starts)
+            running.difference_update(ends)
+            starts, ends = [], []
+            members = set()
+            c += 1
+            c_start, c_gap, decode = ti, g, False
+        out[i] = c
+        members.add(r)
+        c_gap = min(c_gap, g)
+        decode = decode or not is_first
+        if is_first:
+            starts.append(r)
+        if bool(last[i]):
+            ends.append(r)
     return out
