@@ -414,8 +414,9 @@ def _residuals(fit: CostFit) -> Residuals:
     import numpy as np
 
     obs, fitted = np.asarray(fit.observed), np.asarray(fit.fitted)
-    rel = (obs - fitted) / np.where(fitted > 0, fitted, np.nan)
-    seg = (fit.segment_observed - fit.segment_fitted) / np.where(fit.segment_fitted > 0, fit.segment_fitted, np.nan)
+    rel = (obs - fitted) / np.where(obs > 0, obs, np.nan)
+    so = fit.segment_observed
+    seg = (so - fit.segment_fitted) / np.where(so > 0, so, np.nan)
     groups: dict[tuple[str, str, str], list[float]] = {}
     for row, value in zip(fit.rows, rel, strict=True):
         groups.setdefault((row[0], row[1], row[2]), []).append(float(value))

@@ -18,9 +18,11 @@ is the difference of two step ends, so the delays of the steps inside it cancel,
 of its steps' equations. Given which steps are compute bound, the equations are linear in the eight
 parameters. The compute slope is found by profiling: for each
 candidate slope the regimes are assigned from the current fit and the rest is re-fitted (a few rounds); the
-slope with the smallest residual wins, and a last fit frees it. Fits are Huber-weighted (iteratively
-reweighted least squares), so the rare step stretched by a stalled client or server barely moves them;
-standard errors come from the weighted normal equations with the residual scale.
+slope with the smallest residual wins (if it cuts the residual by ``MIN_GAIN`` at least, with at least
+``MIN_COMPUTE_STEPS`` compute-bound steps and a positive weights term), and a last fit frees it. Fits are
+Huber-weighted (iteratively reweighted least squares), so the rare step stretched by a stalled client or
+server barely moves them; standard errors come from the weighted normal equations with the residual scale.
+A term the fit wants negative is fixed at 0 (the data say it is absent) and the rest refitted.
 
 A parameter the data cannot separate from the others (its column lies in the span of the rest: e.g. one
 prompt length for the prefill slope, no speculative step for the draft terms) keeps its prior value and
@@ -58,6 +60,7 @@ DROP_ORDER = (
 )
 SEGMENT_STEPS = 32  # consecutive decode steps of one batch size summed into one equation
 MIN_COMPUTE_STEPS = 10  # fewer compute-bound steps than this do not identify the compute slope
+MIN_GAIN = 0.05  # a compute regime must cut the residual sum of squares by this share to be believed
 HUBER_K = 1.345
 
 
@@ -76,7 +79,7 @@ class StepSet:
 class ParamResult:
     value: float
     se: float | None
-    status: Literal["fitted", "prior", "bound"]
+    status: Literal["fitted", "prior", "bound", "zero"]
     note: str | None = None
     points: int = 0
 
@@ -235,6 +238,20 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
         r = y - x @ out
         return out, w, float(np.sum(w * r * r))
 
+    def nonnegative(compute: Any, base: Any, unknown: list[int]) -> tuple[Any, Any, float, list[int]]:
+        """``fit``, with every term the fit wants negative fixed at 0 (a term the data say is absent)."""
+        unknown = list(unknown)
+        while True:
+            out, w, ssr = fit(compute, base, unknown)
+            negative = [j for j in unknown if out[j] < 0]
+            if not negative:
+                return out, w, ssr, unknown
+            for j in negative:
+                unknown.remove(j)
+                out[j] = 0.0
+                notes[PARAMS[j]] = "the fit wanted a negative value: fixed at 0"
+            base = out
+
     def memory(th: Any) -> Any:
         return th[0] + th[1] * a["b"] + th[2] * a["C"]
 
@@ -242,48 +259,40 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
     none = np.zeros(n)
     start_theta = theta.copy()
     start_theta[c_index] = 0.0
-    theta0, _, ssr0 = fit(none, start_theta, free)
+    theta0, w0, ssr0, free0 = nonnegative(none, start_theta, free)
     ridge = memory(theta0)[dec] / (a["b"][dec] * a["t"][dec])
     best = (ssr0, none, theta0)
     for c in np.unique(np.quantile(ridge, np.linspace(0.0, 1.0, 121)) * 1.0001) if ridge.size else []:
+        if c <= 0:
+            continue
         th = theta0.copy()
         th[c_index] = float(c)
         compute = (dec & (c * a["b"] * a["t"] > memory(th))).astype(float)
         ssr = ssr0
         for _ in range(4):
-            th, _, ssr = fit(compute, th, free)
+            th, _, ssr = fit(compute, th, free0)
             again = (dec & (c * a["b"] * a["t"] > memory(th))).astype(float)
             if (again == compute).all():
                 break
             compute = again
-        if ssr < best[0]:
+        # a compute regime must explain the steps better by a clear margin, with a positive weights term
+        if ssr < best[0] and ssr < (1 - MIN_GAIN) * ssr0 and th[0] > 0 and compute.sum() >= MIN_COMPUTE_STEPS:
             best = (ssr, compute, th)
     _, compute, theta_c = best
     n_compute = int(compute.sum())
-    if n_compute >= MIN_COMPUTE_STEPS:
-        free = sorted([*free, c_index])
-        theta = theta_c
-    else:
-        compute = none
-        bound = float(np.min(ridge)) if ridge.size else float("inf")
+    if n_compute:
+        theta, w, _, free = nonnegative(compute, theta_c, sorted([*free0, c_index]))
+        if c_index not in free:  # the compute slope came out negative: no compute regime after all
+            n_compute = 0
+            notes["compute_per_token_s"] = "a compute regime fitted a negative slope: discarded"
+    if not n_compute:
+        compute, theta, w, free = none, theta0.copy(), w0, free0
+        bound = max(0.0, float(np.min(ridge))) if ridge.size else float("inf")
         c_prior = float(prior["compute_per_token_s"])
-        theta = theta0.copy()
         theta[c_index] = min(c_prior, bound)
-        n_compute = 0
         notes["compute_per_token_s"] = f"no compute-bound step observed: the steps bound it at <= {bound:.3g} s; " + (
             "the prior is used (within the bound)" if c_prior <= bound else "the bound is used (the prior exceeds it)"
         )
-
-    # Negative estimates are clipped to 0 (a term the data say is absent) and the rest refitted.
-    while True:
-        theta, w, _ = fit(compute, theta, free)
-        negative = [j for j in free if theta[j] < 0]
-        if not negative:
-            break
-        for j in negative:
-            free.remove(j)
-            theta[j] = 0.0
-            notes[PARAMS[j]] = "the fit wanted a negative value: fixed at 0"
 
     x_step = _design(a, compute)
     x = _sum_segments(x_step, starts)
@@ -300,6 +309,8 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
         if j in free:
             k = free.index(j)
             params[name] = ParamResult(float(theta[j]), float(np.sqrt(max(cov[k, k], 0.0))), "fitted", None, points)
+        elif theta[j] == 0.0 and "negative" in notes.get(name, ""):
+            params[name] = ParamResult(0.0, None, "zero", notes[name], points)
         elif name == "compute_per_token_s":
             status: Literal["prior", "bound"] = "prior" if theta[j] == float(prior[name]) else "bound"
             params[name] = ParamResult(float(theta[j]), None, status, notes.get(name), 0)

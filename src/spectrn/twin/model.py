@@ -40,7 +40,9 @@ class _Strict(BaseModel):
 class ParamFit(_Strict):
     value: float
     se: float | None = Field(default=None, description="Standard error (None: not fitted).")
-    status: Literal["fitted", "prior", "bound"]
+    status: Literal["fitted", "prior", "bound", "zero"] = Field(
+        description="fitted; prior (not separable in the runs); bound (the runs bound it); zero (fitted negative)."
+    )
     note: str | None = None
     points: int = Field(default=0, description="Steps whose equation involves the parameter.")
 
@@ -107,7 +109,7 @@ class ResidualGroup(_Strict):
 
 
 class Residuals(_Strict):
-    step_rms_rel: float = Field(description="RMS of (observed - fitted) / fitted per step (client jitter included).")
+    step_rms_rel: float = Field(description="RMS of (observed - fitted) / observed per step (client jitter included).")
     step_median_abs_rel: float
     segment_rms_rel: float = Field(description="The same per segment of consecutive steps (jitter cancelled).")
     segment_median_abs_rel: float

@@ -121,6 +121,10 @@ def timeline(records: Iterable[RequestRecord], variant: str, *, time_scale: floa
     missed[1:] = (n_dec[1:] > 0) & (n_dec[1:] != running_after[:-1])
     ok[missed] = False
     out.drop("decode step without every running request", int(missed.sum()))
+    unseen = np.zeros(n_clusters, dtype=bool)
+    unseen[1:] = np.diff(end_t) <= 0  # read in one socket read with the step before: its end was not observed
+    ok[unseen & ~missed] = False
+    out.drop("step read together with the one before (its end not seen)", int((unseen & ~missed).sum()))
     for j in range(n_clusters):
         if j == 0:
             out.drop("first step (no start time)")
