@@ -29,7 +29,7 @@ def test_calibrate_writes_a_preset_the_simulator_serves_and_a_strict_sidecar(
     out = tmp_path / "twin.yaml"
     run("twin", "calibrate", str(hidden.calibration_run), "-o", str(out), "--name", "mytwin")
     err = capsys.readouterr().err
-    assert "weights_read_s" in err and "[fitted" in err and "residuals: per step" in err
+    assert "weights_read_s" in err and "[fitted" in err and "residuals |observed - fitted|" in err
     preset = load_preset_file(out)  # --preset-file's own loader: the file is a valid preset
     assert preset.name == "mytwin" and preset.calibration is not None
     twin = load_twin(out)

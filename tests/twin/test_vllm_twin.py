@@ -45,7 +45,7 @@ def test_calibration_on_real_vllm_reports_fit_quality_not_performance(tmp_path: 
     # the fit ran on real steps and reports its quality
     assert cal.regime.steps > 100
     r = cal.residuals
-    assert all(math.isfinite(v) for v in (r.step_rms_rel, r.segment_rms_rel)) and r.groups
+    assert all(math.isfinite(v) for v in (r.step_p90_abs_rel, r.segment_p90_abs_rel)) and r.groups
     assert cal.costs["weights_read_s"].status == "fitted" and cal.costs["weights_read_s"].value > 0
     # real acceptance per class from the stream, with its counts
     assert {c.name for c in cal.acceptance} == {"structured", "open"}

@@ -156,7 +156,9 @@ def _print_prediction(p: Prediction, console: Console) -> None:
                       + "; ".join(p.reasons), style="bold red", markup=False, highlight=False)  # fmt: skip
     console.print(
         f"twin {p.twin}: draft {p.draft}, {p.semantics} windows, batch limit {p.max_num_seqs}, "
-        f"{p.requests} requests of {p.max_tokens} tokens per level, mix "
+        f"requests of {p.max_tokens} tokens per level: "
+        + ", ".join(f"c{c} {n}" for c, n in p.requests.items())
+        + "; mix "
         + ", ".join(f"{c}={w:.2f}" for c, w in p.mix.items()),
         markup=False,
         highlight=False,

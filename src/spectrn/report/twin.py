@@ -233,17 +233,20 @@ def write_twin_report(twin: Twin, prediction: Prediction, points: Sequence[Point
     r = cal.residuals
     parts.append(
         f"<p>{cal.regime.steps} steps in {cal.regime.segments} segments, {cal.regime.compute_bound_steps} compute "
-        f"bound. Relative residuals per step: RMS {r.step_rms_rel:.1%}, median |.| {r.step_median_abs_rel:.1%} "
-        f"(client read delays included); per segment: RMS {r.segment_rms_rel:.1%}, median |.| "
-        f"{r.segment_median_abs_rel:.1%}.</p>"
+        f"bound. |observed - fitted| / observed per step: median {r.step_median_abs_rel:.1%}, 90th percentile "
+        f"{r.step_p90_abs_rel:.1%} (client read delays included); per segment: median "
+        f"{r.segment_median_abs_rel:.1%}, 90th percentile {r.segment_p90_abs_rel:.1%}.</p>"
     )
     parts.append(
         f'<figure><img src="{figs["residuals"]}" alt="residuals"><figcaption>Fit residuals.</figcaption></figure>'
     )
     parts.append(
         _table(
-            ["run", "variant", "level", "steps", "median residual", "RMS residual"],
-            [[g.run, g.variant, g.level, str(g.steps), f"{g.median_rel:+.1%}", f"{g.rms_rel:.1%}"] for g in r.groups],
+            ["run", "variant", "level", "steps", "median residual", "p90 |residual|"],
+            [
+                [g.run, g.variant, g.level, str(g.steps), f"{g.median_rel:+.1%}", f"{g.p90_abs_rel:.1%}"]
+                for g in r.groups
+            ],
         )
     )
     parts.append("<h2>Acceptance per position and prompt class</h2>")

@@ -432,7 +432,7 @@ def _residuals(fit: CostFit) -> Residuals:
                     level=level,
                     steps=int(arr.size),
                     median_rel=float(np.median(arr)),
-                    rms_rel=float(np.sqrt(np.mean(arr**2))),
+                    p90_abs_rel=float(np.percentile(np.abs(arr), 90)),
                 )
             )
     rng = np.random.default_rng(0)
@@ -451,9 +451,9 @@ def _residuals(fit: CostFit) -> Residuals:
     finite = rel[np.isfinite(rel)]
     seg_f = seg[np.isfinite(seg)]
     return Residuals(
-        step_rms_rel=float(np.sqrt(np.mean(finite**2))) if finite.size else 0.0,
+        step_p90_abs_rel=float(np.percentile(np.abs(finite), 90)) if finite.size else 0.0,
         step_median_abs_rel=float(np.median(np.abs(finite))) if finite.size else 0.0,
-        segment_rms_rel=float(np.sqrt(np.mean(seg_f**2))) if seg_f.size else 0.0,
+        segment_p90_abs_rel=float(np.percentile(np.abs(seg_f), 90)) if seg_f.size else 0.0,
         segment_median_abs_rel=float(np.median(np.abs(seg_f))) if seg_f.size else 0.0,
         groups=out,
         sample=sample,
@@ -479,8 +479,9 @@ def summary_lines(twin: Twin) -> list[str]:
     lines.append(f"decay: tau {d.tau:.3g}, gamma {d.gamma:.3g} ({'fitted' if d.identified else 'prior'})")
     r = cal.residuals
     lines.append(
-        f"residuals: per step rms {r.step_rms_rel:.1%} (median |.| {r.step_median_abs_rel:.1%}); per segment rms "
-        f"{r.segment_rms_rel:.1%} (median |.| {r.segment_median_abs_rel:.1%}); {cal.regime.steps} steps, "
+        f"residuals |observed - fitted| / observed: per step median {r.step_median_abs_rel:.1%}, p90 "
+        f"{r.step_p90_abs_rel:.1%}; per segment median {r.segment_median_abs_rel:.1%}, p90 "
+        f"{r.segment_p90_abs_rel:.1%}; {cal.regime.steps} steps, "
         f"{cal.regime.compute_bound_steps} compute bound"
     )
     if not cal.performance:

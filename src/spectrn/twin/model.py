@@ -105,13 +105,15 @@ class ResidualGroup(_Strict):
     level: str
     steps: int
     median_rel: float
-    rms_rel: float
+    p90_abs_rel: float
 
 
 class Residuals(_Strict):
-    step_rms_rel: float = Field(description="RMS of (observed - fitted) / observed per step (client jitter included).")
+    step_p90_abs_rel: float = Field(
+        description="90th percentile of |observed - fitted| / observed per step (client read delays included)."
+    )
     step_median_abs_rel: float
-    segment_rms_rel: float = Field(description="The same per segment of consecutive steps (jitter cancelled).")
+    segment_p90_abs_rel: float = Field(description="The same per segment of consecutive steps (delays cancelled).")
     segment_median_abs_rel: float
     groups: list[ResidualGroup] = Field(default_factory=list)
     sample: list[list[float]] = Field(

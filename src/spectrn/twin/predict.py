@@ -91,7 +91,7 @@ class Prediction(_Strict):
     semantics: str
     max_num_seqs: int
     max_tokens: int
-    requests: int
+    requests: dict[int, int] = Field(description="Requests per load level (closed-loop streams: the level).")
     mix: dict[str, float]
     samples: int
     method: str = METHOD
@@ -285,12 +285,20 @@ def predict(
     texts = {c: _class_text(preset, c) for c in weights}
     prompt_tokens = {c: cal.workload.prompt_tokens.get(c, 64.0) for c in weights}
     limit = max_num_seqs or preset.max_num_seqs
-    n_requests = requests or cal.workload.requests
     out_tokens = max_tokens or cal.workload.max_tokens
     names = list(weights)
     order_idx = [names.index(c) for c in order] if order is not None else None
-    if order_idx is not None:
-        n_requests = len(order_idx)
+
+    def n_requests(level: int) -> int:
+        """The requests of a level: as asked; else the runs' count, at least two per stream (so that every
+        stream of a high level runs, and runs twice)."""
+        return requests or max(len(order_idx) if order_idx else cal.workload.requests, 2 * level)
+
+    def level_order(level: int) -> list[int] | None:
+        if order_idx is None:
+            return None
+        n = n_requests(level)
+        return [order_idx[i % len(order_idx)] for i in range(n)]
 
     def loads(model: Resolved) -> list[ClassLoad]:
         return [
@@ -304,12 +312,12 @@ def predict(
                 model,
                 loads(model),
                 concurrency=level,
-                requests=n_requests,
+                requests=n_requests(level),
                 max_tokens=out_tokens,
                 batch_limit=limit,
                 ramp_s=(ramp_s or {}).get(level, 0.0),
                 seed=seed + r,
-                order=order_idx,
+                order=level_order(level),
             )
             for r in range(replicates if model.speculative else 1)  # without speculation nothing is drawn
         ]
@@ -406,7 +414,7 @@ def predict(
         semantics=sem,
         max_num_seqs=limit,
         max_tokens=out_tokens,
-        requests=n_requests,
+        requests={level: n_requests(level) for level in levels},
         mix=weights,
         samples=samples,
         cells=cells,
