@@ -59,6 +59,7 @@ from spectrn.windows import WindowSemantics, draft_runs, for_dialect, for_profil
 BASELINE = "baseline"
 SPECULATIVE = "speculative"
 SAMPLE_POINTS = 400
+POOR_FIT = 0.10  # a median segment residual above this is a poor fit, and the twin says so
 
 
 @dataclass
@@ -400,6 +401,12 @@ def calibrate(
         ),
         notes=notes,
     )
+    res = calibration.residuals
+    if res.segment_median_abs_rel > POOR_FIT:
+        calibration.notes.append(
+            f"the simulator's model fits these runs poorly (median segment residual {res.segment_median_abs_rel:.0%}): "
+            "predictions from this twin carry that error beyond their intervals"
+        )
     if cfg.bench.temperature > 0:
         calibration.notes.append(
             f"the runs sampled at temperature {cfg.bench.temperature:g}: the measured acceptance is at that "
@@ -484,6 +491,7 @@ def summary_lines(twin: Twin) -> list[str]:
         f"{r.segment_p90_abs_rel:.1%}; {cal.regime.steps} steps, "
         f"{cal.regime.compute_bound_steps} compute bound"
     )
+    lines += [f"note: {n}" for n in cal.notes]
     if not cal.performance:
         lines.append("NOT A PERFORMANCE RESULT: " + "; ".join(cal.reasons))
     return lines
