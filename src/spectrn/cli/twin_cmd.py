@@ -192,6 +192,10 @@ def _print_prediction(p: Prediction, console: Console) -> None:
             ci = f" [{x.ci95[0]:.0f}, {x.ci95[1]:.0f}]" if x.ci95 else ""
             parts.append(f"k{x.window}: {x.note}{ci}")
         console.print(f"crossover ({title}): " + "; ".join(parts), markup=False, highlight=False)
+    for title, value in (("within the batch limit", p.no_window_pays_from),
+                         ("without the batch limit", p.no_window_pays_from_unlimited)):  # fmt: skip
+        where = f"from concurrency {value}" if value is not None else "nowhere in the scan: some window still pays"
+        console.print(f"speculation stops paying ({title}): {where}", markup=False, highlight=False)
     console.print(f"method: {p.method}", style="dim", markup=False, highlight=False)
     for note in p.notes:
         console.print(f"note: {note}", style="dim", markup=False, highlight=False)

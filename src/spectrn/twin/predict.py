@@ -101,6 +101,11 @@ class Prediction(_Strict):
     crossover_unlimited: list[Crossover] = Field(
         default_factory=list, description="The same ignoring the batch limit (a service compiled to batch further)."
     )
+    no_window_pays_from: int | None = Field(
+        default=None,
+        description="Concurrency from which none of the windows pays (batch limit applied); None: one still pays.",
+    )
+    no_window_pays_from_unlimited: int | None = Field(default=None, description="The same ignoring the batch limit.")
     notes: list[str] = Field(default_factory=list)
 
 
@@ -421,8 +426,17 @@ def predict(
         best=best,
         crossover=cross,
         crossover_unlimited=unlimited,
+        no_window_pays_from=_none_pays(cross),
+        no_window_pays_from_unlimited=_none_pays(unlimited),
         notes=notes,
     )
+
+
+def _none_pays(crossovers: Sequence[Crossover]) -> int | None:
+    """The concurrency from which no window pays: the latest crossover (None when a window never stops paying)."""
+    if not crossovers or any(c.concurrency is None for c in crossovers):
+        return None
+    return max(c.concurrency or 1 for c in crossovers)
 
 
 def _mean(values: Sequence[float | None]) -> float:
