@@ -92,7 +92,7 @@ def plot_residuals(twin: Twin, path: Path) -> str:
         spec = sample[:, 0] > 0
         for mask, label, color in ((~spec, "baseline", COLORS[0]), (spec, "speculative", COLORS[1])):
             a1.scatter(sample[mask, 5] * 1000, sample[mask, 4] * 1000, s=8, alpha=0.5, label=label, color=color)
-            rel = (sample[mask, 4] - sample[mask, 5]) / sample[mask, 5]
+            rel = (sample[mask, 4] - sample[mask, 5]) / sample[mask, 4]
             a2.scatter(sample[mask, 1], rel * 100, s=8, alpha=0.5, label=label, color=color)
         hi = float(np.nanmax(sample[:, 4:6])) * 1000
         a1.plot([0, hi], [0, hi], color="#444", lw=1)
@@ -102,7 +102,7 @@ def plot_residuals(twin: Twin, path: Path) -> str:
     a1.legend()
     a2.axhline(0, color="#444", lw=1)
     a2.set_xlabel("sequences decoded in the step")
-    a2.set_ylabel("(observed - fitted) / fitted (%)")
+    a2.set_ylabel("(observed - fitted) / observed (%)")
     a2.set_title("per-step residuals include the client's read delays")
     return _png(fig, path)
 
