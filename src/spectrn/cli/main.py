@@ -54,6 +54,7 @@ def _register() -> None:
         report_cmd,
         sim_cmd,
         sweep_cmd,
+        twin_cmd,
     )
 
     for module in (
@@ -64,6 +65,7 @@ def _register() -> None:
         report_cmd,
         publish_cmd,
         sweep_cmd,
+        twin_cmd,
         sim_cmd,
         config_ref_cmd,
     ):

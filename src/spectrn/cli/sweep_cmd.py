@@ -116,6 +116,15 @@ def sweep(
         Path, typer.Option("--out-dir", metavar="DIR", help="Results root; the sweep goes to OUT_DIR/SWEEP_ID.")
     ] = Path("results"),
     output: OutputOpt = Output.table,
+    twin: Annotated[
+        Path | None,
+        typer.Option(
+            "--twin",
+            metavar="FILE",
+            help="With --local: serve this twin (spectrn twin calibrate) instead of a preset; its batch limit, "
+            "profile and draft are the defaults.",
+        ),
+    ] = None,
     config: ConfigOpt = None,
     sets: SetOpt = None,
     context: ContextOpt = None,
@@ -142,6 +151,12 @@ def sweep(
     }
     if local:
         flags["runtime"] = "sim"
+    if twin is not None:
+        from spectrn.twin.model import twin_settings
+
+        if not local or runtime != "sim":
+            raise ConfigError("--twin needs --local (and the sim runtime)", hint="add --local")
+        sets = [*twin_settings(twin), *(sets or [])]  # the user's --set still wins
     cfg = config_from_cli(config, sets, console=console, **flags)
     if concurrency is not None:
         cfg.bench.request_rate = None
@@ -180,7 +195,7 @@ def sweep(
         sw = Sweep(cfg, sid, out_dir, opts, view, resume=resume)
         say(console, f"sweep {sid}: {sw.sweep_dir}")
         if kube is None:
-            result = sw.run(lambda: local_runner(cfg, sw.sweep_dir, time_scale, runtime))
+            result = sw.run(lambda: local_runner(cfg, sw.sweep_dir, time_scale, runtime, twin))
             artifacts = {f"{x}-k{y}": f"not needed ({runtime})" for x in d for y in w}
         else:
             from spectrn.deploy.compile import artifact_status

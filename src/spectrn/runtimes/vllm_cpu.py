@@ -167,6 +167,8 @@ def _check_window(k: int) -> None:
 class VllmCpuPair:
     """``with VllmCpuPair(work_dir) as pair: pair.endpoints -> {"baseline": url, "speculative": url}``."""
 
+    profile = "upstream"  # real upstream vLLM: k proposals, up to k + 1 tokens per step (spectrn.windows)
+
     def __init__(
         self,
         work_dir: Path,

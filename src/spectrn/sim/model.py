@@ -49,6 +49,13 @@ follow a size rule: quality = (params / 1.7) ** 0.88 below 1.7B and 1 + 0.08 * l
 a draft pass costs ref_draft_run_s * sqrt(params / 1.7) (small drafts on a wide tensor-parallel group are
 latency bound, so cost grows slowly with size) and its KV and compute terms scale with params / target params.
 
+Per-class acceptance (``acceptance.classes``, written by ``spectrn twin calibrate``). A prompt that contains one
+of a class's texts (or matches its ``pattern``) takes that class's measured conditional acceptance per position
+(``position_probs``) instead of the predictability rule; positions beyond the measured ones follow the class's
+decay curve ``alpha * exp(-(i / decay_tau) ** decay_gamma)`` (capped at ``accept_cap``). Both are multiplied by
+the draft's quality (1 for the calibrated draft) and divided by the temperature penalty, as above. Prompts no
+class matches use the predictability rule.
+
 Calibration of ``qwen3-32b-trn2`` (target Qwen3-32B, TP 32, LNC 2, batch limit 4, NxDI semantics; see
 ``expected_tpot_s``): baseline ~45 ms per token at concurrency 4; 1.7B draft window 7 ~15 ms on structured
 prompts and about baseline on open-ended ones; 0.6B draft no net gain; window 5 and 15 both slower than 7
@@ -61,8 +68,9 @@ import math
 import re
 import zlib
 from functools import lru_cache
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from spectrn.sim.profiles import PROFILES, ProfileName
 from spectrn.spec.catalog import MODELS
@@ -101,6 +109,59 @@ class CostModel(_Strict):
     )
 
 
+@lru_cache(maxsize=256)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+class AcceptanceClass(_Strict):
+    """Measured acceptance of one prompt class, and which prompts belong to it (see the module docstring)."""
+
+    name: str = Field(min_length=1, max_length=100, description="Prompt class label, e.g. structured.")
+    contains: list[str] = Field(
+        default_factory=list, description="A prompt containing any of these texts belongs to the class."
+    )
+    pattern: str | None = Field(
+        default=None, description="Or: a prompt matching this regular expression (Python re.search) belongs to it."
+    )
+    position_probs: list[float] = Field(
+        default_factory=list,
+        description="Conditional acceptance of proposal position i given positions 0..i-1 were accepted, as measured.",
+    )
+    alpha: float = Field(
+        ge=0, le=1, description="First-position acceptance of the class's decay curve (positions beyond the table)."
+    )
+
+    @field_validator("position_probs")
+    @classmethod
+    def _probs(cls, v: list[float]) -> list[float]:
+        for i, p in enumerate(v):
+            if not 0.0 <= p <= 1.0:
+                raise ValueError(f"position_probs[{i}] = {p} is not a probability in [0, 1]")
+        return v
+
+    @field_validator("pattern")
+    @classmethod
+    def _regex(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                _compiled(v)
+            except re.error as e:
+                raise ValueError(f"not a regular expression: {e}") from None
+        return v
+
+    @model_validator(mode="after")
+    def _selects(self) -> AcceptanceClass:
+        if not self.contains and self.pattern is None:
+            raise ValueError(f"class {self.name!r} selects no prompt: give contains (texts) or pattern (a regex)")
+        return self
+
+    def matches(self, prompt: str) -> bool:
+        if any(text in prompt for text in self.contains):
+            return True
+        return self.pattern is not None and _compiled(self.pattern).search(prompt) is not None
+
+
 class AcceptanceModel(_Strict):
     """How often the draft's proposals are accepted."""
 
@@ -121,6 +182,17 @@ class AcceptanceModel(_Strict):
     temperature_penalty: float = Field(
         default=0.3, ge=0, description="Sampling lowers acceptance: probabilities are divided by 1 + this * T."
     )
+    classes: list[AcceptanceClass] = Field(
+        default_factory=list,
+        description="Measured acceptance per prompt class (first match wins); prompts no class matches use the "
+        "predictability rule.",
+    )
+
+    def class_for(self, prompt: str) -> AcceptanceClass | None:
+        for c in self.classes:
+            if c.matches(prompt):
+                return c
+        return None
 
 
 class DraftParams(_Strict):
@@ -148,6 +220,11 @@ class Preset(_Strict):
     cost: CostModel = Field(default_factory=CostModel, description="Step costs.")
     acceptance: AcceptanceModel = Field(default_factory=AcceptanceModel, description="Acceptance model.")
     drafts: dict[str, DraftParams] = Field(default_factory=dict, description="Calibrated drafts (others: size rule).")
+    calibration: dict[str, Any] | None = Field(
+        default=None,
+        description="Sidecar of a fitted preset (`spectrn twin calibrate`): the uncertainty, residuals and provenance "
+        "of its values. The simulator ignores it; spectrn.twin reads it strictly.",
+    )
 
     @model_validator(mode="after")
     def _check_models(self) -> Preset:
@@ -320,6 +397,9 @@ class Resolved(_Strict):
     # ---- acceptance ----
     def alpha(self, prompt: str) -> float:
         a = self.preset.acceptance
+        cls = a.class_for(prompt)
+        if cls is not None:
+            return cls.alpha
         return a.alpha_open + (a.alpha_structured - a.alpha_open) * predictability(prompt)
 
     def position_probs(self, prompt: str, temperature: float = 0.0) -> list[float]:
@@ -327,10 +407,16 @@ class Resolved(_Strict):
         if not self.speculative:
             return []
         a = self.preset.acceptance
-        base = self.alpha(prompt) * self.quality / (1.0 + a.temperature_penalty * temperature)
-        return [
+        scale = self.quality / (1.0 + a.temperature_penalty * temperature)
+        base = self.alpha(prompt) * scale
+        curve = [
             min(a.accept_cap, base * math.exp(-((i / a.decay_tau) ** a.decay_gamma))) for i in range(self.proposals)
         ]
+        cls = a.class_for(prompt)
+        if cls is None:
+            return curve
+        measured = [min(1.0, p * scale) for p in cls.position_probs[: self.proposals]]
+        return measured + curve[len(measured) :]
 
     def expected_tokens_per_step(self, prompt: str) -> float:
         """Mean tokens emitted per decode step: 1 + sum_i prod_{j<i} a_j (1 without speculation)."""

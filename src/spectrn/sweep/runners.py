@@ -48,7 +48,8 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 class LocalSimRunner:
-    """One shared baseline simulator plus one speculative simulator per (draft, window), on loopback."""
+    """One shared baseline simulator plus one speculative simulator per (draft, window), on loopback; with
+    ``preset_file`` (``sweep --twin``) every server serves that preset (a twin from ``spectrn twin calibrate``)."""
 
     where = "local simulator"
 
@@ -60,7 +61,11 @@ class LocalSimRunner:
         sweep_id: str = "sweep",
         time_scale: float | None = None,
         startup_timeout_s: float = 60.0,
+        preset_file: Path | None = None,
     ) -> None:
+        self.preset_file = preset_file
+        if preset_file is not None:
+            self.where = f"local twin simulator ({preset_file.name})"
         self.cfg = cfg
         self.sweep_id = sweep_id
         self.work_dir = work_dir
@@ -78,7 +83,8 @@ class LocalSimRunner:
 
         port = free_port()
         # The same command line as `spectrn bench --local` uses, one server at a time.
-        cmd = SimPair(cfg, self.work_dir, time_scale=self.time_scale)._command(variant, port)
+        extra = ["--preset-file", str(self.preset_file.absolute())] if self.preset_file is not None else []
+        cmd = SimPair(cfg, self.work_dir, time_scale=self.time_scale, extra_args=extra)._command(variant, port)
         log = self.work_dir / log_name
         self.work_dir.mkdir(parents=True, exist_ok=True)
         with log.open("wb") as f:
@@ -294,8 +300,8 @@ class LocalVllmCpuRunner:
 
 
 def local_runner(
-    cfg: SpectrnConfig, sweep_dir: Path, time_scale: float | None, runtime: str = "sim"
+    cfg: SpectrnConfig, sweep_dir: Path, time_scale: float | None, runtime: str = "sim", twin: Path | None = None
 ) -> LocalSimRunner | LocalVllmCpuRunner:
     if runtime == "vllm-cpu":
         return LocalVllmCpuRunner(cfg, sweep_dir / "servers", sweep_id=sweep_dir.name)
-    return LocalSimRunner(cfg, sweep_dir / "servers", sweep_id=sweep_dir.name, time_scale=time_scale)
+    return LocalSimRunner(cfg, sweep_dir / "servers", sweep_id=sweep_dir.name, time_scale=time_scale, preset_file=twin)
