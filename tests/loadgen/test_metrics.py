@@ -124,3 +124,80 @@ def test_sane_counters_still_give_rates() -> None:
     acc = acceptance_delta(parse_metrics(_snap(0, 0, 0, [0, 0])), parse_metrics(_snap(10, 70, 30, [8, 4])))
     assert acc is not None and acc["rate"] == pytest.approx(30 / 70) and acc["mean_accepted_length"] == 4.0
     assert acc["per_position"] == [0.8, 0.4]
+
+
+def test_per_position_subtracts_a_nonzero_before_snapshot() -> None:
+    """A server that served requests before the run: every counter, per position too, is a difference."""
+    # window 2; before: 10 drafts, 20 draft tokens, 12 accepted (8 at position 0, 4 at position 1)
+    before = parse_metrics(_snap(10, 20, 12, [8, 4]))
+    # after: 30 drafts, 60 draft tokens, 29 accepted (20, 9): the run's own 20 drafts accepted 12 and 5
+    after = parse_metrics(_snap(30, 60, 29, [20, 9]))
+    acc = acceptance_delta(before, after)
+    assert acc is not None and acc["source"] == "counter deltas"
+    assert (acc["drafts"], acc["draft_tokens"], acc["accepted_tokens"]) == (20, 40, 17)
+    assert acc["rate"] == pytest.approx(17 / 40)
+    assert acc["mean_accepted_length"] == pytest.approx(1 + 17 / 20)
+    assert acc["per_position"] == pytest.approx([12 / 20, 5 / 20])
+
+
+def test_per_position_labels_are_summed_per_position_and_ordered_numerically() -> None:
+    """Positions 0..11 from two engines: summed per position, ordered 0, 1, 2, ..., 10, 11 (not as text)."""
+
+    def text(drafts: int, per_pos: dict[int, int]) -> str:
+        lines = (
+            [f'vllm:spec_decode_num_drafts_total{{engine="{e}"}} {drafts / 2}' for e in (0, 1)]
+            + [f'vllm:spec_decode_num_draft_tokens_total{{engine="{e}"}} {drafts * 6}' for e in (0, 1)]
+            + [
+                f'vllm:spec_decode_num_accepted_tokens_total{{engine="{e}"}} {sum(per_pos.values()) / 2}'
+                for e in (0, 1)
+            ]
+        )
+        for p, v in per_pos.items():
+            lines += [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="{e}",position="{p}"}} {v / 2}'
+                      for e in (0, 1)]  # fmt: skip
+        return "\n".join(lines) + "\n"
+
+    before = parse_metrics(text(100, {p: 50 - 4 * p for p in range(12)}))
+    after = parse_metrics(text(200, {p: 2 * (50 - 4 * p) for p in range(12)}))
+    acc = acceptance_delta(before, after)
+    assert acc is not None
+    assert acc["per_position"] == pytest.approx([(50 - 4 * p) / 100 for p in range(12)])
+
+
+def test_counters_from_a_reference_server_that_served_requests_before_the_run() -> None:
+    """The reference server counts one draft per decode event and one accepted token per token beyond the
+    first: its own log is the truth. Requests before the first scrape must not count."""
+    import asyncio
+    import urllib.request
+
+    import aiohttp
+
+    from doubles.reference_server import Schedule, serve_in_thread
+    from spectrn.loadgen.client import RequestParams, endpoint_url, run_request
+
+    async def requests(base: str, n: int) -> None:
+        params = RequestParams(model="ref-model", api="completions", max_tokens=17, timeout_s=30)
+        async with aiohttp.ClientSession() as s:
+            for i in range(n):
+                rec = await run_request(s, endpoint_url(base, "completions"), params, "x", variant="v", index=i,
+                                        prompt_id="p", prompt_class="c", level="c1", warmup=False)  # fmt: skip
+                assert rec.ok, rec.error_msg
+
+    def scrape(base: str) -> str:
+        with urllib.request.urlopen(f"{base}/metrics", timeout=10) as resp:
+            return str(resp.read().decode())
+
+    with serve_in_thread(Schedule(ttft_s=0.001, gap_s=0.001, pattern=(3, 1, 4, 2), window=4)) as (base, log):
+        asyncio.run(requests(base, 2))
+        before = parse_metrics(scrape(base))
+        asyncio.run(requests(base, 3))
+        after = parse_metrics(scrape(base))
+    # 17 tokens: 1 | 3 1 4 2 | 3 1 2 (the last cut to what is left): 7 decode events per request
+    measured = [r["sizes"][1:] for r in log.requests[2:]]
+    assert measured == [[3, 1, 4, 2, 3, 1, 2]] * 3
+    events = [k for sizes in measured for k in sizes]
+    acc = acceptance_delta(before, after)
+    assert acc is not None and acc["drafts"] == len(events) == 21
+    assert acc["accepted_tokens"] == sum(k - 1 for k in events) == 27
+    assert acc["per_position"] == pytest.approx([sum(k > p + 1 for k in events) / 21 for p in range(4)])
+    assert acc["per_position"] == pytest.approx([15 / 21, 9 / 21, 3 / 21, 0.0])
