@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from hostile import HostileServer
+from require_tiers import pytest_make_collect_report, pytest_runtest_makereport  # noqa: F401 (strict-mode hooks)
 
 
 @pytest.fixture
