@@ -14,8 +14,10 @@ from spectrn.windows import max_tokens_per_step, proposals
 def test_window_semantics() -> None:
     assert (proposals("nxdi", 7), max_tokens_per_step("nxdi", 7)) == (6, 7)
     assert (proposals("upstream", 7), max_tokens_per_step("upstream", 7)) == (7, 8)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="window 0 must be at least 1"):
         proposals("nxdi", 0)
+    with pytest.raises(ValueError, match="window semantics 'eagle' is not one of"):
+        proposals("eagle", 3)  # type: ignore[arg-type]
 
 
 def test_stream_counts_steps_exactly_and_excludes_coalesced_events() -> None:
