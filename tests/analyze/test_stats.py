@@ -307,3 +307,26 @@ def test_weighted_median_conventions() -> None:
     assert weighted_median([3.0, 1.0, 2.0, 4.0], [1, 1, 1, 1]) == 2.5  # even: the mean of the middle two
     assert weighted_median([3.0], [1]) == 3.0
     assert math.isnan(weighted_median([1.0, 2.0], [0, 0]))
+
+
+def test_merging_a_single_sample() -> None:
+    a, one = TokenDistribution(), TokenDistribution()
+    a.add([0.1, 0.3])
+    one.add([0.5])
+    a.merge(one)
+    s = a.stats()
+    assert (s.n, s.max) == (3, 0.5) and s.mean == pytest.approx(0.3)
+
+
+def test_stats_with_ci_drops_missing_values_like_describe() -> None:
+    s = stats_with_ci([1.0, None, 3.0, float("nan"), 2.0])
+    assert (s.n, s.mean) == (3, 2.0) and s.ci95 is not None and s.ci95.mean is not None
+
+
+def test_paired_median_ratio_ci_is_reproducible_on_noisy_pairs() -> None:
+    gen = np.random.default_rng(11)
+    a = [(gen.lognormal(np.log(0.06), 0.3, 10), np.ones(10)) for _ in range(40)]
+    b = [(gen.lognormal(np.log(0.03), 0.3, 10), np.ones(10)) for _ in range(40)]
+    ci = paired_median_ratio_ci(a, b, seed=4)
+    assert ci is not None and ci[0] < 2.0 < ci[1]
+    assert paired_median_ratio_ci(a, b, seed=4) == ci and paired_median_ratio_ci(a, b, seed=5) != ci
