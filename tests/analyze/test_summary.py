@@ -301,3 +301,16 @@ def test_clustered_intervals_match_a_direct_bootstrap_of_the_expanded_values() -
     all_v = np.concatenate([g[0] for g in groups])
     all_w = np.concatenate([g[1] for g in groups])
     assert ci.p50[0] <= weighted_median(all_v, all_w) <= ci.p50[1]
+
+
+def test_a_class_with_records_of_one_variant_only() -> None:
+    """The alphabetically first class has only speculative records (e.g. its baseline requests never ran): the
+    run is still summarised, the class without a pair has no speedup, the others keep theirs."""
+    recs = [rec("speculative", 100, cls="aaa-only-speculative")]
+    for i in range(4):
+        recs += [rec("baseline", i, cls="open"), rec("speculative", i, cls="open")]
+    s = summarize(recs, meta())
+    assert set(s.levels[0].by_prompt_class) == {"aaa-only-speculative", "open"}
+    assert s.levels[0].by_prompt_class["aaa-only-speculative"].speedup is None
+    assert s.levels[0].by_prompt_class["open"].speedup is not None
+    assert s.levels[0].variants["baseline"].requests.completed == 4
