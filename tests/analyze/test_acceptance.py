@@ -331,3 +331,9 @@ def test_the_vectorized_bootstrap_equals_the_loop() -> None:
     assert bootstrap(lambda i: x[i].mean(axis=-1), 37, vectorized=True, seed=3) == bootstrap(
         lambda i: x[i].mean(axis=-1), 37, vectorized=False, seed=3
     )
+
+
+def test_merging_a_narrower_counter_into_a_wider_one() -> None:
+    wide, narrow = _counter(None, "upstream", [1, 9]), _counter(None, "upstream", [1, 3])
+    wide.merge(narrow)
+    assert wide.hits == [2, 2, 1, 1, 1, 1, 1, 1] and wide.steps == [1, 1] and wide.accepted == [8, 2]
