@@ -8,6 +8,7 @@ from lg_support import FIXTURES
 from spectrn.loadgen.metrics import (
     SPEC_ACCEPTED,
     SPEC_DRAFTS,
+    MetricsSnapshot,
     acceptance_delta,
     parse_metrics,
 )
@@ -201,3 +202,109 @@ def test_counters_from_a_reference_server_that_served_requests_before_the_run() 
     assert acc["accepted_tokens"] == sum(k - 1 for k in events) == 27
     assert acc["per_position"] == pytest.approx([sum(k > p + 1 for k in events) / 21 for p in range(4)])
     assert acc["per_position"] == pytest.approx([15 / 21, 9 / 21, 3 / 21, 0.0])
+
+
+def _text(lines: list[str]) -> MetricsSnapshot:
+    return parse_metrics("\n".join(lines) + "\n")
+
+
+def test_one_snapshot_missing_is_not_reported() -> None:
+    snap = parse_metrics(_snap(10, 40, 20))
+    assert acceptance_delta(None, snap) is None and acceptance_delta(snap, None) is None
+
+
+def test_counters_missing_one_family_are_not_reported() -> None:
+    no_tokens = _text(["vllm:spec_decode_num_drafts_total 10", "vllm:spec_decode_num_accepted_tokens_total 5"])
+    assert acceptance_delta(no_tokens, no_tokens) is None
+    no_drafts = _text(["vllm:spec_decode_num_draft_tokens_total 10", "vllm:spec_decode_num_accepted_tokens_total 5"])
+    assert acceptance_delta(no_drafts, no_drafts) is None
+
+
+def test_v0_gauges_exactly() -> None:
+    both = _text(["vllm:spec_decode_draft_acceptance_rate 0.7", "vllm:spec_decode_efficiency 0.9"])
+    assert acceptance_delta(both, both) == {
+        "source": "v0 gauge (cumulative since server start, not this run)",
+        "rate": 0.7,
+        "mean_accepted_length": None,
+        "per_position": None,
+        "efficiency": 0.9,
+    }
+    nan_eff = _text(["vllm:spec_decode_draft_acceptance_rate 0.7", "vllm:spec_decode_efficiency NaN"])
+    assert (acceptance_delta(nan_eff, nan_eff) or {})["efficiency"] is None
+    rate_only = _text(["vllm:spec_decode_draft_acceptance_rate 0.7"])
+    assert (acceptance_delta(rate_only, rate_only) or {})["efficiency"] is None
+    for edge in ("0.0", "1.0"):
+        g = _text([f"vllm:spec_decode_draft_acceptance_rate {edge}"])
+        assert (acceptance_delta(g, g) or {})["rate"] == float(edge)
+    bad = _text(["vllm:spec_decode_draft_acceptance_rate 1.7"])
+    assert acceptance_delta(bad, bad) == {
+        "source": "counters unusable: vllm:spec_decode_draft_acceptance_rate is 1.7, not a rate in 0..1",
+        "problem": "vllm:spec_decode_draft_acceptance_rate is 1.7, not a rate in 0..1",
+        "rate": None,
+        "mean_accepted_length": None,
+        "per_position": None,
+    }
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "why"),
+    [
+        ((10, 70, 30), (5, 70, 30), "a counter went down during the run (counters reset: server restarted?)"),
+        ((10, 70, 30), (10, 60, 30), "a counter went down during the run (counters reset: server restarted?)"),
+        ((10, 70, 30), (10, 70, 20), "a counter went down during the run (counters reset: server restarted?)"),
+        ((0, 0, 0), (0, 1, 1), "1 accepted tokens but no drafts"),
+        ((0, 0, 0), (0, 1, 0), "1 draft tokens but no drafts"),
+    ],
+)
+def test_each_impossible_delta_names_its_cause(before, after, why) -> None:
+    acc = acceptance_delta(parse_metrics(_snap(*before)), parse_metrics(_snap(*after)))
+    assert acc is not None and acc["source"] == f"counters unusable: {why}" and acc["problem"] == why
+
+
+def test_a_run_without_any_draft() -> None:
+    snap = parse_metrics(_snap(10, 40, 20, [12, 8]))
+    assert acceptance_delta(snap, snap) == {
+        "source": "counter deltas",
+        "drafts": 0.0,
+        "draft_tokens": 0.0,
+        "accepted_tokens": 0.0,
+        "rate": None,
+        "mean_accepted_length": None,
+        "per_position": None,
+    }
+
+
+def test_one_draft_every_token_accepted() -> None:
+    acc = acceptance_delta(parse_metrics(_snap(0, 0, 0, [0, 0])), parse_metrics(_snap(1, 2, 2, [1, 1])))
+    assert acc is not None and acc["source"] == "counter deltas"
+    assert (acc["rate"], acc["mean_accepted_length"], acc["per_position"]) == (1.0, 3.0, [1.0, 1.0])
+    no_pos = acceptance_delta(parse_metrics(_snap(0, 0, 0)), parse_metrics(_snap(1, 2, 2)))
+    assert no_pos is not None and no_pos["per_position"] is None
+
+
+def test_a_position_rate_between_one_and_two_is_unusable() -> None:
+    acc = acceptance_delta(parse_metrics(_snap(0, 0, 0, [0])), parse_metrics(_snap(10, 20, 15, [15])))
+    assert acc is not None and acc["rate"] is None and "per-position acceptance rate outside 0..1" in acc["source"]
+
+
+def test_positions_new_since_the_before_snapshot_count_from_zero() -> None:
+    acc = acceptance_delta(parse_metrics(_snap(10, 20, 10)), parse_metrics(_snap(20, 40, 20, [7, 3])))
+    assert acc is not None and acc["per_position"] == pytest.approx([0.7, 0.3])
+
+
+def test_positions_ordered_by_number_whatever_the_exposition_order() -> None:
+    lines = ["vllm:spec_decode_num_drafts_total 10", "vllm:spec_decode_num_draft_tokens_total 40",
+             "vllm:spec_decode_num_accepted_tokens_total 10"]  # fmt: skip
+    order = [(3, 1), (1, 3), (0, 4), (2, 2)]
+    after = _text(
+        lines + [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{position="{p}"}} {v}' for p, v in order]
+    )
+    acc = acceptance_delta(_text([]), after)
+    assert acc is not None and acc["per_position"] == pytest.approx([0.4, 0.3, 0.2, 0.1])
+    # a label that is not a number sorts with position 0, before 1 (stable among equals)
+    odd = [("1", 3), ("x", 5), ("0", 4)]
+    after2 = _text(
+        lines + [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{position="{p}"}} {v}' for p, v in odd]
+    )
+    acc2 = acceptance_delta(_text([]), after2)
+    assert acc2 is not None and acc2["per_position"] == pytest.approx([0.5, 0.4, 0.3])

@@ -155,6 +155,15 @@ def test_no_events_no_counts() -> None:
         (12, [0, 0, 0, 0, 100], [1, 1, 1, 1, 8]),
         # the take-back goes round the largest counts one token at a time: 4, 4 -> 3, 3 -> 2, 2 -> 1, 2
         (8, [0, 0, 0, 0, 0, 5, 5], [1, 1, 1, 1, 1, 1, 2]),
+        # a zero-weight event gets one token, not a share: 20 x [0, 1] -> 1, 20, then one taken back -> 1, 19
+        (20, [0, 1], [1, 19]),
+        # all weights zero: an even split, the spare tokens to the first events (7 / 3 = 2, remainder 1)
+        (7, [0, 0, 0], [3, 2, 2]),
+        # largest remainders by total x weight mod sum: 10 x [1, 2, 4] / 7 -> floors 1, 2, 5 (sum 8);
+        # remainders 3, 6, 5 -> the spare two go to the second and the third
+        (10, [1, 2, 4], [1, 3, 6]),
+        # taking back starts at the largest count: [1, 3, 7] (one too many) -> [1, 3, 6]
+        (10, [0, 3, 7], [1, 3, 6]),
     ],
 )
 def test_apportion_by_hand(total: int, weights: list[int], expected: list[int]) -> None:

@@ -310,3 +310,47 @@ def test_batch_hash_is_content_addressed(tmp_path: Path) -> None:
     assert datums.batch_hash(a[0], "Spectrn") != datums.batch_hash(a[0], "Other")
     shifted = datums.batch_datums(datums.build_metric_datums(run, time_shift_s=60).datums)
     assert datums.batch_hash(shifted[0], "Spectrn") != datums.batch_hash(a[0], "Spectrn")
+
+
+def _datum(i: int) -> dict[str, Any]:
+    return {
+        "MetricName": "TTFT",
+        "Dimensions": [{"Name": "RunId", "Value": f"r{i}"}],
+        "Timestamp": datetime(2026, 1, 1, tzinfo=UTC),
+        "Values": [0.1],
+        "Counts": [1.0],
+        "Unit": "Seconds",
+        "StorageResolution": 60,
+    }
+
+
+def test_batches_are_cut_at_exactly_the_byte_budget() -> None:
+    """The budget counts the request header (with the namespace, default Spectrn) plus every datum: a call of
+    exactly the budget is kept whole, one byte less cuts it."""
+    ds = [_datum(i) for i in range(3)]
+    sizes = [limits.estimate_request_bytes(d) for d in ds]
+    header = len("Action=PutMetricData&Version=2010-08-01&Namespace=") + len("Spectrn")
+    exact = header + sum(sizes)
+    assert [len(b) for b in datums.batch_datums(ds, max_bytes=exact)] == [3]
+    assert [len(b) for b in datums.batch_datums(ds, max_bytes=exact - 1)] == [2, 1]
+    assert [len(b) for b in datums.batch_datums(ds, max_bytes=exact, namespace="Spectrn")] == [3]
+    assert [len(b) for b in datums.batch_datums(ds, max_bytes=exact, namespace="Spectrn2")] == [2, 1]
+    two = header + sizes[0] + sizes[1]
+    assert [len(b) for b in datums.batch_datums(ds, max_bytes=two)] == [2, 1]
+    assert [len(b) for b in datums.batch_datums(ds, max_bytes=two - 1)] == [1, 1, 1]
+    assert datums.batch_datums([]) == []
+
+
+def test_one_datum_over_the_budget_is_refused_by_name() -> None:
+    d = _datum(0)
+    n = limits.estimate_request_bytes(d)
+    header = len("Action=PutMetricData&Version=2010-08-01&Namespace=Spectrn")
+    assert datums.batch_datums([d], max_bytes=header + n) == [[d]]  # exactly the budget: fine
+    with pytest.raises(PublishError) as e:
+        datums.batch_datums([d], max_bytes=header + n - 1)
+    assert e.value.message == f"one TTFT datum alone is {n} bytes, over the request budget"
+
+
+def test_round_sig_keeps_the_smallest_value_cloudwatch_takes() -> None:
+    assert datums.round_sig([1e-100, -1e-100, 1e-101], 4) == ([-1e-100, 0.0, 1e-100], [1.0, 1.0, 1.0])
+    assert datums.round_sig([3, 3, 7], 2) == ([3.0, 7.0], [2.0, 1.0])  # integers are values too
