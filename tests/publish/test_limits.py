@@ -3,11 +3,10 @@ request-size estimate against botocore's own query serialisation."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
-
-import time
 
 import pytest
 
