@@ -356,3 +356,51 @@ def test_speedups_without_tpot_or_ttft() -> None:
     sp = speedups(acc(base), acc(spec), paired=True)
     assert sp.tpot_p50 is not None and sp.tpot_p50.value is None and sp.tpot_p50.ci95 is None
     assert sp.ttft_p50 is not None and sp.ttft_p50.value is None
+
+
+def test_unpaired_intervals_resample_the_speculative_side_uniformly() -> None:
+    """Speculative TPOTs: the first half 20 ms, the second half 40 ms (mean 30 ms). A resampling that favoured the
+    first positions would shift the mean TPOT speedup's interval up from around 45 / 30."""
+    base = [req("baseline", i, [1] * 10, gap=0.045) for i in range(30)]
+    spec = [req("speculative", 100 + i, [2] * 5, gap=0.04 if i < 10 else 0.08) for i in range(20)]
+    sp = speedups(acc(base), acc(spec), paired=False)
+    m = sp.tpot_mean
+    assert m is not None and m.value == pytest.approx(0.045 / 0.03) and m.ci95 is not None
+    # the mean of 20 draws of 20 or 40 ms: sd 10 / sqrt(20) ms, so about 45 / (30 +- 4.4) ms
+    assert 1.25 < m.ci95[0] < 1.4 and 1.65 < m.ci95[1] < 1.8
+
+
+def test_unpaired_with_one_request_on_one_side() -> None:
+    base = [req("baseline", 0, [1] * 10, gap=0.045)]
+    spec = [req("speculative", 100 + i, [2] * 5, gap=0.03 + 0.001 * i) for i in range(20)]
+    sp = speedups(acc(base), acc(spec), paired=False)
+    assert sp.tpot_p50 is not None and sp.tpot_p50.ci95 is not None  # 20 units to resample on the other side
+
+
+def test_paired_intervals_follow_the_seed_and_the_itl_speedup_is_paired() -> None:
+    gen = np.random.default_rng(8)
+    base, spec = [], []
+    for i in range(40):
+        base.append(req("baseline", i, [1] * 10, gap=float(gen.lognormal(np.log(0.045), 0.2))))
+        spec.append(req("speculative", i, [3, 3, 3], gap=float(gen.lognormal(np.log(0.06), 0.2))))
+    a = speedups(acc(base), acc(spec), paired=True, seed=1)
+    assert a == speedups(acc(base), acc(spec), paired=True, seed=1)
+    b = speedups(acc(base), acc(spec), paired=True, seed=2)
+    assert a.tpot_p50 is not None and b.tpot_p50 is not None and a.tpot_p50.ci95 != b.tpot_p50.ci95
+    assert a.itl_p50 is not None and b.itl_p50 is not None and a.itl_p50.ci95 != b.itl_p50.ci95
+    # per-token ITL: baseline gap / 1 token against speculative gap / 3 tokens
+    itl_b = np.median([r.chunk_times[1] - r.chunk_times[0] for r in base])
+    itl_s = np.median([(r.chunk_times[1] - r.chunk_times[0]) / 3 for r in spec])
+    assert a.itl_p50.value == pytest.approx(itl_b / itl_s, rel=3 * 0.005)
+    assert a.itl_p50.ci95 is not None and a.itl_p50.ci95[0] < a.itl_p50.value < a.itl_p50.ci95[1]
+
+
+def test_mix_skips_a_class_measured_on_the_baseline_only() -> None:
+    recs = []
+    for i in range(10):
+        recs.append(req("baseline", i, [1] * 12, gap=0.045, cls="structured"))
+        recs.append(req("speculative", i, [3] * 4, gap=0.135, cls="structured"))
+        recs.append(req("baseline", 100 + i, [1] * 12, cls="solo"))
+    s = summarize(recs, meta(), mix={"solo": 0.5, "structured": 0.5})
+    mix = [h for h in s.headline if h.scope == "mix"]
+    assert len(mix) == 1 and mix[0].speedup.value == pytest.approx(1.0)
