@@ -308,3 +308,8 @@ def test_positions_ordered_by_number_whatever_the_exposition_order() -> None:
     )
     acc2 = acceptance_delta(_text([]), after2)
     assert acc2 is not None and acc2["per_position"] == pytest.approx([0.5, 0.4, 0.3])
+
+
+def test_a_single_draft_token() -> None:
+    acc = acceptance_delta(parse_metrics(_snap(0, 0, 0)), parse_metrics(_snap(1, 1, 1)))
+    assert acc is not None and (acc["rate"], acc["mean_accepted_length"]) == (1.0, 2.0)

@@ -214,3 +214,28 @@ def test_the_size_estimate_grows_with_the_member_index_width() -> None:
     d = datum()
     keys = 2 * 1 + 4 + 2 * 1  # the dimension's Name and Value, MetricName, Timestamp, Unit, StorageResolution, 1 value
     assert limits.estimate_request_bytes(d, 1) == limits.estimate_request_bytes(d, 1000) - 3 * keys
+
+
+def test_ages_are_shown_to_a_tenth_of_a_day_and_an_hour() -> None:
+    """14.0501 days shows as 14.1 and 3.0501 h as 3.1: exact day and hour lengths (86400 s, 3600 s)."""
+    with pytest.raises(PublishError, match=r", 14\.1 days ago;"):
+        limits.check_timestamps(stamped(-14.0501 * 86400), NOW, run_id="r")
+    with pytest.raises(PublishError, match=r", 3\.1 h in the future;"):
+        limits.check_timestamps(stamped(3.0501 * 3600), NOW, run_id="r")
+
+
+def test_iso_dates_are_utc_in_any_local_time_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TZ", "Asia/Kolkata")
+    time.tzset()
+    try:
+        assert limits._iso(0.0) == "1970-01-01T00:00:00Z"
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_a_datum_without_dimensions_is_estimated() -> None:
+    d = datum()
+    del d["Dimensions"]
+    with_none = datum(Dimensions=[])
+    assert limits.estimate_request_bytes(d) == limits.estimate_request_bytes(with_none) > 0
