@@ -294,3 +294,21 @@ def test_compare_prediction_rows() -> None:
         {"window": 3, "predicted_s": 0.012, "measured_s": 0.0, "error": None},
         {"window": 5, "predicted_s": 0.011, "measured_s": 0.010, "error": pytest.approx(0.1)},
     ]
+
+
+def test_predictions_within_a_picosecond_are_a_tie() -> None:
+    """TPOT(2) is 2e-13 s below TPOT(1): no measurement resolves that, so the smaller window wins (rounding at
+    1e-12 s), in a single prediction and in a mix."""
+    c = 0.04
+    fit = CostFit(intercept_s=c, draft_s=c - 1.2e-12, target_s=c, points=[], residuals_s=[], exact=True)
+    pred = predict_tpot([1.0, 1.0], fit)  # L(1) = 2, L(2) = 3
+    assert pred.tpot_s[1] - pred.tpot_s[2] == pytest.approx(2e-13, rel=1e-3)
+    assert pred.best_window == 1
+    assert mix_prediction({"a": pred}, {"a": 1.0}, {"a": c})["best_window"] == 1
+
+
+def test_notes_and_residuals_in_their_units() -> None:
+    neg = CostFit(intercept_s=0.04, draft_s=-0.0125, target_s=0.04, points=[], residuals_s=[], exact=True)
+    assert "(-12.50 ms)" in predict_tpot([0.5], neg).notes[0]
+    fit = fit_costs([StepPoint(0, 0.040, 1.0), StepPoint(0, 0.050, 1.0), StepPoint(8, 0.02, 3.0)])
+    assert fit.to_dict()["max_rel_residual"] == pytest.approx(0.125)
