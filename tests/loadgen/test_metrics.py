@@ -8,6 +8,7 @@ from doubles.replay import FIXTURES
 from spectrn.loadgen.metrics import (
     SPEC_ACCEPTED,
     SPEC_DRAFTS,
+    MetricsSnapshot,
     acceptance_delta,
     parse_metrics,
 )
@@ -124,3 +125,191 @@ def test_sane_counters_still_give_rates() -> None:
     acc = acceptance_delta(parse_metrics(_snap(0, 0, 0, [0, 0])), parse_metrics(_snap(10, 70, 30, [8, 4])))
     assert acc is not None and acc["rate"] == pytest.approx(30 / 70) and acc["mean_accepted_length"] == 4.0
     assert acc["per_position"] == [0.8, 0.4]
+
+
+def test_per_position_subtracts_a_nonzero_before_snapshot() -> None:
+    """A server that served requests before the run: every counter, per position too, is a difference."""
+    # window 2; before: 10 drafts, 20 draft tokens, 12 accepted (8 at position 0, 4 at position 1)
+    before = parse_metrics(_snap(10, 20, 12, [8, 4]))
+    # after: 30 drafts, 60 draft tokens, 29 accepted (20, 9): the run's own 20 drafts accepted 12 and 5
+    after = parse_metrics(_snap(30, 60, 29, [20, 9]))
+    acc = acceptance_delta(before, after)
+    assert acc is not None and acc["source"] == "counter deltas"
+    assert (acc["drafts"], acc["draft_tokens"], acc["accepted_tokens"]) == (20, 40, 17)
+    assert acc["rate"] == pytest.approx(17 / 40)
+    assert acc["mean_accepted_length"] == pytest.approx(1 + 17 / 20)
+    assert acc["per_position"] == pytest.approx([12 / 20, 5 / 20])
+
+
+def test_per_position_labels_are_summed_per_position_and_ordered_numerically() -> None:
+    """Positions 0..11 from two engines: summed per position, ordered 0, 1, 2, ..., 10, 11 (not as text)."""
+
+    def text(drafts: int, per_pos: dict[int, int]) -> str:
+        lines = (
+            [f'vllm:spec_decode_num_drafts_total{{engine="{e}"}} {drafts / 2}' for e in (0, 1)]
+            + [f'vllm:spec_decode_num_draft_tokens_total{{engine="{e}"}} {drafts * 6}' for e in (0, 1)]
+            + [
+                f'vllm:spec_decode_num_accepted_tokens_total{{engine="{e}"}} {sum(per_pos.values()) / 2}'
+                for e in (0, 1)
+            ]
+        )
+        for p, v in per_pos.items():
+            lines += [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="{e}",position="{p}"}} {v / 2}'
+                      for e in (0, 1)]  # fmt: skip
+        return "\n".join(lines) + "\n"
+
+    before = parse_metrics(text(100, {p: 50 - 4 * p for p in range(12)}))
+    after = parse_metrics(text(200, {p: 2 * (50 - 4 * p) for p in range(12)}))
+    acc = acceptance_delta(before, after)
+    assert acc is not None
+    assert acc["per_position"] == pytest.approx([(50 - 4 * p) / 100 for p in range(12)])
+
+
+def test_counters_from_a_reference_server_that_served_requests_before_the_run() -> None:
+    """The reference server counts one draft per decode event and one accepted token per token beyond the
+    first: its own log is the truth. Requests before the first scrape must not count."""
+    import asyncio
+    import urllib.request
+
+    import aiohttp
+
+    from doubles.reference_server import Schedule, serve_in_thread
+    from spectrn.loadgen.client import RequestParams, endpoint_url, run_request
+
+    async def requests(base: str, n: int) -> None:
+        params = RequestParams(model="ref-model", api="completions", max_tokens=17, timeout_s=30)
+        async with aiohttp.ClientSession() as s:
+            for i in range(n):
+                rec = await run_request(s, endpoint_url(base, "completions"), params, "x", variant="v", index=i,
+                                        prompt_id="p", prompt_class="c", level="c1", warmup=False)  # fmt: skip
+                assert rec.ok, rec.error_msg
+
+    def scrape(base: str) -> str:
+        with urllib.request.urlopen(f"{base}/metrics", timeout=10) as resp:
+            return str(resp.read().decode())
+
+    with serve_in_thread(Schedule(ttft_s=0.001, gap_s=0.001, pattern=(3, 1, 4, 2), window=4)) as (base, log):
+        asyncio.run(requests(base, 2))
+        before = parse_metrics(scrape(base))
+        asyncio.run(requests(base, 3))
+        after = parse_metrics(scrape(base))
+    # 17 tokens: 1 | 3 1 4 2 | 3 1 2 (the last cut to what is left): 7 decode events per request
+    measured = [r["sizes"][1:] for r in log.requests[2:]]
+    assert measured == [[3, 1, 4, 2, 3, 1, 2]] * 3
+    events = [k for sizes in measured for k in sizes]
+    acc = acceptance_delta(before, after)
+    assert acc is not None and acc["drafts"] == len(events) == 21
+    assert acc["accepted_tokens"] == sum(k - 1 for k in events) == 27
+    assert acc["per_position"] == pytest.approx([sum(k > p + 1 for k in events) / 21 for p in range(4)])
+    assert acc["per_position"] == pytest.approx([15 / 21, 9 / 21, 3 / 21, 0.0])
+
+
+def _text(lines: list[str]) -> MetricsSnapshot:
+    return parse_metrics("\n".join(lines) + "\n")
+
+
+def test_one_snapshot_missing_is_not_reported() -> None:
+    snap = parse_metrics(_snap(10, 40, 20))
+    assert acceptance_delta(None, snap) is None and acceptance_delta(snap, None) is None
+
+
+def test_counters_missing_one_family_are_not_reported() -> None:
+    no_tokens = _text(["vllm:spec_decode_num_drafts_total 10", "vllm:spec_decode_num_accepted_tokens_total 5"])
+    assert acceptance_delta(no_tokens, no_tokens) is None
+    no_drafts = _text(["vllm:spec_decode_num_draft_tokens_total 10", "vllm:spec_decode_num_accepted_tokens_total 5"])
+    assert acceptance_delta(no_drafts, no_drafts) is None
+
+
+def test_v0_gauges_exactly() -> None:
+    both = _text(["vllm:spec_decode_draft_acceptance_rate 0.7", "vllm:spec_decode_efficiency 0.9"])
+    assert acceptance_delta(both, both) == {
+        "source": "v0 gauge (cumulative since server start, not this run)",
+        "rate": 0.7,
+        "mean_accepted_length": None,
+        "per_position": None,
+        "efficiency": 0.9,
+    }
+    nan_eff = _text(["vllm:spec_decode_draft_acceptance_rate 0.7", "vllm:spec_decode_efficiency NaN"])
+    assert (acceptance_delta(nan_eff, nan_eff) or {})["efficiency"] is None
+    rate_only = _text(["vllm:spec_decode_draft_acceptance_rate 0.7"])
+    assert (acceptance_delta(rate_only, rate_only) or {})["efficiency"] is None
+    for edge in ("0.0", "1.0"):
+        g = _text([f"vllm:spec_decode_draft_acceptance_rate {edge}"])
+        assert (acceptance_delta(g, g) or {})["rate"] == float(edge)
+    bad = _text(["vllm:spec_decode_draft_acceptance_rate 1.7"])
+    assert acceptance_delta(bad, bad) == {
+        "source": "counters unusable: vllm:spec_decode_draft_acceptance_rate is 1.7, not a rate in 0..1",
+        "problem": "vllm:spec_decode_draft_acceptance_rate is 1.7, not a rate in 0..1",
+        "rate": None,
+        "mean_accepted_length": None,
+        "per_position": None,
+    }
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "why"),
+    [
+        ((10, 70, 30), (5, 70, 30), "a counter went down during the run (counters reset: server restarted?)"),
+        ((10, 70, 30), (10, 60, 30), "a counter went down during the run (counters reset: server restarted?)"),
+        ((10, 70, 30), (10, 70, 20), "a counter went down during the run (counters reset: server restarted?)"),
+        ((0, 0, 0), (0, 1, 1), "1 accepted tokens but no drafts"),
+        ((0, 0, 0), (0, 1, 0), "1 draft tokens but no drafts"),
+    ],
+)
+def test_each_impossible_delta_names_its_cause(before, after, why) -> None:
+    acc = acceptance_delta(parse_metrics(_snap(*before)), parse_metrics(_snap(*after)))
+    assert acc is not None and acc["source"] == f"counters unusable: {why}" and acc["problem"] == why
+
+
+def test_a_run_without_any_draft() -> None:
+    snap = parse_metrics(_snap(10, 40, 20, [12, 8]))
+    assert acceptance_delta(snap, snap) == {
+        "source": "counter deltas",
+        "drafts": 0.0,
+        "draft_tokens": 0.0,
+        "accepted_tokens": 0.0,
+        "rate": None,
+        "mean_accepted_length": None,
+        "per_position": None,
+    }
+
+
+def test_one_draft_every_token_accepted() -> None:
+    acc = acceptance_delta(parse_metrics(_snap(0, 0, 0, [0, 0])), parse_metrics(_snap(1, 2, 2, [1, 1])))
+    assert acc is not None and acc["source"] == "counter deltas"
+    assert (acc["rate"], acc["mean_accepted_length"], acc["per_position"]) == (1.0, 3.0, [1.0, 1.0])
+    no_pos = acceptance_delta(parse_metrics(_snap(0, 0, 0)), parse_metrics(_snap(1, 2, 2)))
+    assert no_pos is not None and no_pos["per_position"] is None
+
+
+def test_a_position_rate_between_one_and_two_is_unusable() -> None:
+    acc = acceptance_delta(parse_metrics(_snap(0, 0, 0, [0])), parse_metrics(_snap(10, 20, 15, [15])))
+    assert acc is not None and acc["rate"] is None and "per-position acceptance rate outside 0..1" in acc["source"]
+
+
+def test_positions_new_since_the_before_snapshot_count_from_zero() -> None:
+    acc = acceptance_delta(parse_metrics(_snap(10, 20, 10)), parse_metrics(_snap(20, 40, 20, [7, 3])))
+    assert acc is not None and acc["per_position"] == pytest.approx([0.7, 0.3])
+
+
+def test_positions_ordered_by_number_whatever_the_exposition_order() -> None:
+    lines = ["vllm:spec_decode_num_drafts_total 10", "vllm:spec_decode_num_draft_tokens_total 40",
+             "vllm:spec_decode_num_accepted_tokens_total 10"]  # fmt: skip
+    order = [(3, 1), (1, 3), (0, 4), (2, 2)]
+    after = _text(
+        lines + [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{position="{p}"}} {v}' for p, v in order]
+    )
+    acc = acceptance_delta(_text([]), after)
+    assert acc is not None and acc["per_position"] == pytest.approx([0.4, 0.3, 0.2, 0.1])
+    # a label that is not a number sorts with position 0, before 1 (stable among equals)
+    odd = [("1", 3), ("x", 5), ("0", 4)]
+    after2 = _text(
+        lines + [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{position="{p}"}} {v}' for p, v in odd]
+    )
+    acc2 = acceptance_delta(_text([]), after2)
+    assert acc2 is not None and acc2["per_position"] == pytest.approx([0.5, 0.4, 0.3])
+
+
+def test_a_single_draft_token() -> None:
+    acc = acceptance_delta(parse_metrics(_snap(0, 0, 0)), parse_metrics(_snap(1, 1, 1)))
+    assert acc is not None and (acc["rate"], acc["mean_accepted_length"]) == (1.0, 2.0)

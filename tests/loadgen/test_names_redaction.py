@@ -18,6 +18,10 @@ from spectrn.names import check_name, check_run_id, is_safe_name
         ("http://host:8000/v1", "http://host:8000/v1"),
         ("http://u:p@[::1:bad", "http://u:***@[::1:bad"),  # does not parse: the text patterns still mask it
         ("not a url at all", "not a url at all"),
+        ("http://user:p@ss@host:8000/v1", "http://user:***@host:8000/v1"),  # '@' inside the password
+        ("http://user:pa:ss@host/v1", "http://user:***@host/v1"),  # ':' inside the password
+        ("http://host/v1?a=&token=abc&b=", "http://host/v1?a=&token=***&b="),  # blank values kept
+        ("http://host/v1?token=", "http://host/v1?token=***"),
     ],
 )
 def test_redact_url(url: str, shown: str) -> None:

@@ -14,6 +14,7 @@ from urllib.parse import urlencode
 import numpy as np
 import pytest
 
+from doubles import oracle
 from doubles.runfactory import make_run
 from spectrn.analyze.metrics import request_metrics
 from spectrn.analyze.run import ensure_summary
@@ -60,13 +61,15 @@ def test_datums_carry_each_requests_raw_values(tmp_path: Path) -> None:
     for variant in ("baseline", "speculative"):
         for cls in ("structured", "open"):
             recs = [r for r in ok if r.variant == variant and r.prompt_class == cls]
-            metrics = [request_metrics(r) for r in recs]
             got = _expand(plan.datums, "TTFT", **base, Variant=variant, PromptClass=cls)
-            assert got == _rounded([m.ttft for m in metrics if m])
+            assert got == _rounded([r.ttft for r in recs])
             got = _expand(plan.datums, "TPOT", **base, Variant=variant, PromptClass=cls)
-            assert got == _rounded([m.tpot for m in metrics if m and m.tpot is not None])
+            assert got == _rounded([(r.e2e - r.ttft) / (24 - 1) for r in recs])  # 24 tokens per request
             itl = _expand(plan.datums, "ITL", **base, Variant=variant, PromptClass=cls)
-            assert len(itl) == sum(len(m.itls) for m in metrics if m)  # every per-token gap, not one per request
+            assert itl == _rounded([x for r in recs for x in oracle.itls(r)])
+            assert len(itl) == (24 - 1) * len(recs)  # every per-token gap, not one per request or per event
+            tpc = _expand(plan.datums, "TokensPerChunk", **base, Variant=variant, PromptClass=cls)
+            assert tpc == _rounded([23 / (len(r.chunk_times) - 1) for r in recs])
         # the aggregate dimension set is the union over prompt classes
         agg = _expand(plan.datums, "E2ELatency", **base, Variant=variant)
         assert agg == _rounded([r.e2e for r in ok if r.variant == variant])
@@ -91,8 +94,8 @@ def test_percentiles_from_published_distribution_match_the_records(tmp_path: Pat
     base = {"RunId": "run-1", "Config": "qwen3-1.7b/k7", "Load": "c4"}
     records = list(run.records())
     for variant in ("baseline", "speculative"):
-        raw_itl = [x for r in records if r.ok and r.variant == variant for x in request_metrics(r).itls]
-        raw_tpot = [request_metrics(r).tpot for r in records if r.ok and r.variant == variant]
+        raw_itl = [x for r in records if r.ok and r.variant == variant for x in oracle.itls(r)]
+        raw_tpot = [oracle.tpot(r) for r in records if r.ok and r.variant == variant]
         for name, raw in (("ITL", raw_itl), ("TPOT", raw_tpot)):
             published = _expand(plan.datums, name, **base, Variant=variant)
             for q in (50, 90, 99):
@@ -154,7 +157,7 @@ def test_batching_limits_hold_for_100k_requests(tmp_path: Path) -> None:
     ttft = sum(sum(d["Counts"]) for d in plan.datums if d["MetricName"] == "TTFT")
     assert ttft == 2 * n_ok
     itl = sum(sum(d["Counts"]) for d in plan.datums if d["MetricName"] == "ITL")
-    assert itl == 2 * sum(len(request_metrics(r).itls) for r in records)
+    assert itl == 2 * sum(sum(r.chunk_tokens[1:]) for r in records)  # one sample per token after the first
     assert [d for b in batches for d in b] == plan.datums  # order kept, every datum in exactly one call
     assert max(len(d["Values"]) for d in plan.datums) == limits.MAX_VALUES_PER_DATUM  # splitting happened
     for d in plan.datums:
@@ -307,3 +310,47 @@ def test_batch_hash_is_content_addressed(tmp_path: Path) -> None:
     assert datums.batch_hash(a[0], "Spectrn") != datums.batch_hash(a[0], "Other")
     shifted = datums.batch_datums(datums.build_metric_datums(run, time_shift_s=60).datums)
     assert datums.batch_hash(shifted[0], "Spectrn") != datums.batch_hash(a[0], "Spectrn")
+
+
+def _datum(i: int) -> dict[str, Any]:
+    return {
+        "MetricName": "TTFT",
+        "Dimensions": [{"Name": "RunId", "Value": f"r{i}"}],
+        "Timestamp": datetime(2026, 1, 1, tzinfo=UTC),
+        "Values": [0.1],
+        "Counts": [1.0],
+        "Unit": "Seconds",
+        "StorageResolution": 60,
+    }
+
+
+def test_batches_are_cut_at_exactly_the_byte_budget() -> None:
+    """The budget counts the request header (with the namespace, default Spectrn) plus every datum: a call of
+    exactly the budget is kept whole, one byte less cuts it."""
+    ds = [_datum(i) for i in range(3)]
+    sizes = [limits.estimate_request_bytes(d) for d in ds]
+    header = len("Action=PutMetricData&Version=2010-08-01&Namespace=") + len("Spectrn")
+    exact = header + sum(sizes)
+    assert [len(b) for b in datums.batch_datums(ds, max_bytes=exact)] == [3]
+    assert [len(b) for b in datums.batch_datums(ds, max_bytes=exact - 1)] == [2, 1]
+    assert [len(b) for b in datums.batch_datums(ds, max_bytes=exact, namespace="Spectrn")] == [3]
+    assert [len(b) for b in datums.batch_datums(ds, max_bytes=exact, namespace="Spectrn2")] == [2, 1]
+    two = header + sizes[0] + sizes[1]
+    assert [len(b) for b in datums.batch_datums(ds, max_bytes=two)] == [2, 1]
+    assert [len(b) for b in datums.batch_datums(ds, max_bytes=two - 1)] == [1, 1, 1]
+    assert datums.batch_datums([]) == []
+
+
+def test_one_datum_over_the_budget_is_refused_by_name() -> None:
+    d = _datum(0)
+    n = limits.estimate_request_bytes(d)
+    header = len("Action=PutMetricData&Version=2010-08-01&Namespace=Spectrn")
+    assert datums.batch_datums([d], max_bytes=header + n) == [[d]]  # exactly the budget: fine
+    with pytest.raises(PublishError) as e:
+        datums.batch_datums([d], max_bytes=header + n - 1)
+    assert e.value.message == f"one TTFT datum alone is {n} bytes, over the request budget"
+
+
+def test_round_sig_keeps_the_smallest_value_cloudwatch_takes() -> None:
+    assert datums.round_sig([1e-100, -1e-100, 1e-101], 4) == ([-1e-100, 0.0, 1e-100], [1.0, 1.0, 1.0])
+    assert datums.round_sig([3, 3, 7], 2) == ([3.0, 7.0], [2.0, 1.0])  # integers are values too

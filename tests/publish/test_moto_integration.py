@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from doubles import oracle
 from doubles.cwfakes import REGION, CloudWatchProxy
 from doubles.runfactory import make_run
-from spectrn.analyze.metrics import request_metrics
 from spectrn.analyze.run import ensure_summary
 from spectrn.errors import PublishError
 from spectrn.publish import dashboard, datums, publisher
@@ -84,13 +84,13 @@ def test_statistics_dimensions_units_and_dashboard_round_trip(run_dir: Path, mot
         for cls in (None, "structured", "open"):
             dims = {**BASE, "Variant": variant} | ({"PromptClass": cls} if cls else {})
             recs = [r for r in run.records() if r.variant == variant and (cls is None or r.prompt_class == cls)]
-            ms = [request_metrics(r) for r in recs if r.ok]
+            ok = [r for r in recs if r.ok]
             for name, values in (
-                ("TTFT", [m.ttft for m in ms]),
-                ("TPOT", [m.tpot for m in ms if m.tpot is not None]),
-                ("ITL", [x for m in ms for x in m.itls]),
-                ("E2ELatency", [m.e2e for m in ms]),
-                ("OutputThroughput", [m.throughput_tok_s for m in ms]),
+                ("TTFT", [r.ttft for r in ok]),
+                ("TPOT", [oracle.tpot(r) for r in ok]),
+                ("ITL", [x for r in ok for x in oracle.itls(r)]),
+                ("E2ELatency", [r.e2e for r in ok]),
+                ("OutputThroughput", [oracle.throughput(r) for r in ok]),
                 ("Errors", [0.0 if r.ok else 1.0 for r in recs]),
             ):
                 metrics.append(_metric(name, **dims))

@@ -25,6 +25,7 @@ import pytest
 import yaml
 
 from doubles.relhelp import Behaviour, FaultyServer, bench_argv, run_cli
+from require_tiers import tier_missing
 
 ROOT = Path(__file__).resolve().parents[2]
 ALLOWLIST = ROOT / "security" / "checkov-allowlist.yaml"
@@ -129,9 +130,10 @@ def _checkov() -> str | None:
 def _scan(folder: Path) -> list[dict[str, Any]]:
     exe = _checkov()
     if exe is None:
-        pytest.skip(
+        tier_missing(
             "*** checkov is NOT INSTALLED: the manifest security scan did NOT run. "
-            "Install it with `make checkov` (cached in .venv-checkov) or set SPECTRN_CHECKOV. ***"
+            "Install it with `make checkov` (cached in .venv-checkov) or set SPECTRN_CHECKOV. ***",
+            "SPECTRN_REQUIRE_CHECKOV",
         )
     proc = subprocess.run(
         [exe, "-d", str(folder), "--framework", "kubernetes", "-o", "json", "--quiet", "--compact", "--skip-download"],

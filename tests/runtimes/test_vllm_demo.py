@@ -10,18 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from spectrn.runtimes.vllm_cpu import INSTALL_HINT, missing_parts
 from support import spectrn
 
-from .conftest import MEASURED
+from .conftest import MEASURED, require_tier
 from .test_vllm_runtime import _servers_started_in
 
 
 @pytest.mark.own_servers
 def test_demo_on_real_vllm(tmp_path: Path) -> None:
-    missing = missing_parts()
-    if missing:
-        pytest.skip(f"real vLLM tier not installed (missing {', '.join(missing)}): {INSTALL_HINT}")
+    require_tier()
     t0 = time.monotonic()
     proc = spectrn("demo", "--runtime", "vllm-cpu", "--requests", "6", "--out-dir", str(tmp_path), timeout=1200)
     MEASURED["demo_s"] = round(time.monotonic() - t0, 1)

@@ -17,7 +17,7 @@ import pytest
 from spectrn.errors import BenchError, ConfigError, EndpointError
 from spectrn.runtimes.vllm_cpu import STARTING_GRACE_S, VllmCpuPair, _group_members, missing_parts
 
-from .conftest import get_text
+from .conftest import get_text, require_tier
 
 
 def fake_tier(tmp_path: Path, script: str) -> tuple[Path, Path]:
@@ -186,9 +186,7 @@ def _servers_started_in(work: Path) -> dict[str, int]:
 def test_ctrl_c_during_real_startup_stops_everything_quickly(tmp_path: Path) -> None:
     """Ctrl-C while real vLLM servers start: a starting vLLM ignores SIGTERM for a long time, so the pair must
     fall back to SIGKILL after the short start-up grace and leave no process behind."""
-    missing = missing_parts()
-    if missing:
-        pytest.skip(f"real vLLM tier not installed (missing {', '.join(missing)}): run `make vllm-cpu`")
+    require_tier()
     code = (
         "import sys\nfrom pathlib import Path\nfrom spectrn.runtimes.vllm_cpu import VllmCpuPair\n"
         "with VllmCpuPair(Path(sys.argv[1])):\n    pass\n"

@@ -8,15 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from spectrn.runtimes.vllm_cpu import INSTALL_HINT, missing_parts
 from support import spectrn
+
+from .conftest import require_tier
 
 
 @pytest.mark.own_servers
 def test_window_sweep_on_real_vllm(tmp_path: Path) -> None:
-    missing = missing_parts()
-    if missing:
-        pytest.skip(f"real vLLM tier not installed (missing {', '.join(missing)}): {INSTALL_HINT}")
+    require_tier()
     proc = spectrn(
         "sweep",
         "--local",

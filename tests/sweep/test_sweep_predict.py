@@ -9,6 +9,7 @@ import pytest
 from spectrn.errors import AnalysisError
 from spectrn.sim import load_settings
 from spectrn.sweep.predict import (
+    CostFit,
     StepPoint,
     acceptance_lengths,
     clean_per_position,
@@ -155,3 +156,159 @@ def test_mix_prediction_and_comparison() -> None:
     assert len(rows) == 1 and rows[0]["window"] == 7
     assert rows[0]["error"] == pytest.approx((0.010 - 0.0105) / 0.0105)
     assert math.isfinite(rows[0]["error"])
+
+
+# ---- every field, message and boundary ----------------------------------------------------------------
+
+
+def test_cleaning_notes_by_hand() -> None:
+    assert clean_per_position([1.5, 0.5, 0.5]) == ([1.0, 0.5, 0.5], [])  # clipped to 1, equal neighbours are fine
+    probs, notes = clean_per_position([0.9, 0.95])
+    assert probs == [0.9, 0.9]
+    assert notes == ["position 1: 0.9500 above position 0 (0.9000); clipped (counter noise)"]
+    with pytest.raises(AnalysisError) as e:
+        clean_per_position([0.9, None])
+    assert e.value.message == "per-position acceptance 1 is missing or not a number"
+    assert e.value.hint == "re-run the large-window configuration; the server's counters were incomplete"
+
+
+def test_error_hints() -> None:
+    with pytest.raises(AnalysisError) as e:
+        acceptance_lengths([0.9] * 3, max_window=4)
+    assert e.value.message == "window 4 is larger than the measured window 3"
+    assert e.value.hint == "predict only windows up to the one that was measured; run a larger window to go further"
+    with pytest.raises(ValueError, match="^window must be >= 0$"):
+        iid_expected_length(0.5, -1)
+    with pytest.raises(AnalysisError) as e:
+        fit_costs([])
+    assert e.value.message == "the cost model needs measured steps at two different windows, got none"
+    assert e.value.hint == "measure the baseline (window 0) and one speculative window, or two speculative windows"
+    fit = fit_costs([StepPoint(0, 0.04, 1.0), StepPoint(4, 0.015, 3.0)])
+    with pytest.raises(AnalysisError) as e:
+        predict_tpot([], fit)
+    assert (e.value.message, e.value.hint) == (
+        "no per-position acceptance to predict from", "measure a speculative window first")  # fmt: skip
+    with pytest.raises(AnalysisError) as e:
+        predict_tpot([0.9] * 4, fit, windows=[0, 5])
+    assert e.value.message == "cannot predict window(s) [0, 5]: the measured window is 4"
+    assert e.value.hint == "predict windows 1..4, or measure a larger window first"
+    with pytest.raises(AnalysisError) as e:
+        mix_prediction({}, {"open": 1.0}, {})
+    assert e.value.message == "none of the mix's prompt classes has a prediction"
+    assert e.value.hint == "use classes among none in --mix"
+    pred = predict_tpot([0.9] * 4, fit)
+    with pytest.raises(AnalysisError) as e:
+        mix_prediction({"b": pred, "a": pred}, {"open": 1.0}, {})
+    assert e.value.hint == "use classes among a, b in --mix"
+
+
+def test_cost_fit_keeps_only_usable_points_and_the_baseline_step() -> None:
+    good = [StepPoint(0, 0.040, 1.0, "base"), StepPoint(0, 0.050, 1.0, "base2"), StepPoint(8, 0.02, 3.0, "k8")]
+    bad = [StepPoint(4, float("nan"), 2.0), StepPoint(4, -0.01, 2.0), StepPoint(4, 0.0, 2.0), StepPoint(4, 0.01, 0.5)]
+    fit = fit_costs(good + bad)
+    assert fit == fit_costs(good)
+    assert fit.target_s == pytest.approx(0.045)  # the mean of the two baseline steps
+    assert not fit.exact and fit.max_rel_residual == pytest.approx(0.005 / 0.040)  # two points at window 0
+    assert fit.points == [
+        {"window": 0, "step_s": 0.040, "tpot_s": 0.040, "length": 1.0, "label": "base"},
+        {"window": 0, "step_s": 0.050, "tpot_s": 0.050, "length": 1.0, "label": "base2"},
+        {"window": 8, "step_s": pytest.approx(0.06), "tpot_s": 0.02, "length": 3.0, "label": "k8"},
+    ]
+    assert fit_costs([StepPoint(3, 0.02, 2.0), StepPoint(8, 0.02, 3.0)]).target_s is None  # no baseline
+
+
+def test_cost_fit_to_dict() -> None:
+    fit = fit_costs([StepPoint(0, 0.04, 1.0), StepPoint(8, 0.02, 3.0, "k8")])
+    d = fit.to_dict()
+    assert d["intercept_s"] == pytest.approx(0.04) and d["draft_s"] == pytest.approx(0.0025)
+    assert d["target_s"] == pytest.approx(0.04) and d["exact"] is True and d["max_rel_residual"] is None
+    assert d["draft_to_target"] == pytest.approx(0.0025 / 0.04)
+    assert d["points"] == fit.points and d["residuals_s"] == fit.residuals_s
+
+
+def test_prediction_fields_and_to_dict_on_nxdi() -> None:
+    """NxDI: 3 per-position values were measured at window 4; L(k) = 1 + P_0 + ... + P_{k-2}."""
+    fit = fit_costs([StepPoint(0, 0.04, 1.0), StepPoint(4, 0.02, 2.5)])  # step 0.04 + 0.0025 k
+    pred = predict_tpot([0.8, 0.5, 0.2], fit, semantics="nxdi", baseline_tpot_s=0.05)
+    assert pred.measured_window == 4 and pred.per_position == [0.8, 0.5, 0.2] and pred.cost is fit
+    assert pred.lengths == pytest.approx({1: 1.0, 2: 1.8, 3: 2.3, 4: 2.5})
+    tpot = {k: (0.04 + 0.0025 * k) / pred.lengths[k] for k in range(1, 5)}
+    assert pred.tpot_s == pytest.approx(tpot)
+    assert pred.speedup == pytest.approx({k: 0.05 / t for k, t in tpot.items()})  # the baseline given, not the fit's
+    assert pred.best_window == 4 and pred.notes == []
+    d = pred.to_dict()
+    assert d == {
+        "measured_window": 4,
+        "per_position": [0.8, 0.5, 0.2],
+        "lengths": {str(k): v for k, v in pred.lengths.items()},
+        "tpot_s": {str(k): v for k, v in pred.tpot_s.items()},
+        "speedup": {str(k): v for k, v in pred.speedup.items()},
+        "best_window": 4,
+        "cost": fit.to_dict(),
+        "notes": [],
+    }
+    own = predict_tpot([0.8, 0.5, 0.2], fit, semantics="nxdi")  # no baseline given: the fit's baseline step
+    assert own.speedup[4] == pytest.approx(0.04 / tpot[4])
+
+
+def test_draft_cost_notes_only_when_negative() -> None:
+    zero = CostFit(intercept_s=0.04, draft_s=0.0, target_s=0.04, points=[], residuals_s=[], exact=True)
+    assert predict_tpot([0.5], zero).notes == []
+    neg = CostFit(intercept_s=0.04, draft_s=-0.00125, target_s=0.04, points=[], residuals_s=[], exact=True)
+    assert predict_tpot([0.5], neg).notes == [
+        "the fitted draft cost per token is negative (-1.25 ms): the measured steps are too noisy to separate draft "
+        "from verify cost; treat the prediction with caution"
+    ]
+
+
+def test_a_zero_step_has_no_speedup() -> None:
+    free = CostFit(intercept_s=0.0, draft_s=0.0, target_s=0.04, points=[], residuals_s=[], exact=True)
+    pred = predict_tpot([0.5, 0.2], free)
+    assert pred.tpot_s == {1: 0.0, 2: 0.0} and pred.speedup == {1: None, 2: None}
+
+
+def test_mix_prediction_by_hand() -> None:
+    fit = fit_costs([StepPoint(0, 0.04, 1.0), StepPoint(2, 0.03, 1.5)])  # step 0.04 + 0.0025 k
+    a = predict_tpot([0.5, 0.25], fit)  # L = 1.5, 1.75
+    b = predict_tpot([1.0, 1.0], fit)  # L = 2, 3
+    mix = mix_prediction({"a": a, "b": b, "zero": b}, {"a": 1, "b": 3, "zero": 0}, {"a": 0.04, "b": 0.06})
+    t1 = 0.25 * 0.0425 / 1.5 + 0.75 * 0.0425 / 2
+    t2 = 0.25 * 0.045 / 1.75 + 0.75 * 0.045 / 3
+    assert mix["weights"] == {"a": 0.25, "b": 0.75}  # a zero weight is no part of the mix
+    assert mix["tpot_s"] == pytest.approx({1: t1, 2: t2})
+    base = 0.25 * 0.04 + 0.75 * 0.06
+    assert mix["speedup"] == pytest.approx({1: base / t1, 2: base / t2})
+    assert mix["best_window"] == 2 and set(mix) == {"weights", "tpot_s", "speedup", "best_window"}
+    no_base = mix_prediction({"a": a, "b": b}, {"a": 1, "b": 3}, {"a": 0.04})
+    assert no_base["speedup"] == {1: None, 2: None}  # a class without its baseline: no mix speedup
+
+
+def test_mix_prediction_with_a_zero_time() -> None:
+    free = CostFit(intercept_s=0.0, draft_s=0.0, target_s=0.04, points=[], residuals_s=[], exact=True)
+    pred = predict_tpot([0.5], free)
+    assert mix_prediction({"a": pred}, {"a": 1}, {"a": 0.04})["speedup"] == {1: None}
+
+
+def test_compare_prediction_rows() -> None:
+    assert compare_prediction({3: 0.012, 5: 0.011}, {3: 0.0, 5: 0.010, 9: 1.0}) == [
+        {"window": 3, "predicted_s": 0.012, "measured_s": 0.0, "error": None},
+        {"window": 5, "predicted_s": 0.011, "measured_s": 0.010, "error": pytest.approx(0.1)},
+    ]
+
+
+def test_predictions_within_a_picosecond_are_a_tie() -> None:
+    """TPOT(2) is 2e-13 s below TPOT(1): no measurement resolves that, so the smaller window wins (rounding at
+    1e-12 s), in a single prediction and in a mix."""
+    c = 0.04
+    fit = CostFit(intercept_s=c, draft_s=c - 1.2e-12, target_s=c, points=[], residuals_s=[], exact=True)
+    pred = predict_tpot([1.0, 1.0], fit)  # L(1) = 2, L(2) = 3
+    assert pred.tpot_s[1] - pred.tpot_s[2] == pytest.approx(2e-13, rel=1e-3)
+    assert pred.best_window == 1
+    assert mix_prediction({"a": pred}, {"a": 1.0}, {"a": c})["best_window"] == 1
+
+
+def test_notes_and_residuals_in_their_units() -> None:
+    neg = CostFit(intercept_s=0.04, draft_s=-0.0125, target_s=0.04, points=[], residuals_s=[], exact=True)
+    assert "(-12.50 ms)" in predict_tpot([0.5], neg).notes[0]
+    fit = fit_costs([StepPoint(0, 0.040, 1.0), StepPoint(0, 0.050, 1.0), StepPoint(8, 0.02, 3.0)])
+    assert fit.to_dict()["max_rel_residual"] == pytest.approx(0.125)

@@ -591,8 +591,8 @@ def _level(
     classes = sorted({k[2] for k in keys})
     pooled: dict[str, Accumulator] = {}
     for v in variants:
-        acc = Accumulator(window=accs[(lv, v, classes[0])].window, semantics=accs[(lv, v, classes[0])].semantics,
-                          seed=seed)  # fmt: skip
+        like = accs[next((lv, v, c) for c in classes if (lv, v, c) in accs)]  # a class may lack this variant
+        acc = Accumulator(window=like.window, semantics=like.semantics, seed=seed)
         for c in classes:
             if (lv, v, c) in accs:
                 acc.merge(accs[(lv, v, c)])
