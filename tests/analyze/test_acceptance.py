@@ -165,14 +165,14 @@ def test_merge_adds_positions_steps_and_coalesced_events() -> None:
     a.merge(b)
     whole = _counter(None, "upstream", [1, 3, 1], [1, 5, 9, 2])
     assert a.result() == whole.result()
-    assert (a.hits, a.steps, a.accepted, a.coalesced) == ([4, 3, 2, 2, 1, 1, 1, 1], [2, 3], [2, 13], 0)
+    assert (a.hits, dict(a.requests), a.coalesced) == ([4, 3, 2, 2, 1, 1, 1, 1], {(2, 2): 1, (3, 13): 1}, 0)
     # the other way round: a wider counter merged into a narrower one
     c, d = _counter(None, "upstream", [1, 9]), _counter(None, "upstream", [1, 2])
     d.merge(c)
-    assert d.hits == [2, 1, 1, 1, 1, 1, 1, 1] and d.steps == [1, 1] and d.accepted == [1, 8]
+    assert d.hits == [2, 1, 1, 1, 1, 1, 1, 1] and dict(d.requests) == {(1, 1): 1, (1, 8): 1}
     e, f = _counter(4, "upstream", [1, 9, 2]), _counter(4, "upstream", [1, 6, 6, 3])
     e.merge(f)
-    assert (e.coalesced, e.steps, e.accepted, e.hits) == (3, [1, 1], [1, 2], [2, 1, 0, 0])
+    assert (e.coalesced, dict(e.requests), e.hits) == (3, {(1, 1): 1, (1, 2): 1}, [2, 1, 0, 0])
 
 
 def test_intervals_are_seeded_and_bracket_the_estimates() -> None:
@@ -336,4 +336,27 @@ def test_the_vectorized_bootstrap_equals_the_loop() -> None:
 def test_merging_a_narrower_counter_into_a_wider_one() -> None:
     wide, narrow = _counter(None, "upstream", [1, 9]), _counter(None, "upstream", [1, 3])
     wide.merge(narrow)
-    assert wide.hits == [2, 2, 1, 1, 1, 1, 1, 1] and wide.steps == [1, 1] and wide.accepted == [8, 2]
+    assert wide.hits == [2, 2, 1, 1, 1, 1, 1, 1] and dict(wide.requests) == {(1, 8): 1, (1, 2): 1}
+
+
+def test_the_distinct_unit_bootstrap_matches_the_index_bootstrap() -> None:
+    """Resampling n requests = drawing each distinct (steps, accepted) pair a multinomial number of times: the
+    interval from the counts of distinct pairs agrees with the plain index bootstrap over every request."""
+    import numpy as np
+
+    from spectrn.analyze.stats import bootstrap, bootstrap_units
+
+    gen = np.random.default_rng(5)
+    steps = gen.integers(5, 12, 3000).astype(float)
+    acc = np.minimum(steps * 4, gen.binomial((steps * 4).astype(int), 0.55)).astype(float)
+    per_request = bootstrap(lambda i: acc[i].sum(-1) / steps[i].sum(-1), steps.size, resamples=4000, vectorized=True)
+    pairs = sorted({(s, a) for s, a in zip(steps, acc, strict=True)})
+    counts = np.array([np.sum((steps == s) & (acc == a)) for s, a in pairs], dtype=float)
+    st = np.array([s for s, _ in pairs])
+    ac = np.array([a for _, a in pairs])
+    distinct = bootstrap_units(lambda d: (d @ ac) / (d @ st), counts, resamples=4000)
+    assert per_request is not None and distinct is not None
+    width = per_request[1] - per_request[0]
+    assert width > 0.01  # a real interval, not a degenerate one
+    assert abs(distinct[0] - per_request[0]) < 0.08 * width and abs(distinct[1] - per_request[1]) < 0.08 * width
+    assert bootstrap_units(lambda d: d @ st, [1]) is None  # one request: no interval

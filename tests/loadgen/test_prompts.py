@@ -7,7 +7,14 @@ from pathlib import Path
 import pytest
 
 from spectrn.errors import ConfigError
-from spectrn.loadgen.prompts import build_schedule, load_prompt_set
+from spectrn.loadgen.prompts import (
+    Prompt,
+    PromptSet,
+    ScheduledRequest,
+    build_schedule,
+    load_prompt_set,
+    split_schedule,
+)
 
 
 def test_builtin_sets_have_classes() -> None:
@@ -33,6 +40,54 @@ def test_schedule_is_seeded_balanced_and_marks_warmup() -> None:
         counts[r.prompt_id] = counts.get(r.prompt_id, 0) + 1
     assert set(counts.values()) == {2}
     assert build_schedule(ps, requests=36, warmup=2, seed=4) != a
+
+
+def _eager(ps: PromptSet, requests: int, warmup: int, seed: int, nonce: str | None = None) -> list[ScheduledRequest]:
+    """The schedule as the docstring defines it, built whole: passes over a seeded shuffle of the prompts."""
+    import random
+
+    rng = random.Random(seed)
+    order: list[Prompt] = []
+    while len(order) < warmup + requests:
+        batch = list(ps.prompts)
+        rng.shuffle(batch)
+        order.extend(batch)
+    return [
+        ScheduledRequest(i, p.id, p.prompt_class, f"[{nonce}-{i}] {p.text}" if nonce else p.text, i < warmup)
+        for i, p in enumerate(order[: warmup + requests])
+    ]
+
+
+@pytest.mark.parametrize(("requests", "warmup", "shards"), [(37, 3, 1), (37, 3, 4), (5, 0, 3), (2, 7, 2), (0, 4, 3)])
+def test_the_lazy_schedule_is_the_eager_one_in_every_view(requests: int, warmup: int, shards: int) -> None:
+    ps = load_prompt_set("all")
+    lazy = build_schedule(ps, requests=requests, warmup=warmup, seed=9, nonce="n")
+    eager = _eager(ps, requests, warmup, 9, "n")
+    assert list(lazy) == eager and lazy == eager and len(lazy) == len(eager)
+    assert [lazy[i] for i in range(-len(eager), len(eager))] == eager + eager
+    assert list(lazy[2:9:3]) == eager[2:9:3] and lazy[::-1] == eager[::-1]
+    for shard in range(shards):
+        warm, measured = split_schedule(lazy, shard, shards)
+        mine = [r for r in eager if r.index % shards == shard]
+        assert list(warm) == [r for r in mine if r.warmup] and list(measured) == [r for r in mine if not r.warmup]
+        assert (len(warm), len(measured)) == (sum(r.warmup for r in mine), sum(not r.warmup for r in mine))
+        # a plain list (tests, other callers) splits the same way
+        assert split_schedule(eager, shard, shards) == (
+            [r for r in mine if r.warmup],
+            [r for r in mine if not r.warmup],
+        )
+    with pytest.raises(IndexError):
+        lazy[len(eager)]
+
+
+def test_a_million_request_schedule_holds_a_few_megabytes() -> None:
+    """Open loop at a high rate for a long time: the schedule is one prompt position per request, not a
+    request object with its text (which cost ~190 MiB at 500k requests)."""
+    import sys
+
+    s = build_schedule(load_prompt_set("all"), requests=1_000_000, warmup=0, seed=1)
+    assert len(s) == 1_000_000 and s[999_999].index == 999_999
+    assert sys.getsizeof(s._order) < 5_000_000
 
 
 def test_nonce_is_unique_per_index_and_shared_by_endpoints() -> None:

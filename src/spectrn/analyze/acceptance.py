@@ -24,10 +24,11 @@ headline. Where both exist, both are kept with a statement of their agreement.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from spectrn.analyze.stats import bootstrap
+from spectrn.analyze.stats import bootstrap_units
 from spectrn.run.summary import Acceptance, CounterAcceptance, StreamAcceptance
 from spectrn.windows import WindowSemantics, max_tokens_per_step, proposals
 
@@ -44,8 +45,9 @@ class StreamCounter:
         self.max_n = max_tokens_per_step(semantics, window) if window else None
         self.props = proposals(semantics, window) if window else 0
         self.hits = [0] * self.props
-        self.steps: list[int] = []  # per request
-        self.accepted: list[int] = []  # per request
+        # requests by their (decode steps, accepted tokens): the bootstrap needs nothing else, and a million
+        # requests share a few thousand such pairs (bounded memory whatever the run's length)
+        self.requests: Counter[tuple[int, int]] = Counter()
         self.coalesced = 0
 
     def add(self, chunk_tokens: Sequence[int], *, cut_at_max_tokens: bool) -> None:
@@ -65,8 +67,7 @@ class StreamCounter:
             for i in range(min(a, len(self.hits))):
                 self.hits[i] += 1
         if steps:
-            self.steps.append(steps)
-            self.accepted.append(acc)
+            self.requests[(steps, acc)] += 1
 
     def merge(self, other: StreamCounter) -> None:
         width = max(len(self.hits), len(other.hits))
@@ -74,38 +75,29 @@ class StreamCounter:
             (self.hits[i] if i < len(self.hits) else 0) + (other.hits[i] if i < len(other.hits) else 0)
             for i in range(width)
         ]
-        self.steps += other.steps
-        self.accepted += other.accepted
+        self.requests.update(other.requests)
         self.coalesced += other.coalesced
 
     def result(self, *, seed: int = 0) -> StreamAcceptance:
         import numpy as np
 
-        total_steps = sum(self.steps)
+        pairs = sorted(self.requests)
+        st = np.asarray([p[0] for p in pairs], dtype=float)  # per distinct request: decode steps
+        ac = np.asarray([p[1] for p in pairs], dtype=float)  # and accepted tokens
+        n = np.asarray([self.requests[p] for p in pairs], dtype=float)  # how many requests had them
+        total_steps = int(n @ st)
         out = StreamAcceptance(
             window=self.window, semantics=self.semantics, steps=total_steps, coalesced_events=self.coalesced
         )
         if total_steps == 0:
             return out
-        st = np.asarray(self.steps, dtype=float)
-        ac = np.asarray(self.accepted, dtype=float)
-        out.mean_accepted_length = float((ac.sum() + st.sum()) / st.sum())
-        out.mean_accepted_length_ci95 = bootstrap(
-            lambda i: (ac[i].sum(axis=-1) + st[i].sum(axis=-1)) / st[i].sum(axis=-1),
-            st.size,
-            seed=seed,
-            vectorized=True,
-        )
+        out.mean_accepted_length = float((n @ ac + n @ st) / (n @ st))
+        out.mean_accepted_length_ci95 = bootstrap_units(lambda d: (d @ ac + d @ st) / (d @ st), n, seed=seed)
         if self.window is None:  # unknown window: per position as observed, no rate (proposals unknown)
             out.per_position = [h / total_steps for h in self.hits]
         elif self.props:
-            out.rate = float(ac.sum() / (st.sum() * self.props))
-            out.rate_ci95 = bootstrap(
-                lambda i: ac[i].sum(axis=-1) / (st[i].sum(axis=-1) * self.props),
-                st.size,
-                seed=seed + 1,
-                vectorized=True,
-            )
+            out.rate = float((n @ ac) / ((n @ st) * self.props))
+            out.rate_ci95 = bootstrap_units(lambda d: (d @ ac) / ((d @ st) * self.props), n, seed=seed + 1)
             out.per_position = [h / total_steps for h in self.hits]
         return out
 

@@ -92,6 +92,32 @@ def bootstrap(
     return float(lo), float(hi)
 
 
+def bootstrap_units(
+    stat: Callable[[Any], Any],
+    counts: Any,
+    *,
+    resamples: int = BOOT_RESAMPLES,
+    seed: int = 0,
+) -> Interval | None:
+    """The percentile bootstrap of ``bootstrap`` over ``n = sum(counts)`` units of which ``counts[j]`` are
+    identical (same values): resampling n units with replacement draws each distinct unit a Multinomial(n,
+    counts / n) number of times, so ``stat`` takes a (rows x distinct) matrix of draw counts and returns one
+    value per row. Same distribution as the index bootstrap; memory in distinct units, not in units."""
+    import numpy as np
+
+    c = np.asarray(counts, dtype=float)
+    n = int(c.sum())
+    if n < 2:
+        return None
+    gen = rng(seed)
+    p = c / n
+    chunks = []
+    for start in range(0, resamples, 250):
+        draws = gen.multinomial(n, p, size=min(250, resamples - start)).astype(float)
+        chunks.append(np.asarray(stat(draws), dtype=float))
+    return _interval(np.concatenate(chunks), resamples)
+
+
 def subsample(n: int, seed: int) -> Any:
     """Indices of at most ``BOOT_MAX_REQUESTS`` of ``n`` units (all of them when fewer), sorted."""
     import numpy as np

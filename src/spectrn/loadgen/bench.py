@@ -28,7 +28,7 @@ from typing import Any
 from spectrn.errors import BenchError, ConfigError, Interrupted, Terminated, redact_url
 from spectrn.events import Emitter, OnEvent
 from spectrn.loadgen.client import RequestParams
-from spectrn.loadgen.prompts import build_schedule, load_prompt_set
+from spectrn.loadgen.prompts import build_schedule, load_prompt_set, split_schedule
 from spectrn.loadgen.runner import Level, RunOutcome, RunPlan, run_bench, write_error
 from spectrn.names import check_name
 from spectrn.names import check_run_id as check_run_id
@@ -192,9 +192,9 @@ def execute(plan: RunPlan, cfg: SpectrnConfig, on_event: OnEvent | None = None, 
     to ``on_event`` (``quiet``: neither, for 10,000-request runs and pods that only need the result). Ctrl-C or
     SIGTERM stops cleanly and keeps finished records (``run.json`` then says ``interrupted`` and why)."""
     emit = Emitter(None if quiet else on_event)
-    mine = [r for r in plan.schedule if r.index % plan.shards == plan.shard]
-    per_ep = sum(1 for r in mine if not r.warmup) * len(plan.levels)
-    total = per_ep + sum(1 for r in mine if r.warmup)
+    warm, measured = split_schedule(plan.schedule, plan.shard, plan.shards)
+    per_ep = len(measured) * len(plan.levels)
+    total = per_ep + len(warm)
     done: dict[str, int] = dict.fromkeys(plan.endpoints, 0)
     errors: dict[str, int] = dict.fromkeys(plan.endpoints, 0)
     stopped: list[str] = []

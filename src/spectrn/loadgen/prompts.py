@@ -9,8 +9,11 @@ order, same lengths, so the A/B comparison is paired by schedule index.
 from __future__ import annotations
 
 import random
+from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -103,9 +106,75 @@ class ScheduledRequest:
     warmup: bool
 
 
+class Schedule(Sequence[ScheduledRequest]):
+    """The schedule, each request made when it is read: one prompt position per request (4 bytes), so a
+    million-request open-loop level holds megabytes, not a million request objects with their texts.
+
+    A ``Schedule`` is a view over global request indices (a ``range``): slicing and ``part`` return views."""
+
+    def __init__(
+        self, prompts: Sequence[Prompt], order: array[int], warmup: int, nonce: str | None, view: range | None = None
+    ) -> None:
+        self._prompts = prompts
+        self._order = order
+        self._warmup = warmup
+        self._nonce = nonce
+        self._view = view if view is not None else range(len(order))
+
+    def _make(self, i: int) -> ScheduledRequest:
+        p = self._prompts[self._order[i]]
+        text = f"[{self._nonce}-{i}] {p.text}" if self._nonce else p.text
+        return ScheduledRequest(i, p.id, p.prompt_class, text, warmup=i < self._warmup)
+
+    def __len__(self) -> int:
+        return len(self._view)
+
+    @overload
+    def __getitem__(self, i: int) -> ScheduledRequest: ...
+    @overload
+    def __getitem__(self, i: slice) -> Schedule: ...
+    def __getitem__(self, i: int | slice) -> ScheduledRequest | Schedule:
+        if isinstance(i, slice):
+            return Schedule(self._prompts, self._order, self._warmup, self._nonce, self._view[i])
+        return self._make(self._view[i])
+
+    def __iter__(self) -> Iterator[ScheduledRequest]:
+        return (self._make(i) for i in self._view)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Schedule({len(self)} requests, {self._warmup} warm-up)"
+
+    def part(self, shard: int, shards: int, *, warmup: bool) -> Schedule:
+        """This shard's warm-up or measured requests (index % shards == shard), in order, as a view."""
+        mine = self._view[shard::shards] if self._view.step == 1 and self._view.start == 0 else None
+        if mine is None:
+            raise ValueError("part() is for a whole schedule")
+        n_warm = len(range(shard, min(self._warmup, len(self._view)), shards))
+        return Schedule(
+            self._prompts, self._order, self._warmup, self._nonce, mine[:n_warm] if warmup else mine[n_warm:]
+        )
+
+
+def split_schedule(
+    schedule: Sequence[ScheduledRequest], shard: int = 0, shards: int = 1
+) -> tuple[Sequence[ScheduledRequest], Sequence[ScheduledRequest]]:
+    """(warm-up, measured) requests of one shard (index % shards == shard), in schedule order."""
+    if isinstance(schedule, Schedule):
+        return schedule.part(shard, shards, warmup=True), schedule.part(shard, shards, warmup=False)
+    mine = [r for r in schedule if r.index % shards == shard]
+    return [r for r in mine if r.warmup], [r for r in mine if not r.warmup]
+
+
 def build_schedule(
     prompt_set: PromptSet, *, requests: int, warmup: int, seed: int, nonce: str | None = None
-) -> list[ScheduledRequest]:
+) -> Schedule:
     """``warmup`` + ``requests`` requests cycling through the prompts in a seeded order.
 
     Every prompt appears as evenly as the count allows (whole passes over a shuffled list), so per-class
@@ -113,14 +182,11 @@ def build_schedule(
     both endpoints at the same index), which defeats prefix caching without breaking the pairing.
     """
     rng = random.Random(seed)
-    order: list[Prompt] = []
     total = warmup + requests
+    order = array("I")
+    positions = list(range(len(prompt_set.prompts)))
     while len(order) < total:
-        batch = list(prompt_set.prompts)
+        batch = list(positions)
         rng.shuffle(batch)
-        order.extend(batch)
-    out = []
-    for i, p in enumerate(order[:total]):
-        text = f"[{nonce}-{i}] {p.text}" if nonce else p.text
-        out.append(ScheduledRequest(i, p.id, p.prompt_class, text, warmup=i < warmup))
-    return out
+        order.extend(batch[: total - len(order)])
+    return Schedule(prompt_set.prompts, order, warmup, nonce)

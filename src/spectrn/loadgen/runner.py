@@ -46,7 +46,7 @@ from spectrn.loadgen.client import (
 )
 from spectrn.loadgen.identity import identify
 from spectrn.loadgen.metrics import acceptance_delta, parse_metrics, scrape
-from spectrn.loadgen.prompts import ScheduledRequest
+from spectrn.loadgen.prompts import ScheduledRequest, split_schedule
 from spectrn.names import check_name
 from spectrn.paths import atomic_write_text
 from spectrn.run.records import RequestRecord, RunMeta
@@ -543,7 +543,7 @@ async def _run_level(
     session: Any,
     plan: RunPlan,
     urls: dict[str, str],
-    items: list[ScheduledRequest],
+    items: Sequence[ScheduledRequest],
     level: Level,
     sink: RecordSink,
     ramp_s: float,
@@ -701,9 +701,7 @@ async def run_bench(
     acceptance: dict[str, dict[str, Any] | None] = {}
     phase = on_phase or (lambda _msg: None)
     sink: RecordSink | None = None
-    schedule = [r for r in plan.schedule if r.index % plan.shards == plan.shard]
-    warm = [r for r in schedule if r.warmup]
-    measured = [r for r in schedule if not r.warmup]
+    warm, measured = split_schedule(plan.schedule, plan.shard, plan.shards)  # views: nothing copied
     state.planned = {name: {lv.label: len(measured) for lv in plan.levels} for name in plan.endpoints}
     state.planned_warmup = dict.fromkeys(plan.endpoints, len(warm))
     connector = aiohttp.TCPConnector(limit=0, force_close=False, enable_cleanup_closed=True)
@@ -736,7 +734,9 @@ async def run_bench(
             if input_tokens:
                 phase(f"shaping prompts to {input_tokens} input tokens")
                 first = next(iter(plan.endpoints.values()))
-                shaped, note = await shape_input_lengths(session, first, plan.params.model, schedule, input_tokens)
+                shaped, note = await shape_input_lengths(
+                    session, first, plan.params.model, [*warm, *measured], input_tokens
+                )
                 state.notes.append(note)
                 warm = [r for r in shaped if r.warmup]
                 measured = [r for r in shaped if not r.warmup]
