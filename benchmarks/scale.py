@@ -123,11 +123,12 @@ OPEN_LOOP = """
 import asyncio, json, resource, sys, time
 from pathlib import Path
 from spectrn.loadgen.client import RequestParams
-from spectrn.loadgen.prompts import ScheduledRequest
+from spectrn.loadgen.prompts import Prompt, PromptSet, build_schedule
 from spectrn.loadgen.runner import Level, RunPlan, run_bench
 
 n, url, run_s = int(sys.argv[1]), sys.argv[3], float(sys.argv[4])
-schedule = [ScheduledRequest(i, f"p{i % 10}", "c", f"prompt {i % 10}", False) for i in range(n)]
+prompts = PromptSet(name="ol", prompts=[Prompt(id=f"p{i}", prompt_class="c", text=f"prompt {i}") for i in range(10)])
+schedule = build_schedule(prompts, requests=n, warmup=0, seed=0, nonce="ol")  # what spectrn bench builds
 plan = RunPlan(run_id="ol", out_dir=Path(sys.argv[2]), endpoints={"ep": url}, schedule=schedule,
                params=RequestParams(model="ref-model", api="completions", max_tokens=4, keep_output=False),
                levels=[Level.poisson(400.0, max_in_flight=64)])
@@ -186,7 +187,7 @@ def open_loop(n: int, work: Path, run_s: float) -> list[dict[str, Any]]:
             out = run_child(OPEN_LOOP, str(size), str(out_dir), url, str(run_s))
             rows.append(out)
             print(f"open loop {size:>9,} scheduled: peak RSS {out['peak_rss_mib']:6.0f} MiB "
-                  f"(schedule list alone {out['rss_after_schedule_built_mib']:.0f} MiB), {out['sent']} sent, "
+                  f"(after building the schedule {out['rss_after_schedule_built_mib']:.0f} MiB), {out['sent']} sent, "
                   f"{out['tasks_alive']} tasks alive after {run_s:g} s", flush=True)  # fmt: skip
     finally:
         proc.terminate()
