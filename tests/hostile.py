@@ -36,6 +36,10 @@ class Mode:
     token_source: str | None = None  # for successful modes
 
 
+# What a hostile error message may hold to take over a terminal: clear screen, set the window title, an OSC 8
+# hyperlink, a bell, and Rich markup that would crash or restyle a console that interprets it.
+TERMINAL_ESCAPES = "\x1b[2J\x1b]0;owned\x07\x1b]8;;http://evil.example/\x1b\\click\x1b]8;;\x1b\\ [/] [bold red]x"
+
 MODES: dict[str, Mode] = {
     # ---- A: counting tokens
     "token_ids": Mode(None, "token_ids on every event, 3 per event after the first", "token_ids"),
@@ -77,6 +81,9 @@ MODES: dict[str, Mode] = {
     "refused": Mode("connect", "nothing listens on the port"),
     # ---- D: secrets the server echoes back
     "error_echoes_credentials": Mode("http_400", "an error message echoing a URL with user:password@"),
+    "terminal_escapes": Mode(
+        "http_500", "an error message holding terminal escapes (clear screen, window title, hyperlink) and markup"
+    ),
     # ---- side endpoints (the stream itself is well-formed)
     "models_not_object": Mode(None, "/v1/models answers a JSON list", "token_ids"),
     "tokenize_not_object": Mode(None, "/tokenize answers a JSON string", "token_ids"),
@@ -155,6 +162,8 @@ class HostileServer:
         if m == "error_echoes_credentials":
             msg = f"cannot reach upstream http://admin:{PLANTED}@10.0.0.1:9000/v1"
             return web.json_response({"error": {"message": msg, "code": 400}}, status=400)
+        if m == "terminal_escapes":
+            return web.json_response({"error": {"message": TERMINAL_ESCAPES, "code": 500}}, status=500)
         if m == "json_not_sse":
             return web.json_response({"choices": [{"text": "not streamed"}]})
         if m == "redirect_other_host":

@@ -25,7 +25,7 @@ from doubles.relhelp import (
     records,
     run_cli,
 )
-from hostile import PLANTED, HostileServer
+from hostile import PLANTED, TERMINAL_ESCAPES, HostileServer
 
 REQUESTS = 8
 COMMON = ["--requests", str(REQUESTS), "--max-tokens", "12", "--concurrency", "2", "--prompts", "all"]
@@ -63,6 +63,23 @@ def test_hostile_responses_are_classified_records_in_a_finished_run(
     assert measured_error_classes(recs, "speculative") == {}
     assert_summary_matches_records(run_dir)
     assert PLANTED not in (run_dir / "requests.jsonl").read_text()
+
+
+def test_terminal_escapes_in_server_text_are_shown_as_data(hostile, capsys, tmp_path) -> None:
+    """A 500 whose message would clear the screen, retitle the window, plant a hyperlink and feed Rich markup:
+    through the real CLI and HTTP, the terminal gets none of those bytes, the error is one line, the message
+    is kept as data in the record."""
+    bad, good = hostile("terminal_escapes"), hostile("token_ids")
+    code, err, run_dir = _bench(capsys, tmp_path, {"baseline": bad.url, "speculative": good.url}, "esc")
+    assert code == 4 and "Traceback" not in err and "MarkupError" not in err, err
+    assert "\x1b" not in err and "\x07" not in err and "\x9b" not in err  # no escape, bell or CSI reached the terminal
+    assert "baseline: http_500 e.g. \\x1b[2J\\x1b]0;owned\\x07" in err  # shown, escaped, as text
+    assert "[/] [bold red]x" in err  # markup printed as written, not interpreted
+    assert last_line(err).startswith("BenchError: no successful request on baseline")
+    recs = [r for r in records(run_dir) if r["variant"] == "baseline" and not r.get("warmup")]
+    assert measured_error_classes(recs, "baseline") == {"http_500": REQUESTS}
+    assert all("owned" in r["error_msg"] for r in recs)  # the server's words are kept, as data
+    assert TERMINAL_ESCAPES not in (run_dir / "requests.jsonl").read_text()  # JSON escapes the control bytes
 
 
 def test_counting_sources_are_in_the_records_and_in_run_json(hostile, capsys, tmp_path) -> None:

@@ -7,6 +7,7 @@ import html
 import json
 import re
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -73,7 +74,8 @@ def _e(x: Any) -> str:
     return html.escape(str(x), quote=True)
 
 
-def _html_table(header: list[str], rows: list[list[str]], left: int = 1) -> str:
+def html_table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
+    """A table of escaped text in a sideways-scrolling box; the first ``left`` columns left-aligned."""
     th = "".join(f'<th class="{"l" if i < left else ""}">{_e(h)}</th>' for i, h in enumerate(header))
     body = "".join(
         "<tr>" + "".join(f'<td class="{"l" if i < left else ""}">{_e(c)}</td>' for i, c in enumerate(r)) + "</tr>"
@@ -200,12 +202,12 @@ def report_html(folder: RunFolder, summary: Summary, images: list[tuple[str, Pat
     if summary.time_range:
         conf_rows.append(["time (UTC)", f"{_utc(summary.time_range[0])} to {_utc(summary.time_range[1])}"])
     conf_rows += _publish_rows(folder.path)
-    parts.append(_html_table(["setting", "value"], conf_rows, left=2))
+    parts.append(html_table(["setting", "value"], conf_rows, left=2))
     for lv in summary.levels:
         title = "Comparison" + (f" at load {lv.label}" if len(summary.levels) > 1 else "")
         parts.append(f"<h2>{_e(title)}</h2>")
         parts.append(
-            _html_table(
+            html_table(
                 ["prompt class", "metric", "base p50", "base p90", "base p99", "spec p50", "spec p90", "spec p99",
                  "speedup [95% CI]"],
                 _comparison_rows(lv),
@@ -213,7 +215,7 @@ def report_html(folder: RunFolder, summary: Summary, images: list[tuple[str, Pat
             )
         )  # fmt: skip
         parts.append(
-            _html_table(
+            html_table(
                 ["prompt class", "variant", "completed", "errors", "error classes", "tokens/event", "acceptance",
                  "mean accepted length", "acceptance from", "aggregate tok/s [95% CI]", "$/M output tokens [95% CI]"],
                 _variant_rows(lv),

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from spectrn.report.html import html_table
 from spectrn.twin.compare import Point
 from spectrn.twin.model import Twin
 from spectrn.twin.predict import Estimate, Prediction, speedup_curve
@@ -34,15 +35,6 @@ COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17
 
 def _e(x: Any) -> str:
     return html.escape(str(x), quote=True)
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
-    th = "".join(f'<th class="{"l" if i < left else ""}">{_e(h)}</th>' for i, h in enumerate(header))
-    body = "".join(
-        "<tr>" + "".join(f'<td class="{"l" if i < left else ""}">{_e(c)}</td>' for i, c in enumerate(r)) + "</tr>"
-        for r in rows
-    )
-    return f'<div class="scroll"><table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def _ci(e: Estimate | None, scale: float = 1.0, digits: int = 2) -> str:
@@ -213,7 +205,7 @@ def write_twin_report(twin: Twin, prediction: Prediction, points: Sequence[Point
     )
     parts.append("<h2>Source runs</h2>")
     parts.append(
-        _table(
+        html_table(
             ["run", "runtime", "profile", "time scale", "window", "levels", "usable steps", "dropped"],
             [
                 [r.run_id, r.runtime, r.profile or "", f"{r.time_scale:g}", str(r.window), ", ".join(r.levels),
@@ -225,7 +217,7 @@ def write_twin_report(twin: Twin, prediction: Prediction, points: Sequence[Point
     )  # fmt: skip
     parts.append("<h2>Fitted step costs (real seconds)</h2>")
     parts.append(
-        _table(
+        html_table(
             ["parameter", "value", "standard error", "status", "steps", "note"],
             [[k, _fmt(p.value), _fmt(p.se), p.status, str(p.points), p.note or ""] for k, p in cal.costs.items()],
         )
@@ -241,7 +233,7 @@ def write_twin_report(twin: Twin, prediction: Prediction, points: Sequence[Point
         f'<figure><img src="{figs["residuals"]}" alt="residuals"><figcaption>Fit residuals.</figcaption></figure>'
     )
     parts.append(
-        _table(
+        html_table(
             ["run", "variant", "level", "steps", "median residual", "p90 |residual|"],
             [
                 [g.run, g.variant, g.level, str(g.steps), f"{g.median_rel:+.1%}", f"{g.p90_abs_rel:.1%}"]
@@ -251,7 +243,7 @@ def write_twin_report(twin: Twin, prediction: Prediction, points: Sequence[Point
     )
     parts.append("<h2>Acceptance per position and prompt class</h2>")
     parts.append(
-        _table(
+        html_table(
             ["class", "share", "alpha", "mean accepted length", "window", "conditional acceptance per position"],
             [[c.name, f"{c.share:.2f}", f"{c.alpha:.3f}", _fmt(c.mean_accepted_length), str(c.window),
               ", ".join(f"{p:.3f}±{s:.3f}" for p, s in zip(c.position_probs, c.position_se, strict=True))]
@@ -276,7 +268,7 @@ def write_twin_report(twin: Twin, prediction: Prediction, points: Sequence[Point
              _ci(c.throughput_tok_s, 1, 0), _ci(c.usd_per_million_tokens), ", ".join(c.extrapolated)]
         )  # fmt: skip
     parts.append(
-        _table(
+        html_table(
             [
                 "concurrency",
                 "window",
@@ -296,18 +288,18 @@ def write_twin_report(twin: Twin, prediction: Prediction, points: Sequence[Point
          "" if b.probability_best is None else f"{b.probability_best:.0%}"]
         for b in prediction.best
     ]  # fmt: skip
-    parts.append(_table(["level", "best window", "speedup", "fastest in draws"], best))
+    parts.append(html_table(["level", "best window", "speedup", "fastest in draws"], best))
     cross = [
         [str(x.window), x.note, "" if x.ci95 is None else f"[{x.ci95[0]:.0f}, {x.ci95[1]:.0f}]",
          y.note, "" if y.ci95 is None else f"[{y.ci95[0]:.0f}, {y.ci95[1]:.0f}]"]
         for x, y in zip(prediction.crossover, prediction.crossover_unlimited, strict=True)
     ]  # fmt: skip
-    parts.append(_table(["window", "within the batch limit", "95%", "without the batch limit", "95%"], cross))
+    parts.append(html_table(["window", "within the batch limit", "95%", "without the batch limit", "95%"], cross))
     parts.append(f'<figure><img src="{figs["crossover"]}" alt="crossover"><figcaption>Crossover.</figcaption></figure>')
     parts.append("<h2>Predicted against measured</h2>")
     if points:
         parts.append(
-            _table(
+            html_table(
                 ["run", "window", "concurrency", "scope", "metric", "measured", "predicted [95%]", "error"],
                 [[p.run, "baseline" if p.window is None else str(p.window), str(p.concurrency), p.scope, p.metric,
                   _fmt(p.measured), _ci(p.predicted, 1, 4), f"{p.error:+.1%}"] for p in points],
