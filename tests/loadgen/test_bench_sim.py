@@ -168,11 +168,17 @@ def test_bench_cli_local_sim_end_to_end(tmp_path: Path) -> None:
                 "cli",
                 "--out-dir",
                 str(tmp_path),
-                "--no-report",
             ]
         )
     assert e.value.code == 0
     s = assert_valid_run_folder(tmp_path / "cli")
+    # at time scale 0.1 the simulator runs 10x fast; every figure the user reads is real time, and says so
+    tpot = s["levels"][0]["variants"]["baseline"]["tpot_s"]["p50"]
+    assert 0.03 < tpot < 0.08, tpot  # the preset's ~45 ms baseline step, not the 4.5 ms of the wall clock
+    said = "simulated at time scale 0.1: figures rescaled to real time"
+    assert said in (tmp_path / "cli" / "report" / "summary.md").read_text()
+    page = (tmp_path / "cli" / "report" / "index.html").read_text()
+    assert said in page and f"{tpot * 1000:.1f}" in page
     structured = s["levels"][0]["by_prompt_class"]["structured"]["speedup"]["tpot_p50"]["value"]
     assert s["verdict"]["clean"] and structured > 1.5
     assert (tmp_path / "cli" / "metrics.emf.jsonl").exists()
