@@ -204,6 +204,24 @@ def test_sigterm_to_bench_local_stops_the_simulators_it_started(tmp_path) -> Non
     assert meta["interrupted"] is True and meta["stop_reason"] == "SIGTERM"
 
 
+def test_sigkill_of_bench_local_takes_the_simulators_with_it(tmp_path) -> None:
+    """SIGKILL leaves the CLI no chance to clean up: the servers it started still end (they are told when their
+    parent dies), so nothing keeps running or holding ports after a killed bench."""
+    argv = [str(SPECTRN), "bench", "--local", "--runtime", "sim", "--time-scale", "0.2", "--requests", "400"]
+    argv += ["--max-tokens", "64", "--concurrency", "4", "--out-dir", str(tmp_path / "results"), "--run-id", "kl"]
+    env = {k: v for k, v in os.environ.items() if k != "SPECTRN_CONFIG"}
+    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    try:
+        _wait_for_records(tmp_path / "results" / "kl" / "requests.jsonl", 8, proc, timeout_s=120)
+        servers = _children(proc.pid)
+        assert len(servers) == 2, servers  # the baseline and the speculative simulator
+        writers = [c for pid in servers for c in _children(pid)]  # their writer processes, if any
+    finally:
+        proc.kill()
+        proc.wait(30)
+    assert all(_gone(pid) for pid in servers + writers), "a simulator outlived the killed bench"
+
+
 def test_a_second_bench_with_the_same_run_id_fails_at_once(start_sim, capsys, tmp_path) -> None:
     base, spec = start_sim(time_scale=0.2), start_sim(time_scale=0.2, speculative=True)
     proc = _start_bench(tmp_path, base.base_url, spec.base_url, "twice")

@@ -13,9 +13,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -27,6 +29,30 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` for the servers spectrn starts: the child gets SIGTERM when this process dies, even by
+    SIGKILL, so no server outlives the command that started it (Linux ``PR_SET_PDEATHSIG``; None elsewhere).
+
+    The signal follows the *thread* that forks, so it is only set from the main thread (which lives as long as
+    the process); a child whose parent is already gone when it starts exits at once."""
+    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
+        return None
+    import ctypes
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # loaded here, in the parent: the child only calls it
+    parent = os.getpid()
+
+    def child() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # died between fork and prctl
+            os._exit(1)
+
+    return child
+
+
+PR_SET_PDEATHSIG = 1
 
 
 def terminate(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
@@ -139,6 +165,7 @@ class SimPair:
                         stdin=subprocess.DEVNULL,
                         start_new_session=True,
                         env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                        preexec_fn=die_with_parent(),  # noqa: PLW1509 (async-signal-safe enough: one prctl call)
                     )
                 self.endpoints[variant] = f"http://127.0.0.1:{port}"
             for variant, url in self.endpoints.items():

@@ -31,7 +31,7 @@ from pathlib import Path
 from types import TracebackType
 
 from spectrn.errors import BenchError, ConfigError, EndpointError
-from spectrn.runtimes.sim_pair import free_port
+from spectrn.runtimes.sim_pair import die_with_parent, free_port
 
 VARIANTS = ("baseline", "speculative")
 DEFAULT_SERVED_NAME = "spectrn-tiny-qwen3"
@@ -286,6 +286,7 @@ class VllmCpuPair:
                     stdin=subprocess.DEVNULL,
                     start_new_session=True,
                     env=self.environment(variant),
+                    preexec_fn=die_with_parent(),  # noqa: PLW1509 (one prctl call in the child)
                 )
             self.logs[variant] = log
             self.endpoints[variant] = f"http://127.0.0.1:{port}"
