@@ -55,16 +55,21 @@ def test_ingest_rejects_folders_without_results(tmp_path: Path) -> None:
         ingest(tmp_path, tmp_path / "out")
 
 
-def test_ingest_rejects_a_damaged_field(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("damage", "said"), [("fast", "'ttft_s' is 'fast', not a number"),
+                                              (None, "'ttft_s' is None, not a number")])  # fmt: skip
+def test_ingest_rejects_a_damaged_or_missing_field(tmp_path: Path, damage: str | None, said: str) -> None:
     src = tmp_path / "src"
     shutil.copytree(FIXTURES / "llmperf", src)
     f = next((src / "sd").glob("*_individual_responses.json")) if (src / "sd").exists() else None
     f = f or next(src.rglob("*_individual_responses.json"))
     rows = json.loads(f.read_text())
-    rows[0]["ttft_s"] = "fast"
+    if damage is None:
+        del rows[0]["ttft_s"]  # a row without the field at all
+    else:
+        rows[0]["ttft_s"] = damage
     rows[0]["error_code"] = None
     f.write_text(json.dumps(rows))
-    with pytest.raises(AnalysisError, match="'ttft_s' is 'fast', not a number"):
+    with pytest.raises(AnalysisError, match=said):
         ingest(src, tmp_path / "out")
 
 
