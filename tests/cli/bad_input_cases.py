@@ -34,7 +34,7 @@ class Case:
 
 def _c(what: str, argv: str | tuple[str, ...], code: int, expect: str) -> Case:
     args = tuple(argv.split()) if isinstance(argv, str) else argv
-    command = " ".join(args[:2]) if args[0] in ("sim", "kind") else args[0]
+    command = " ".join(args[:2]) if args[0] in ("sim", "kind", "twin") else args[0]
     return Case(command, what, args, code, expect)
 
 
@@ -206,6 +206,20 @@ CASES: list[Case] = [
     _c("collect with --out and --out-dir", "collect abc --out a --out-dir b", 2, "--out-dir b and --out a both given"),
     _c("fake capacity on a cluster that is not kind", "kind fake-neuron", 2, "is not a kind cluster"),
     _c("negative fake device count", "kind fake-neuron --neuron -1", 2, "--neuron"),
+    # ---- twin ----
+    _c("twin: run folder missing", "twin calibrate nosuch", 5, "run folder nosuch does not exist"),
+    _c("twin: a folder that is not a run", "twin calibrate empty_dir", 5, "empty_dir/run.json is missing"),
+    _c(
+        "twin: a run whose window is unknown",
+        "twin calibrate good_run",
+        2,
+        "the speculative server's window is unknown",
+    ),
+    _c("twin: twin file missing", "twin predict nosuch.yaml", 2, "simulator preset file nosuch.yaml does not exist"),
+    _c("twin: malformed twin file", "twin predict broken.yaml", 2, "malformed YAML"),
+    _c("twin: a config file given as the twin", "twin predict spectrn.yaml", 8, "name: Field required"),
+    _c("twin: YAML alias in the twin file", "twin report alias.yaml", 2, "YAML aliases are not allowed"),
+    _c("twin: too few parameter draws", "twin predict nosuch.yaml --samples 3", 2, "greater than or equal to 10"),
     # ---- sweep / compile ----
     _c("sweep window 0", "sweep --local --windows 0", 2, "--windows: 0 is outside 1..32"),
     _c("sweep windows not numbers", "sweep --local --windows a", 2, "--windows 'a'"),
