@@ -86,7 +86,7 @@ image:
 # The run report in headless Chromium at 1280 px (Debian: apt-get install -y chromium): fails if the page scrolls
 # sideways or a plot does not load; keeps the screenshots in results/screenshots/ for a person to look at.
 report-screenshot: venv
-	SPECTRN_REQUIRE_CHROMIUM=1 SPECTRN_SCREENSHOT_DIR=results/screenshots $(BIN)/python -m pytest -q tests/report/test_report_screenshot.py
+	SPECTRN_REQUIRE_CHROMIUM=1 SPECTRN_SCREENSHOT_DIR=$(CURDIR)/results/screenshots $(BIN)/python -m pytest -q tests/report/test_report_screenshot.py
 	@ls results/screenshots/*.png
 
 # End-to-end on a throwaway kind cluster with the simulated Neuron runtime (needs kind, kubectl, docker).
