@@ -223,7 +223,7 @@ def main() -> int:
     if "open-loop" not in skip:
         result["open_loop"] = open_loop(50_000 if args.quick else args.open_loop, args.work, args.open_loop_seconds)
     if "sim" not in skip:
-        result["simulator"] = sub_benchmark("sim_schedule.py", "--streams", "1,64,256")
+        result["simulator"] = sub_benchmark("sim_schedule.py", "--streams", "1", "64", "256")
         print(result["simulator"], flush=True)
     if "client" not in skip:
         result["client"] = sub_benchmark("loadgen_accuracy.py", "--levels", "1,16,64,256", "--pattern", "1")
