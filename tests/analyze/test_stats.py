@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from doubles.oracle import weighted_median
 from spectrn.analyze.stats import (
     BOOT_MAX_REQUESTS,
     SKETCH_ACCURACY,
@@ -21,7 +22,6 @@ from spectrn.analyze.stats import (
     paired_median_ratio_ci,
     stats_with_ci,
     subsample,
-    weighted_median,
 )
 
 # ---- describe ----------------------------------------------------------------------------------------
@@ -247,6 +247,27 @@ def test_binned_medians_and_means_by_hand() -> None:
     top = np.array([[1.0, 2.0, 0.0]])
     assert b.medians(top)[0] == pytest.approx(5.0, rel=SKETCH_ACCURACY)
     assert b.means(top)[0] == pytest.approx(11 / 3)
+
+
+def test_binned_groups_of_no_groups_are_empty() -> None:
+    b = BinnedGroups([])
+    assert len(b) == 0 and b.keys.size == 0 and b.hist.shape == (0, 0) and b.values.size == 0
+
+
+def test_binned_counts_draw_every_resample_as_many_groups_as_there_are() -> None:
+    """Each resample (row) draws n groups with replacement: its counts are whole numbers summing to n."""
+    b = BinnedGroups([([1.0], [1.0]), ([2.0], [1.0]), ([3.0], [1.0])])
+    counts = b.counts(200, seed=4)
+    assert counts.shape == (200, 3)
+    assert np.all(counts.sum(axis=1) == 3) and np.all(counts == np.round(counts)) and counts.min() == 0
+    assert counts.max() == 3  # some resample draws one group three times
+
+
+def test_clustered_ci_drops_resamples_without_weight_silently() -> None:
+    """A group whose weights are all 0 adds nothing; a resample that draws only it has no mean and is dropped
+    (no RuntimeWarning: the test suite turns warnings into errors)."""
+    ci = clustered_ci([([1.0, 2.0], [1.0, 1.0]), ([5.0], [0.0])], seed=1)
+    assert ci.mean == pytest.approx((1.5, 1.5))  # every resample with weight sees only the first group
 
 
 def test_clustered_ci_brackets_the_weighted_mean_and_median() -> None:
