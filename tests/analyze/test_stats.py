@@ -351,3 +351,17 @@ def test_paired_median_ratio_ci_is_reproducible_on_noisy_pairs() -> None:
     ci = paired_median_ratio_ci(a, b, seed=4)
     assert ci is not None and ci[0] < 2.0 < ci[1]
     assert paired_median_ratio_ci(a, b, seed=4) == ci and paired_median_ratio_ci(a, b, seed=5) != ci
+
+
+def test_paired_median_ratio_ci_is_set_by_its_seed_alone() -> None:
+    """Pairs whose levels spread over many sketch bins (one level per request, lognormal with sigma 1), so the
+    interval moves with the draws: one seed gives one interval every time, other seeds give others. (On pairs
+    that fill few bins the medians, hence the intervals, coincide across most draws.)"""
+    gen = np.random.default_rng(12)
+    a = [(np.full(3, gen.lognormal(np.log(0.06), 1.0)), np.ones(3)) for _ in range(60)]
+    b = [(np.full(3, gen.lognormal(np.log(0.03), 1.0)), np.ones(3)) for _ in range(60)]
+    same = {paired_median_ratio_ci(a, b, seed=4) for _ in range(4)}
+    assert len(same) == 1
+    (ci,) = same
+    assert ci is not None and ci[0] < 2.0 < ci[1]  # the levels' medians are in the ratio 2
+    assert len(same | {paired_median_ratio_ci(a, b, seed=s) for s in (5, 6, 7)}) == 4
