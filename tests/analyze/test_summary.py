@@ -336,9 +336,9 @@ def test_a_class_with_records_of_one_variant_only() -> None:
 
 
 def test_a_variant_without_measurable_wall_time_has_no_throughput_or_cost() -> None:
-    """Two requests sent at the same instant whose responses took no measurable time (e2e 0, as an ingested run
-    rounded to the millisecond can hold): tokens over zero seconds have no rate, so the variant reports no
-    aggregate throughput, no cost and a duration of 0, never tokens over an invented nanosecond."""
+    """Two requests sent at the same instant whose responses took no measurable time (e2e 0, which the record
+    format allows): tokens over zero seconds have no rate, so the variant reports no aggregate throughput, no
+    cost and a duration of 0, never tokens over an invented nanosecond."""
     recs = [rec("baseline", i, times=(0.0,), toks=(4,), e2e=0.0) for i in range(2)]
     b = summarize(recs, meta()).levels[0].variants["baseline"]
     assert b.requests.completed == 2 and b.output_tokens.mean == 4.0
