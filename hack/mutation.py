@@ -10,7 +10,8 @@ cover those: each is one textual change to one file, applied to a scratch copy, 
 tests; a kill names the tests that failed.
 
 A run fails (exit 1) when a mutant survives that docs/mutation.md does not list as equivalent, or a listed
-equivalent is killed or gone (the list is stale), or a manual mutant survives.
+equivalent is killed by a test or gone (the list is stale), or a manual mutant survives. A listed equivalent
+that times out is accepted (slower is not wrong).
 
     python hack/mutation.py                 # every target
     python hack/mutation.py metrics stats   # some targets
@@ -38,7 +39,8 @@ DOC = ROOT / "docs" / "mutation.md"
 PY = sys.executable
 SEP = "ǁ"  # mutmut's separator in the keys of methods: module.xǁClassǁmethod__mutmut_N
 
-KILLED = {1, 3, 36, -24, 24, 152, 255}  # test failure, pytest internal error, timeouts (mutmut.stats)
+TIMEOUTS = {36, -24, 24, 152, 255}  # mutmut.stats: its CPU budget exceeded (SIGXCPU)
+KILLED = {1, 3} | TIMEOUTS  # test failure, pytest internal error, timeouts
 
 
 @dataclass(frozen=True)
@@ -204,12 +206,12 @@ MANUAL: tuple[Manual, ...] = (
         "a malformed event ends the request at once (it must only be recorded)",
     ),
     Manual(
-        "wall-clock-unclamped",
+        "wall-clock-invented-nanosecond",
         "src/spectrn/analyze/summary.py",
+        "return max(self.last_end - self.first_send, 0.0) if self.completed else 0.0",
         "return max(self.last_end - self.first_send, 1e-9) if self.completed else 0.0",
-        "return self.last_end - self.first_send if self.completed else 0.0",
         ("tests/analyze/test_summary.py", "tests/analyze/test_findings.py"),
-        "a variant's wall time not clamped above zero",
+        "a variant without measurable wall time divides its tokens by 1 ns (a bug this suite once missed)",
     ),
     Manual(
         "step-cost-from-tpot",
@@ -436,7 +438,9 @@ def main(argv: list[str] | None = None) -> int:
         survived = sorted(k for k, v in codes.items() if v not in KILLED)
         mine = {k for k in equivalents if any(fnmatch.fnmatch(k, p) for p in t.patterns())}
         unexplained = [k for k in survived if k not in mine]
-        stale = sorted(mine - set(survived))
+        # a listed equivalent that only ran out of CPU is not stale: a mutant equal in value but slower (the
+        # bootstrap without its vectorized flag) exceeds mutmut's budget on one run and not on the next
+        stale = sorted(k for k in mine - set(survived) if codes.get(k) not in TIMEOUTS)
         took = time.monotonic() - t0
         rows.append(
             f"| {t.name} | `{t.module}` | {len(killed)} / {len(codes)} | {len(survived) - len(unexplained)} "

@@ -226,6 +226,27 @@ def test_headline_per_class_and_a_mix_that_names_absent_classes() -> None:
     assert by["mix"] == pytest.approx(2 / 3)
 
 
+def test_a_class_whose_baseline_median_tpot_is_zero_weighs_nothing_in_the_mix() -> None:
+    """The mix's time per token is sum_c w_c B_c with B_c the class's baseline median TPOT. A class whose
+    baseline median is 0 (most of its baseline requests had every token in one event) adds no time, even though
+    its paired requests give it a TPOT speedup of its own: the mix is the other class's speedup."""
+    recs = []
+    for i in range(10):
+        recs.append(req("baseline", i, [1] * 12, gap=0.045))  # structured: 45 ms, speedup 1
+        recs.append(req("speculative", i, [3] * 4, gap=0.135))
+        recs.append(req("baseline", 100 + i, [1] * 12, gap=0.045, cls="open"))  # open, paired: 45 ms vs 90 ms
+        recs.append(req("speculative", 100 + i, [3] * 4, gap=0.27, cls="open"))
+    recs += [req("baseline", 200 + i, [1] * 12, gap=0.0, cls="open") for i in range(11)]  # TPOT 0, unpaired
+    s = summarize(recs, meta(), mix={"structured": 0.5, "open": 0.5})
+    open_ = s.levels[0].by_prompt_class["open"]
+    assert open_.variants["baseline"].tpot_s.p50 == 0.0
+    assert open_.speedup is not None and open_.speedup.tpot_p50 is not None
+    assert open_.speedup.tpot_p50.value == pytest.approx(0.5)
+    by = {h.scope: h.speedup.value for h in s.headline}
+    # (0.5 x 45 ms + 0.5 x 0) / (0.5 x 45 ms / 1 + 0.5 x 0 / 0.5) = 1
+    assert by["mix"] == pytest.approx(1.0)
+
+
 def test_mix_speedup_by_hand_with_its_interval() -> None:
     parts = [(1.0, 0.045, Speedup(value=3.0, ci95=(2.9, 3.1))), (3.0, 0.045, Speedup(value=1.0, ci95=(0.95, 1.05)))]
     sp = mix_speedup(parts)

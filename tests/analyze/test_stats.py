@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from doubles.oracle import weighted_median
 from spectrn.analyze.stats import (
     BOOT_MAX_REQUESTS,
     SKETCH_ACCURACY,
@@ -21,7 +22,6 @@ from spectrn.analyze.stats import (
     paired_median_ratio_ci,
     stats_with_ci,
     subsample,
-    weighted_median,
 )
 
 # ---- describe ----------------------------------------------------------------------------------------
@@ -249,6 +249,27 @@ def test_binned_medians_and_means_by_hand() -> None:
     assert b.means(top)[0] == pytest.approx(11 / 3)
 
 
+def test_binned_groups_of_no_groups_are_empty() -> None:
+    b = BinnedGroups([])
+    assert len(b) == 0 and b.keys.size == 0 and b.hist.shape == (0, 0) and b.values.size == 0
+
+
+def test_binned_counts_draw_every_resample_as_many_groups_as_there_are() -> None:
+    """Each resample (row) draws n groups with replacement: its counts are whole numbers summing to n."""
+    b = BinnedGroups([([1.0], [1.0]), ([2.0], [1.0]), ([3.0], [1.0])])
+    counts = b.counts(200, seed=4)
+    assert counts.shape == (200, 3)
+    assert np.all(counts.sum(axis=1) == 3) and np.all(counts == np.round(counts)) and counts.min() == 0
+    assert counts.max() == 3  # some resample draws one group three times
+
+
+def test_clustered_ci_drops_resamples_without_weight_silently() -> None:
+    """A group whose weights are all 0 adds nothing; a resample that draws only it has no mean and is dropped
+    (no RuntimeWarning: the test suite turns warnings into errors)."""
+    ci = clustered_ci([([1.0, 2.0], [1.0, 1.0]), ([5.0], [0.0])], seed=1)
+    assert ci.mean == pytest.approx((1.5, 1.5))  # every resample with weight sees only the first group
+
+
 def test_clustered_ci_brackets_the_weighted_mean_and_median() -> None:
     gen = np.random.default_rng(5)
     groups = []
@@ -330,3 +351,17 @@ def test_paired_median_ratio_ci_is_reproducible_on_noisy_pairs() -> None:
     ci = paired_median_ratio_ci(a, b, seed=4)
     assert ci is not None and ci[0] < 2.0 < ci[1]
     assert paired_median_ratio_ci(a, b, seed=4) == ci and paired_median_ratio_ci(a, b, seed=5) != ci
+
+
+def test_paired_median_ratio_ci_is_set_by_its_seed_alone() -> None:
+    """Pairs whose levels spread over many sketch bins (one level per request, lognormal with sigma 1), so the
+    interval moves with the draws: one seed gives one interval every time, other seeds give others. (On pairs
+    that fill few bins the medians, hence the intervals, coincide across most draws.)"""
+    gen = np.random.default_rng(12)
+    a = [(np.full(3, gen.lognormal(np.log(0.06), 1.0)), np.ones(3)) for _ in range(60)]
+    b = [(np.full(3, gen.lognormal(np.log(0.03), 1.0)), np.ones(3)) for _ in range(60)]
+    same = {paired_median_ratio_ci(a, b, seed=4) for _ in range(4)}
+    assert len(same) == 1
+    (ci,) = same
+    assert ci is not None and ci[0] < 2.0 < ci[1]  # the levels' medians are in the ratio 2
+    assert len(same | {paired_median_ratio_ci(a, b, seed=s) for s in (5, 6, 7)}) == 4

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from doubles.oracle import weighted_median
 from spectrn.analyze.metrics import request_metrics
 from spectrn.analyze.run import analyze_folder
-from spectrn.analyze.stats import bootstrap, describe, stats_with_ci, weighted_median
+from spectrn.analyze.stats import bootstrap, describe, stats_with_ci
 from spectrn.analyze.summary import mix_speedup, summarize
 from spectrn.run.records import RequestRecord, RunMeta
 from spectrn.run.summary import Provenance, Speedup, Summary
@@ -332,3 +333,15 @@ def test_a_class_with_records_of_one_variant_only() -> None:
     assert s.levels[0].by_prompt_class["aaa-only-speculative"].speedup is None
     assert s.levels[0].by_prompt_class["open"].speedup is not None
     assert s.levels[0].variants["baseline"].requests.completed == 4
+
+
+def test_a_variant_without_measurable_wall_time_has_no_throughput_or_cost() -> None:
+    """Two requests sent at the same instant whose responses took no measurable time (e2e 0, which the record
+    format allows): tokens over zero seconds have no rate, so the variant reports no aggregate throughput, no
+    cost and a duration of 0, never tokens over an invented nanosecond."""
+    recs = [rec("baseline", i, times=(0.0,), toks=(4,), e2e=0.0) for i in range(2)]
+    b = summarize(recs, meta()).levels[0].variants["baseline"]
+    assert b.requests.completed == 2 and b.output_tokens.mean == 4.0
+    assert b.duration_s == 0.0
+    assert b.output_tokens_per_s.aggregate is None and b.output_tokens_per_s.aggregate_ci95 is None
+    assert b.cost is None

@@ -3,10 +3,16 @@ report, sweep, reliability): those tests compare what spectrn publishes or shows
 ``spectrn.analyze.metrics.request_metrics`` (the code under test upstream).
 
 Definitions (docs/architecture.md, inference-perf's): TTFT = first event; TPOT = (e2e - TTFT) / (n - 1) with n
-the output tokens; per-token ITL: an event that carries k tokens after a gap g is k samples of g / k.
+the output tokens; per-token ITL: an event that carries k tokens after a gap g is k samples of g / k; the median
+of per-token values is the median of that expanded list.
 """
 
 from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
 
 from spectrn.run.records import RequestRecord
 
@@ -32,3 +38,10 @@ def itls(rec: RequestRecord) -> list[float]:
 def throughput(rec: RequestRecord) -> float:
     assert rec.e2e is not None
     return tokens(rec) / rec.e2e
+
+
+def weighted_median(values: Any, weights: Any) -> float:
+    """The median of ``values`` with each value repeated ``weights`` times (whole-number weights, e.g. the
+    tokens of each event), by definition: numpy's median of the expanded list; NaN when it is empty."""
+    expanded = np.repeat(np.asarray(values, dtype=float), np.asarray(weights).astype(np.int64))
+    return float(np.median(expanded)) if expanded.size else math.nan

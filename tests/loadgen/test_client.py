@@ -131,6 +131,20 @@ async def test_malformed_event() -> None:
     assert rec.error == "malformed_sse"
 
 
+async def test_a_malformed_event_is_recorded_and_reading_goes_on() -> None:
+    """A malformed event alone does not end the request: the events after it still count, and a later error
+    that ends the request replaces it as the request's error."""
+    tok = b'data: {"choices": [{"index": 0, "text": "a", "token_ids": [1]}]}\n\n'
+    raw = tok + b"data: {not json\n\n" + tok + tok + b"data: [DONE]\n\n"
+    with serve_app(replay_app(sse_handler(raw))) as base:
+        rec = await one(base)
+    assert rec.error == "malformed_sse" and rec.chunk_tokens == [1, 1, 1] and len(rec.chunk_times) == 3
+    died = b'data: {"error": {"message": "engine died", "type": "InternalServerError", "code": 500}}\n\n'
+    with serve_app(replay_app(sse_handler(tok + b"data: {not json\n\n" + tok + died))) as base:
+        rec = await one(base)
+    assert rec.error == "stream_error" and "engine died" in (rec.error_msg or "") and rec.chunk_tokens == [1, 1]
+
+
 async def test_stall_past_timeout() -> None:
     async def stall(req: web.Request) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})

@@ -83,6 +83,20 @@ def test_cost_fit_two_points_is_exact_and_three_points_is_least_squares() -> Non
         fit_costs([StepPoint(7, 0.02, 3.0), StepPoint(7, 0.021, 3.0)])
 
 
+def test_draft_to_target_divides_by_the_measured_baseline_step_not_the_fitted_intercept() -> None:
+    """Steps 40, 50 and 54 ms at windows 0, 4 and 8: the least-squares line is 41 ms + 1.75 ms x k (mean window
+    4, mean step 48 ms, slope (-4 x -8 + 4 x 6) / 32 ms), but the target's step was measured: 40 ms."""
+    fit = fit_costs([StepPoint(0, 0.040, 1.0), StepPoint(4, 0.025, 2.0), StepPoint(8, 0.018, 3.0)])
+    assert fit.intercept_s == pytest.approx(0.041) and fit.draft_s == pytest.approx(0.00175)
+    assert fit.target_s == pytest.approx(0.040)
+    assert fit.draft_to_target == pytest.approx(0.00175 / 0.040)
+    assert fit.to_dict()["draft_to_target"] == pytest.approx(0.04375)
+    # without a baseline point the intercept stands in for the target's step
+    assert fit_costs([StepPoint(4, 0.025, 2.0), StepPoint(8, 0.018, 3.0)]).draft_to_target == pytest.approx(
+        0.001 / 0.046
+    )
+
+
 def test_prediction_is_exact_on_the_simulator_cost_and_acceptance_model() -> None:
     """The simulator's step cost is linear in the window, so two speculative points fix it exactly; its
     per-position probabilities give L(k) exactly. Predicted TPOT must then equal its ground truth."""

@@ -302,21 +302,3 @@ def paired_median_ratio_ci(
 
     with np.errstate(invalid="ignore", divide="ignore"):
         return _interval(ba.medians(counts) / bb.medians(counts), resamples)
-
-
-def weighted_median(values: Any, weights: Any) -> float:
-    """The median of ``values`` where each value counts ``weights`` times (the weights' midpoint)."""
-    import numpy as np
-
-    v = np.asarray(values, dtype=float)
-    w = np.asarray(weights, dtype=float)
-    if v.size == 0 or w.sum() <= 0:
-        return math.nan
-    order = np.argsort(v, kind="stable")
-    v, w = v[order], w[order]
-    cum = np.cumsum(w)
-    total = cum[-1]
-    # numpy's percentile on the expanded list: average of the two middle elements when the count is even
-    lo = int(np.searchsorted(cum, (total - 1) / 2.0, side="right"))
-    hi = int(np.searchsorted(cum, total / 2.0, side="right"))
-    return float((v[min(lo, v.size - 1)] + v[min(hi, v.size - 1)]) / 2.0)

@@ -175,7 +175,7 @@ class Accumulator:
 
     @property
     def wall_s(self) -> float:
-        return max(self.last_end - self.first_send, 1e-9) if self.completed else 0.0
+        return max(self.last_end - self.first_send, 0.0) if self.completed else 0.0
 
 
 @dataclass
@@ -348,17 +348,15 @@ def speedups(base: Accumulator, spec: Accumulator, *, paired: bool = True, seed:
         sel = subsample(pb.size, seed)
         pairs = {k: (x[sel], y[sel]) for k, (x, y) in pairs.items()}
 
-    def ratio(f: Callable[..., Any], num: Any, den: Any) -> Callable[[Any], Any]:
-        if paired:
-            return lambda i: f(num[i], axis=-1) / f(den[i], axis=-1)
-        return lambda i: f(num[i % num.size], axis=-1) / f(den[i % den.size], axis=-1)
+    def paired_stat(f: Callable[..., Any], num: Any, den: Any) -> Callable[[Any], Any]:
+        return lambda i: f(num[i], axis=-1) / f(den[i], axis=-1)
 
     def unpaired_stat(f: Callable[..., Any], num: Any, den: Any) -> Callable[[Any], Any]:
         gen = np.random.default_rng(seed + 99)
 
-        def stat(rows: Any) -> Any:
-            a = num[gen.integers(0, num.size, (rows.shape[0], num.size))] if rows.ndim == 2 else num
-            b = den[gen.integers(0, den.size, (rows.shape[0], den.size))] if rows.ndim == 2 else den
+        def stat(rows: Any) -> Any:  # rows: the (resamples x n) index matrix of a vectorized bootstrap
+            a = num[gen.integers(0, num.size, (rows.shape[0], num.size))]
+            b = den[gen.integers(0, den.size, (rows.shape[0], den.size))]
             return f(a, axis=-1) / f(b, axis=-1)
 
         return stat
@@ -370,12 +368,13 @@ def speedups(base: Accumulator, spec: Accumulator, *, paired: bool = True, seed:
         "ttft_p50": (np.nanmedian, *pairs["ttft"]),
         "throughput": (np.nanmean, pairs["thr"][1], pairs["thr"][0]),
     }
-    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN resamples (no TPOT) give NaN, dropped
+    with warnings.catch_warnings():
+        # numpy's divide / invalid / all-NaN warnings: all-NaN resamples (no TPOT) give NaN, dropped
+        warnings.simplefilter("ignore", RuntimeWarning)
         for k, (name, (f, num, den)) in enumerate(specs.items()):
             value = float(f(num) / f(den))
-            fn = ratio(f, num, den) if paired else unpaired_stat(f, num, den)
-            n = num.size if paired else max(num.size, den.size)
+            fn = paired_stat(f, num, den) if paired else unpaired_stat(f, num, den)
+            n = max(num.size, den.size)  # paired: the same size
             ci = bootstrap(fn, n, seed=seed + 100 + k, resamples=BOOT_RESAMPLES, vectorized=True)
             setattr(out, name, Speedup(value=value if math.isfinite(value) else None, ci95=ci))
         out.itl_p50 = _itl_speedup(base, spec, paired=paired, seed=seed + 110)

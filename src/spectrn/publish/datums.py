@@ -102,21 +102,18 @@ def round_sig(values: Sequence[float], sig_digits: int) -> tuple[list[float], li
         exp = np.floor(np.log10(np.abs(nz))).astype(np.int64)
         shift = exp - (sig_digits - 1)
         mant = np.rint(nz / np.power(10.0, shift)).astype(np.int64)
-        # 9.9996 rounds to mantissa 10000 at exponent 0: renormalise so it equals 10.00 at exponent 1.
-        over = np.abs(mant) >= 10**sig_digits
-        mant = np.where(over, mant // 10, mant)
-        shift = np.where(over, shift + 1, shift)
         pairs = np.stack([shift, mant], axis=1)
         uniq, cnt = np.unique(pairs, axis=0, return_counts=True)
         keys = [(int(s), int(m)) for s, m in uniq]
         counts = [int(c) for c in cnt]
     decoded: dict[float, int] = {}
     for (s, m), c in zip(keys, counts, strict=True):
+        # distinct keys can be one value: 9.9996 rounds to mantissa 10000 at exponent -3, 10.001 to 1000 at -2
         v = float(f"{m}e{s}")
         decoded[v] = decoded.get(v, 0) + c
     n_zero = int(zero.sum())
-    if n_zero:
-        decoded[0.0] = decoded.get(0.0, 0) + n_zero
+    if n_zero:  # a value at or above MIN_ABS_VALUE never rounds to 0
+        decoded[0.0] = n_zero
     ordered = sorted(decoded)
     return ordered, [float(decoded[v]) for v in ordered]
 

@@ -222,9 +222,9 @@ def predict_tpot(
     On equal predictions the smaller window wins (cheaper to compile and to run).
     """
     probs, notes = clean_per_position(per_position)
-    k_max = measured_window(probs, semantics) if probs else 0
     if not probs:
         raise AnalysisError("no per-position acceptance to predict from", hint="measure a speculative window first")
+    k_max = measured_window(probs, semantics)
     wanted = sorted(set(windows)) if windows is not None else list(range(1, k_max + 1))
     too_big = [k for k in wanted if k > k_max or k < 1]
     if too_big:
