@@ -17,6 +17,7 @@ from spectrn.analyze.stats import (
     TokenDistribution,
     _interval,
     bootstrap,
+    bootstrap_units,
     clustered_ci,
     describe,
     paired_median_ratio_ci,
@@ -365,3 +366,41 @@ def test_paired_median_ratio_ci_is_set_by_its_seed_alone() -> None:
     (ci,) = same
     assert ci is not None and ci[0] < 2.0 < ci[1]  # the levels' medians are in the ratio 2
     assert len(same | {paired_median_ratio_ci(a, b, seed=s) for s in (5, 6, 7)}) == 4
+
+
+# ---- bootstrap over distinct units ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("resamples", [1000, 1100, 7])
+def test_distinct_unit_bootstrap_draws_exactly_the_resamples_each_of_all_units(resamples: int) -> None:
+    """Every row of draw counts is one resample of all n units (its counts sum to n), and there are exactly
+    ``resamples`` rows, made in blocks of at most 250."""
+    counts = np.array([3.0, 1.0, 6.0])
+    blocks: list[np.ndarray] = []
+
+    def stat(d: np.ndarray) -> np.ndarray:
+        blocks.append(d)
+        return d @ np.array([1.0, 2.0, 3.0]) / d.sum(axis=1)
+
+    bootstrap_units(stat, counts, resamples=resamples, seed=4)
+    assert sum(b.shape[0] for b in blocks) == resamples and max(b.shape[0] for b in blocks) <= 250
+    assert all(b.shape[1] == 3 and np.all(b.sum(axis=1) == 10) for b in blocks)
+
+
+def test_distinct_unit_bootstrap_follows_its_seed_and_needs_two_units() -> None:
+    values = np.array([1.0, 2.0, 5.0, 9.0])
+    counts = np.array([5.0, 3.0, 1.0, 1.0])
+
+    def mean(d: np.ndarray) -> np.ndarray:
+        return (d @ values) / d.sum(axis=1)
+
+    a = bootstrap_units(mean, counts, seed=0)
+    assert a is not None and a == bootstrap_units(mean, counts)  # the default seed is 0
+    assert a == bootstrap_units(mean, counts, seed=0) and a != bootstrap_units(mean, counts, seed=1)
+    assert a[0] < (counts @ values) / counts.sum() < a[1]  # the point estimate (2.9) lies inside
+
+    def total(d: np.ndarray) -> np.ndarray:
+        return d.sum(axis=1)
+
+    assert bootstrap_units(total, [2]) == (2.0, 2.0)  # two identical units: an interval (degenerate, but there)
+    assert bootstrap_units(total, [1]) is None and bootstrap_units(total, [0, 1]) is None  # one unit: none
