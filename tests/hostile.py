@@ -17,12 +17,13 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
-import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+
+from doubles.loopserver import LoopServer
 
 MODEL = "hostile-model"
 TOKENS = 12  # tokens per response in the well-formed modes (max_tokens used by the tests is 12)
@@ -133,18 +134,13 @@ def well_formed(chat: bool, *, ids: bool = True, usage: str = "final") -> list[b
     return [*out, DONE]
 
 
-class HostileServer:
+class HostileServer(LoopServer):
     def __init__(self, mode: str) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}")
+        super().__init__()
         self.mode = mode
-        self.url = ""
         self.requests: list[dict[str, Any]] = []
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
-        self._stop: asyncio.Event | None = None
-        self._runner: web.AppRunner | None = None
 
     # ---- the streaming handler, per mode
     async def _stream(self, request: web.Request) -> web.StreamResponse:
@@ -330,40 +326,10 @@ class HostileServer:
             app.router.add_route(method, path, h)
         return app
 
-    def _serve(self) -> None:
-        async def main() -> None:
-            self._stop = asyncio.Event()
-            self._runner = web.AppRunner(self._app(), access_log=None, shutdown_timeout=0.2)
-            await self._runner.setup()
-            site = web.TCPSite(self._runner, "127.0.0.1", 0)
-            await site.start()
-            port = self._runner.addresses[0][1]
-            self.url = f"http://127.0.0.1:{port}"
-            self._ready.set()
-            await self._stop.wait()
-            await self._runner.cleanup()
-            rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for t in rest:  # handlers still holding a connection open (modes that never finish)
-                t.cancel()
-            await asyncio.gather(*rest, return_exceptions=True)
-
-        self._loop = asyncio.new_event_loop()
-        self._loop.run_until_complete(main())
-        self._loop.close()
-
     def __enter__(self) -> HostileServer:
         if self.mode == "refused":
             from spectrn.runtimes.sim_pair import free_port
 
             self.url = f"http://127.0.0.1:{free_port()}"
             return self
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-        assert self._ready.wait(10), "hostile server did not start"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._loop and self._stop:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        if self._thread:
-            self._thread.join(10)
+        return super().__enter__()

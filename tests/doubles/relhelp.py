@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from doubles.loopserver import LoopServer
 from spectrn.run.summary import Summary
 from support import run_cli  # noqa: F401  (re-exported: the reliability tests' entry point)
 
@@ -83,16 +83,12 @@ vllm:spec_decode_num_accepted_tokens_total{{model_name="{m}",engine="0"}} {a}
 """
 
 
-class FaultyServer:
+class FaultyServer(LoopServer):
     """``with FaultyServer(Behaviour(...)) as s: s.url``: an aiohttp server on a free loopback port."""
 
     def __init__(self, behaviour: Behaviour | None = None) -> None:
+        super().__init__()
         self.b = behaviour or Behaviour()
-        self.url = ""
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
-        self._stop: asyncio.Event | None = None
 
     def _app(self) -> Any:
         from aiohttp import web
@@ -155,37 +151,6 @@ class FaultyServer:
         app.router.add_post("/v1/completions", complete)
         app.router.add_post("/v1/chat/completions", complete)
         return app
-
-    def _serve(self) -> None:
-        from aiohttp import web
-
-        async def main() -> None:
-            self._stop = asyncio.Event()
-            runner = web.AppRunner(self._app(), shutdown_timeout=0.5)
-            await runner.setup()
-            site = web.TCPSite(runner, "127.0.0.1", 0)
-            await site.start()
-            port = runner.addresses[0][1]
-            self.url = f"http://127.0.0.1:{port}"
-            self._ready.set()
-            await self._stop.wait()
-            await runner.cleanup()
-
-        self._loop = asyncio.new_event_loop()
-        self._loop.run_until_complete(main())
-        self._loop.close()
-
-    def __enter__(self) -> FaultyServer:
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-        assert self._ready.wait(10), "test server did not start"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._loop and self._stop:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        if self._thread:
-            self._thread.join(10)
 
 
 def bench_argv(endpoints: dict[str, str], out_dir: Path, run_id: str, *extra: str) -> list[str]:

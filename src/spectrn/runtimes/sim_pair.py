@@ -31,6 +31,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
 def die_with_parent() -> Callable[[], None] | None:
     """A ``preexec_fn`` for the servers spectrn starts: the child gets SIGTERM when this process dies, even by
     SIGKILL, so no server outlives the command that started it (Linux ``PR_SET_PDEATHSIG``; None elsewhere).
@@ -50,9 +53,6 @@ def die_with_parent() -> Callable[[], None] | None:
             os._exit(1)
 
     return child
-
-
-PR_SET_PDEATHSIG = 1
 
 
 def terminate(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:

@@ -131,12 +131,3 @@ def estimate_cell_s(cfg: SpectrnConfig, cell: Cell, tpot_s: float) -> float:
     if kind == "rate":
         decode = max(decode, n / value + b.max_tokens * tpot_s)
     return decode + CELL_OVERHEAD_S
-
-
-def fmt_duration(s: float) -> str:
-    s = max(0.0, s)
-    if s < 90:
-        return f"{s:.0f}s"
-    if s < 5400:
-        return f"{s / 60:.1f} min"
-    return f"{s / 3600:.1f} h"

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from spectrn.errors import AnalysisError, ConfigError, Interrupted, SpectrnError
-from spectrn.events import Emitter, OnEvent
+from spectrn.events import Emitter, OnEvent, fmt_duration
 from spectrn.paths import atomic_write_text, safe_output_dir
 from spectrn.spec.config import SpectrnConfig
 from spectrn.sweep.cells import aggregate_equivalence, cell_inputs
@@ -22,7 +22,6 @@ from spectrn.sweep.grid import (
     check_sweep_id,
     estimate_cell_s,
     fingerprint,
-    fmt_duration,
     grid,
     levels_of,
 )
