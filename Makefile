@@ -59,6 +59,7 @@ demo: venv
 lint: venv
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/deptry src
 
 fmt: venv
 	$(BIN)/ruff format src tests benchmarks

@@ -519,6 +519,15 @@ def summarize(
                 "still running); statistics cover the requests that finished",
             )
         )
+    changed = [n for n in meta.read_notes if n.startswith("run.json ") and ": " in n]
+    if changed:
+        findings.append(
+            Finding(
+                code="recorded_config",
+                severity="warning",
+                message="this run was recorded by another spectrn version; read as history: " + "; ".join(changed),
+            )
+        )
     provenance = meta.provenance.model_copy(
         update={"rescaled": st.time_scale != 1.0, "engine": meta.engine, "load_shape": load_shape_text(meta)}
     )
@@ -546,7 +555,7 @@ def summarize(
         mix=dict(mix) if mix else None,
         levels=level_summaries,
         time_range=(min(sends), max(ends)) if sends else None,
-        notes=list(meta.notes),
+        notes=[*meta.notes, *meta.read_notes],
     )
 
 

@@ -164,8 +164,17 @@ def bench(
 
     console = err_console()
     flags = _bench_flags(prompts, concurrency, rate, requests, max_tokens, api, input_tokens, mode)
+    in_cluster = not (local or endpoint)  # the load runs as a Job next to the deployed services
     cfg = config_from_cli(
-        config, sets, console=console, draft=draft, num_speculative_tokens=window, namespace=namespace, **flags
+        config,
+        sets,
+        cluster=in_cluster,
+        load_job=in_cluster and engine == "spectrn",
+        console=console,
+        draft=draft,
+        num_speculative_tokens=window,
+        namespace=namespace,
+        **flags,
     )
     if engine not in ("spectrn", "llmperf"):
         raise ConfigError(
@@ -256,7 +265,7 @@ def loadgen(
     from spectrn.loadgen.bench import check_run_id, execute, plan_from_config
 
     console = err_console()
-    cfg = config_from_cli(config, sets, console=console)
+    cfg = config_from_cli(config, sets, cluster=False, console=console)
     endpoints = parse_endpoints(endpoint)
     if not endpoints:
         raise ConfigError(
@@ -334,7 +343,7 @@ def ingest_llmperf(
     from spectrn.run.records import RunMeta
 
     console = err_console()
-    cfg = config_from_cli(config, sets, console=console)
+    cfg = config_from_cli(config, sets, cluster=False, console=console)
     if out is not None and out_dir is not None:
         raise ConfigError(
             "--out and --out-dir both given", hint="--out (older form) names the run folder itself: use --out-dir"
@@ -371,7 +380,7 @@ def demo(
     if runtime == "vllm-cpu":
         overrides.update(bench__max_tokens=64, bench__api="completions", num_speculative_tokens=4)
     quiet = ("num_speculative_tokens",) if runtime == "vllm-cpu" else ()  # the tiny tier's window, chosen here
-    cfg = config_from_cli(config, sets, console=console, quiet_about=quiet, **overrides)
+    cfg = config_from_cli(config, sets, cluster=False, console=console, quiet_about=quiet, **overrides)
     if runtime == "vllm-cpu":  # the configured draft does not run: the id names what does
         stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
         rid = f"demo-{stamp}-vllm-cpu-tiny-k{min(cfg.num_speculative_tokens, 8)}"

@@ -139,7 +139,8 @@ def out_console() -> Console:
     return _console(stderr=False)
 
 
-def parse_sets(items: list[str] | None) -> dict[str, Any]:
+def parse_sets(items: list[str] | None, texts: dict[str, str] | None = None) -> dict[str, Any]:
+    """``--set KEY=VALUE`` items as {key: value parsed as YAML}; ``texts`` receives each value as written."""
     from spectrn.spec.config import yaml_value
 
     out: dict[str, Any] = {}
@@ -148,6 +149,8 @@ def parse_sets(items: list[str] | None) -> dict[str, Any]:
         if not sep or not key.strip():
             raise ConfigError(f"--set {item!r} is not KEY=VALUE", hint="write e.g. --set bench.requests=64")
         out[key.strip()] = yaml_value(raw, what=f"--set {key.strip()}")
+        if texts is not None:
+            texts[key.strip()] = raw
     return out
 
 
@@ -166,29 +169,15 @@ FLAG_NAMES = {
     "bench.schedule": "--mode",
     "sim.time_scale": "--time-scale",
 }
-# Commands that render or deploy objects for a cluster (unless run with --local).
-CLUSTER_COMMANDS = frozenset({"render", "deploy", "compile", "sweep", "bench"})
-# ... and those of them that start spectrn's load Job (which needs spectrn's image).
-LOAD_JOB_COMMANDS = frozenset({"sweep", "bench"})
-
-
-def _running_command() -> tuple[str | None, dict[str, Any]]:
-    """The name and parameters of the command being run (Click's context), or (None, {}) outside one."""
-    import click
-
-    ctx = click.get_current_context(silent=True)
-    if ctx is None:
-        return None, {}
-    return ctx.info_name, dict(ctx.params)
 
 
 def config_from_cli(
     config: Path | None,
     sets: list[str] | None = None,
     *,
+    cluster: bool,
+    load_job: bool = False,
     console: Console | None = None,
-    cluster: bool | None = None,
-    load_job: bool | None = None,
     quiet_about: tuple[str, ...] = (),
     **flags: Any,
 ) -> SpectrnConfig:
@@ -196,17 +185,13 @@ def config_from_cli(
 
     ``cluster``: the command renders or deploys for a cluster, so cluster-only warnings are shown (the
     placeholder bucket, DRA on Auto Mode) and a spectrn image without a registry is refused (for the
-    simulator's pods, and with ``load_job`` for the load Job). Default: the running command is one of
-    ``CLUSTER_COMMANDS`` without ``--local``. ``quiet_about``: config keys whose warnings are not shown
-    (values the command itself chose)."""
+    simulator's pods, and with ``load_job`` for the load Job). Every command says so itself: nothing is read
+    from a library's global state. ``quiet_about``: config keys whose warnings are not shown (values the
+    command itself chose)."""
     from spectrn.spec.config import load_config
 
-    name, params = _running_command()
-    if cluster is None:
-        cluster = name in CLUSTER_COMMANDS and not params.get("local") and not params.get("endpoint")
-    if load_job is None:
-        load_job = name in LOAD_JOB_COMMANDS and params.get("engine", "spectrn") == "spectrn"
-    overrides = parse_sets(sets)
+    texts: dict[str, str] = {}
+    overrides = parse_sets(sets, texts)
     sources = {key: f"--set {key}" for key in overrides}
     for key, value in flags.items():
         if value is None:
@@ -214,7 +199,8 @@ def config_from_cli(
         dotted = key.replace("__", ".")
         overrides[dotted] = value
         sources[dotted] = f"flag {FLAG_NAMES.get(dotted, dotted)}"
-    cfg = load_config(config, overrides, sources=sources)
+        texts.pop(dotted, None)
+    cfg = load_config(config, overrides, sources=sources, texts=texts)
     console = console or err_console()
     messages = cfg.warnings()
     if cluster:

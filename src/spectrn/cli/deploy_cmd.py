@@ -183,7 +183,7 @@ def deploy_cmd(
 
     console = err_console()
     cfg = config_from_cli(
-        config, sets, console=console, draft=draft, num_speculative_tokens=window, namespace=namespace
+        config, sets, cluster=True, console=console, draft=draft, num_speculative_tokens=window, namespace=namespace
     )
     objects = render_for_deploy(cfg, only)
     if dry_run:
@@ -232,7 +232,7 @@ def status_cmd(
     """Show both services: phase, ready replicas, window, image and what is wrong if anything."""
     from spectrn.deploy.service import status
 
-    cfg = config_from_cli(config, sets, console=err_console(), namespace=namespace)
+    cfg = config_from_cli(config, sets, cluster=False, console=err_console(), namespace=namespace)
     kube = connect_cluster(context, kubeconfig)
     states = status(kube, cfg)
     if output == Output.table:
@@ -287,7 +287,7 @@ def teardown_cmd(
     from spectrn.errors import Interrupted
 
     console = err_console()
-    cfg = config_from_cli(config, sets, console=console, namespace=namespace)
+    cfg = config_from_cli(config, sets, cluster=False, console=console, namespace=namespace)
     kube = connect_cluster(context, kubeconfig)
     preview = teardown(kube, cfg, dry_run=True, keep_namespace=keep_namespace)
     for name in preview.deleted:
@@ -339,7 +339,7 @@ def collect_cmd(
 
     console = err_console()
     root = out_dir_of(out_dir, out, Path("results"))
-    cfg = config_from_cli(config, sets, console=console, namespace=namespace)
+    cfg = config_from_cli(config, sets, cluster=False, console=console, namespace=namespace)
     kube = connect_cluster(context, kubeconfig)
     with EventView(console) as view:
         collected = collect(kube, cfg.namespace, run_id, out_root=root, on_event=view, timeout_s=timeout)

@@ -157,7 +157,7 @@ def sweep(
         if not local or runtime != "sim":
             raise ConfigError("--twin needs --local (and the sim runtime)", hint="add --local")
         sets = [*twin_settings(twin), *(sets or [])]  # the user's --set still wins
-    cfg = config_from_cli(config, sets, console=console, **flags)
+    cfg = config_from_cli(config, sets, cluster=not local, load_job=not local, console=console, **flags)
     if concurrency is not None:
         cfg.bench.request_rate = None
     d, w = _grid_flags(cfg, drafts, windows)
@@ -251,7 +251,7 @@ def compile_(
     from spectrn.deploy import compile as comp
 
     console = err_console()
-    cfg = config_from_cli(config, sets, console=console, namespace=namespace)
+    cfg = config_from_cli(config, sets, cluster=True, console=console, namespace=namespace)
     d, w = _grid_flags(cfg, drafts, windows)
     jobs = comp.compile_jobs(cfg, d, w, baseline=baseline)
     prereqs = comp.prerequisites(cfg)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from spectrn.errors import AnalysisError, one_line
-from spectrn.run.records import RequestRecord, RunMeta, iter_records
+from spectrn.run.records import RequestRecord, RunMeta, iter_records, read_run_meta
 from spectrn.run.summary import SCHEMA_VERSION, Acceptance, Summary
 
 RUN_JSON = "run.json"
@@ -65,13 +65,14 @@ class RunFolder:
     def meta(self) -> RunMeta:
         path = self.file(RUN_JSON)
         try:
-            return RunMeta.model_validate_json(path.read_text(encoding="utf-8"))
+            raw = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise AnalysisError(f"{path} is missing", hint="pass a run folder written by `spectrn bench`") from None
         except (OSError, ValueError) as e:
             raise AnalysisError(
                 f"{path} is not valid run metadata: {one_line(e)}", hint="restore run.json, or re-run the bench"
             ) from None
+        return read_run_meta(raw, str(path))
 
     @property
     def run_id(self) -> str:

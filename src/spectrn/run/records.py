@@ -11,16 +11,22 @@ tokens it carried; under speculative decoding one event carries several tokens, 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from spectrn.errors import AnalysisError, one_line
 from spectrn.names import name_problem
 from spectrn.run.summary import Provenance
-from spectrn.spec.config import SpectrnConfig
+from spectrn.spec.config import RECORDED, SpectrnConfig
+
+# The run folder's contract (run.json, requests.jsonl, acceptance.json; summary.json has its own version):
+#   1  run.json without ``schema_version`` (spectrn 0.1.0 before the version was recorded)
+#   2  ``schema_version`` recorded; the recorded config is read as history (``read_run_meta``)
+RUN_SCHEMA_VERSION = 2
 
 # How the token count of each chunk was obtained, best first: the event's ``token_ids``; the difference of
 # the cumulative ``usage.completion_tokens`` (continuous usage); an estimate from text lengths.
@@ -87,6 +93,11 @@ class RunMeta(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    schema_version: int = Field(
+        default=RUN_SCHEMA_VERSION,
+        description="Version of the run folder's contract (run.json, requests.jsonl, acceptance.json); absent in "
+        "version 1.",
+    )
     run_id: str
     spectrn_version: str
     started_at: float
@@ -120,6 +131,88 @@ class RunMeta(BaseModel):
         default_factory=dict, description="endpoint -> token source -> records whose tokens were counted that way."
     )
     provenance: Provenance = Field(default_factory=Provenance)
+    # What reading an older or hand-edited run.json left out or read differently (never written back).
+    _read_notes: list[str] = PrivateAttr(default_factory=list)
+
+    @property
+    def read_notes(self) -> list[str]:
+        return list(self._read_notes)
+
+
+# Fields a run.json cannot be read without: everything else falls back to today's default with a note.
+_REQUIRED = ("run_id", "started_at")
+
+
+def read_run_meta(raw: Any, where: str) -> RunMeta:
+    """A ``run.json`` document of any schema version up to this spectrn's, read as history.
+
+    What a run recorded is not input to check against today's rules: the config's cross-field rules (the model
+    catalog, the Neuron rules) are not applied, and a value today's schema no longer accepts (a renamed or
+    removed key, a choice that left a list, a tightened bound) is read as today's default with a note in
+    ``read_notes``. Only a document that is not an object, is missing ``run_id`` or ``started_at``, or comes
+    from a newer spectrn is an error, naming what is missing and the fix."""
+    if not isinstance(raw, dict):
+        raise AnalysisError(f"{where} is not a JSON object", hint="restore run.json from the original run")
+    version = raw.get("schema_version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise AnalysisError(
+            f"{where}: schema_version {version!r} is not a version number", hint="restore run.json from the run"
+        )
+    if version > RUN_SCHEMA_VERSION:
+        raise AnalysisError(
+            f"{where} was written by a newer spectrn (run schema {version}; this spectrn reads up to "
+            f"{RUN_SCHEMA_VERSION})",
+            hint="upgrade spectrn (pip install -U spectrn) to read this run",
+        )
+    missing = [k for k in _REQUIRED if k not in raw]
+    if missing:
+        raise AnalysisError(
+            f"{where} has no {' or '.join(missing)}, so it cannot be read as a run",
+            hint="restore run.json from the original run, or re-run the bench",
+        )
+    data = copy.deepcopy(raw)
+    data["schema_version"] = RUN_SCHEMA_VERSION
+    data.setdefault("spectrn_version", "")
+    notes = [f"run.json schema {version} read by spectrn's schema {RUN_SCHEMA_VERSION}"] if version != 2 else []
+    for _ in range(64):
+        try:
+            meta = RunMeta.model_validate(data, context={RECORDED: True})
+        except ValidationError as e:
+            dropped = [(_drop(data, err["loc"]), _why(err)) for err in e.errors() if err["type"] != "missing"]
+            if not any(key for key, _ in dropped):
+                raise AnalysisError(
+                    f"{where} is not valid run metadata: {one_line(e)}", hint="restore run.json, or re-run the bench"
+                ) from None
+            notes += [f"run.json {key}: {why}" for key, why in dropped if key]
+            continue
+        meta._read_notes = notes
+        return meta
+    raise AnalysisError(f"{where} could not be read as run metadata", hint="restore run.json, or re-run the bench")
+
+
+def _why(err: Any) -> str:
+    if err["type"] == "extra_forbidden":
+        return "not a key in this spectrn (renamed or removed since the run); left out"
+    return f"not valid in this spectrn ({err['msg']}); read as this spectrn's default"
+
+
+def _drop(data: dict[str, Any], loc: tuple[int | str, ...]) -> str | None:
+    """Remove the deepest mapping key on ``loc`` that holds the bad value; its dotted path, or None."""
+    node: Any = data
+    last: tuple[dict[str, Any], str, int] | None = None
+    for depth, part in enumerate(loc):
+        if isinstance(node, dict) and isinstance(part, str) and part in node:
+            last = (node, part, depth)
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        else:
+            break
+    if last is None:
+        return None
+    parent, key, depth = last
+    del parent[key]
+    return ".".join(str(p) for p in loc[: depth + 1])
 
 
 def write_records(path: Path, records: Iterable[RequestRecord]) -> None:

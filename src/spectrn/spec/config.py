@@ -16,6 +16,10 @@ line, the environment variable, the ``--set`` key or the flag (``Origins``).
 Checks that pydantic cannot express run around it in ``build_config``: control characters anywhere (before
 validation), and every name that becomes a path, a label or a shell word (after validation, through the one
 rule in ``spectrn.names``).
+
+Values are taken as a person writes them: YAML reads ``plugin_release: 0.2`` or ``compile.cpu=190`` as a
+number, and where the field holds text (a string or a choice of strings) the number becomes the text exactly as
+written (``_strings_as_written``), from the file, the environment, ``--set`` or a flag alike.
 """
 
 from __future__ import annotations
@@ -26,19 +30,32 @@ import json
 import os
 import re
 import stat
+import types
+import typing
 import unicodedata
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from spectrn.errors import ConfigError
 from spectrn.names import check_name
 from spectrn.spec.catalog import INSTANCES, MODELS, InstanceSpec, ModelSpec
 
 DEFAULT_CONFIG_FILE = "spectrn.yaml"
+# Validation context key: the config being validated was recorded by a run (``run.json``), not given by a person.
+RECORDED = "recorded"
 ENV_PREFIX = "SPECTRN_"
 MAX_CONFIG_BYTES = 1_000_000
 WINDOW_TUNING_RANGE = (5, 15)
@@ -92,12 +109,19 @@ class Origins:
 
     def __init__(self) -> None:
         self._by_path: dict[PathT, str] = {}
+        # the text a number was written as (``0.20`` stays "0.20" where a field holds text)
+        self.number_text: dict[PathT, str] = {}
 
-    def record(self, path: PathT, value: Any, source: str) -> None:
+    def record(self, path: PathT, value: Any, source: str, *, text: str | None = None) -> None:
+        """``value`` set at ``path`` by ``source``; ``text``: how a scalar value was written, when known."""
         n = len(path)
         for p in [p for p in self._by_path if p[:n] == path]:
             del self._by_path[p]
+        for p in [p for p in self.number_text if p[:n] == path]:
+            del self.number_text[p]
         self._mark(path, value, source)
+        if text is not None and _is_number(value):
+            self.number_text[path] = text.strip()
 
     def _mark(self, path: PathT, value: Any, source: str) -> None:
         self._by_path[path] = source
@@ -111,6 +135,8 @@ class Origins:
     def record_yaml(self, node: yaml.Node, path: PathT, file: str) -> None:
         """Origins of a composed YAML document: every key and item with its own line."""
         self._by_path[path] = f"{file} line {node.start_mark.line + 1}"
+        if isinstance(node, yaml.ScalarNode) and node.tag in _NUMBER_TAGS:
+            self.number_text[path] = str(node.value)
         if isinstance(node, yaml.MappingNode):
             for key_node, value_node in node.value:
                 if isinstance(key_node, yaml.ScalarNode):
@@ -143,6 +169,13 @@ class Origins:
         return "; ".join(f"{f} from {src}" for f, src in user)
 
 
+_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _path(dotted: str) -> PathT:
     return tuple(dotted.split("."))
 
@@ -167,7 +200,7 @@ def _quantity(v: str) -> str:
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=())
 
 
 class S3Config(Strict):
@@ -623,7 +656,9 @@ class SpectrnConfig(Strict):
 
     # ---- cross-field validation ------------------------------------------------------------
     @model_validator(mode="after")
-    def _cross_checks(self) -> SpectrnConfig:
+    def _cross_checks(self, info: ValidationInfo) -> SpectrnConfig:
+        if info.context and info.context.get(RECORDED):
+            return self  # a run's recorded config is history: today's rules do not apply to it
         known = sorted({*MODELS, *self.custom_models})
         for field in ("target", "draft"):
             key = getattr(self, field)
@@ -1113,6 +1148,50 @@ def as_list_if_needed(path: PathT, value: Any) -> Any:
 _LIST_PATHS: set[PathT] = _list_paths(SpectrnConfig)
 
 
+def _unwrap(ann: Any) -> Any:
+    while typing.get_origin(ann) is typing.Annotated:
+        ann = typing.get_args(ann)[0]
+    return ann
+
+
+def _options(ann: Any) -> list[Any]:
+    """The members of a union (``str | None`` -> [str]), without None."""
+    ann = _unwrap(ann)
+    if typing.get_origin(ann) in (typing.Union, types.UnionType):
+        return [_unwrap(a) for a in typing.get_args(ann) if a is not type(None)]
+    return [ann]
+
+
+def _holds_text_only(ann: Any) -> bool:
+    """A field that holds text and nothing else: ``str``, a ``Literal`` of strings, or either with None."""
+    options = _options(ann)
+    return bool(options) and all(
+        a is str or (typing.get_origin(a) is Literal and all(isinstance(x, str) for x in typing.get_args(a)))
+        for a in options
+    )
+
+
+def _strings_as_written(ann: Any, value: Any, path: PathT, texts: Mapping[PathT, str]) -> Any:
+    """``value`` with every number that stands where ``ann`` holds text replaced by the text it was written as
+    (from ``texts``, or the number's shortest form: ``0.2`` -> "0.2", ``190`` -> "190"). Walks models, lists and
+    mappings; nothing else changes, so every other problem is still pydantic's to name."""
+    if _is_number(value):
+        return texts.get(path, repr(value)) if _holds_text_only(ann) else value
+    for option in _options(ann):
+        if isinstance(value, dict) and isinstance(option, type) and issubclass(option, BaseModel):
+            fields = option.model_fields
+            return {
+                k: _strings_as_written(fields[k].annotation, v, (*path, str(k)), texts) if k in fields else v
+                for k, v in value.items()
+            }
+        origin, args = typing.get_origin(option), typing.get_args(option)
+        if isinstance(value, list) and origin is list and args:
+            return [_strings_as_written(args[0], v, (*path, i), texts) for i, v in enumerate(value)]
+        if isinstance(value, dict) and origin is dict and len(args) == 2:
+            return {k: _strings_as_written(args[1], v, (*path, str(k)), texts) for k, v in value.items()}
+    return value
+
+
 def _control_chars(data: Any, path: PathT, origins: Origins) -> None:
     """Refuse control characters (and Unicode line separators) in every key and string, naming the field."""
 
@@ -1182,25 +1261,28 @@ def build_config(
     *,
     origins: Origins | None = None,
     sources: Mapping[str, str] | None = None,
+    texts: Mapping[str, str] | None = None,
 ) -> SpectrnConfig:
     """Validate file data + environment + overrides (``{"bench.concurrency": [8]}``, applied in order).
 
     ``origins`` holds where the file's values came from (``load_yaml_with_origins``); ``sources`` names the
-    origin of each override (``{"num_speculative_tokens": "flag --window"}``; default ``--set KEY``). Every
-    error names the origin of the value it is about."""
+    origin of each override (``{"num_speculative_tokens": "flag --window"}``; default ``--set KEY``); ``texts``
+    how an override was written (``{"plugin_release": "0.2"}``), for numbers that stand where text belongs.
+    Every error names the origin of the value it is about."""
     origins = origins or Origins()
     merged: dict[str, Any] = copy.deepcopy(data or {})
     for path, raw, name in _env_items(dict(os.environ) if environ is None else environ):
         value = as_list_if_needed(path, yaml_value(raw, what=name))
         set_path(merged, path, value)
-        origins.record(path, value, f"environment variable {name}")
+        origins.record(path, value, f"environment variable {name}", text=raw)
     for dotted, value in (overrides or {}).items():
         if value is None:
             continue
         path = _path(dotted)
         value = as_list_if_needed(path, value)
         set_path(merged, path, value)
-        origins.record(path, value, (sources or {}).get(dotted, f"--set {dotted}"))
+        origins.record(path, value, (sources or {}).get(dotted, f"--set {dotted}"), text=(texts or {}).get(dotted))
+    merged = _strings_as_written(SpectrnConfig, merged, (), origins.number_text)
     _control_chars(merged, (), origins)
     try:
         cfg = SpectrnConfig.model_validate(merged)
@@ -1217,6 +1299,7 @@ def load_config(
     environ: dict[str, str] | None = None,
     *,
     sources: Mapping[str, str] | None = None,
+    texts: Mapping[str, str] | None = None,
 ) -> SpectrnConfig:
     """Load ``path`` (or ``$SPECTRN_CONFIG`` or ./spectrn.yaml when present), then apply env and flags."""
     env = dict(os.environ) if environ is None else environ
@@ -1235,7 +1318,7 @@ def load_config(
                 hint="see `spectrn init` for the layout",
             )
         data = loaded
-    return build_config(data, overrides, env, origins=origins, sources=sources)
+    return build_config(data, overrides, env, origins=origins, sources=sources, texts=texts)
 
 
 # ---- documentation ------------------------------------------------------------------------------
