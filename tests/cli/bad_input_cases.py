@@ -128,7 +128,37 @@ CASES: list[Case] = [
     _c("concurrency 0", ("bench", *EP, "--set", "bench.concurrency=[0]"), 2, "level 0 outside 1..4096"),
     _c("concurrency enormous", ("bench", *EP, "--concurrency", "100000"), 2, "level 100000 outside 1..4096"),
     _c("concurrency not a list of integers", ("bench", *EP, "--concurrency", "1,x"), 2, "comma-separated list"),
-    _c("negative rate", ("bench", *EP, "--rate", "-1"), 2, "--rate: Input should be greater than 0"),
+    _c("negative rate", ("bench", *EP, "--rate", "-1"), 2, "--rate: rate -1 is outside (0, 1000000] req/s"),
+    _c(
+        "rate and concurrency both given",
+        ("bench", *EP, "--rate", "2", "--concurrency", "1,4"),
+        2,
+        "--rate 2 and --concurrency 1,4 both given: open-loop arrivals and closed-loop streams are two load shapes",
+    ),
+    _c(
+        "trace and rate both given",
+        ("bench", *EP, "--trace", "trace.csv", "--rate", "2"),
+        2,
+        "--trace trace.csv and --rate 2 both given",
+    ),
+    _c(
+        "burstiness without gamma arrivals",
+        ("bench", *EP, "--rate", "2", "--burstiness", "0.5"),
+        2,
+        "--burstiness 0.5 and bench.arrivals poisson both given",
+    ),
+    _c(
+        "in-flight cap on a closed loop",
+        ("bench", *EP, "--max-in-flight", "4"),
+        2,
+        "--max-in-flight 4 applies to open loop only",
+    ),
+    _c(
+        "bad trace row",
+        ("bench", *EP, "--trace", "bad_trace.csv"),
+        2,
+        "bad_trace.csv line 3: output_tokens is 'many', not a number",
+    ),
     _c("zero output tokens", ("bench", *EP, "--max-tokens", "0"), 2, "bench.max_tokens"),
     _c("infinite timeout", ("bench", *EP, "--set", "bench.timeout_s=1e400"), 2, "bench.timeout_s"),
     _c("unknown API", ("bench", *EP, "--api", "grpc"), 2, "--api: Input should be 'chat' or 'completions'"),
@@ -156,6 +186,37 @@ CASES: list[Case] = [
     _c("prompt file with a YAML alias", ("bench", *EP, "--prompts", "alias.yaml"), 2, "YAML aliases are not allowed"),
     _c("prompt file nested too deeply", ("bench", *EP, "--prompts", "deep.yaml"), 2, "nested too deeply"),
     _c("pod prompt file over 5 MB", ("loadgen", *EP, "--prompts-file", "huge_prompts.yaml"), 2, "byte limit"),
+    _c(
+        "workload JSONL row without a prompt",
+        ("bench", *EP, *ID, "--prompts", "bad_row.jsonl"),
+        2,
+        "prompt file bad_row.jsonl, line 2, field 'prompt': missing",
+    ),
+    _c(
+        "ShareGPT record without conversations",
+        ("bench", *EP, *ID, "--prompts", "bad_sharegpt.json"),
+        2,
+        "prompt file bad_sharegpt.json, record [1], field 'conversations': missing",
+    ),
+    _c(
+        "workload CSV with a bad output length",
+        ("bench", *EP, *ID, "--prompts", "bad_rows.csv"),
+        2,
+        "prompt file bad_rows.csv, line 3, field 'output_tokens'",
+    ),
+    _c("workload JSONL not UTF-8", ("bench", *EP, *ID, "--prompts", "latin1.jsonl"), 2, "line 1 is not UTF-8"),
+    _c(
+        "workload class weight for a class the file lacks",
+        ("bench", *EP, *ID, "--prompts", "good.csv", "--set", "bench.workload.class_weights={nosuch: 2}"),
+        2,
+        "class_weights names class(es) nosuch",
+    ),
+    _c(
+        "saved dataset folder that is not one",
+        ("bench", *EP, *ID, "--prompts", "empty_dir", "--set", "bench.workload.format=hf-disk"),
+        2,
+        "is not a dataset saved with save_to_disk",
+    ),
     _c("unknown local runtime", "bench --local --runtime docker", 2, "--runtime 'docker' is not a local runtime"),
     _c("unknown engine", ("bench", *EP, "--engine", "locust"), 2, "--engine 'locust'"),
     _c("no endpoint", "loadgen", 2, "loadgen needs at least one --endpoint"),
@@ -277,6 +338,12 @@ def make_inputs(root: Path) -> None:
     (root / "latin1_prompts.yaml").write_bytes('prompts:\n  - {id: p, text: "caf\xe9"}\n'.encode("latin-1"))
     (root / "bad_class.yaml").write_text("name: bad\nprompts:\n  - {id: p, class: ../c, text: hello}\n")
     (root / "empty_dir").mkdir()
+    (root / "bad_row.jsonl").write_text('{"prompt": "fine"}\n{"class": "c"}\n')
+    (root / "bad_sharegpt.json").write_text('[{"conversations": [{"from": "human", "value": "hi"}]}, {"id": "b"}]')
+    (root / "bad_rows.csv").write_text("prompt,output_tokens\nhello,5\nworld,many\n")
+    (root / "good.csv").write_text("prompt,class\nhello,greeting\nworld,greeting\n")
+    (root / "bad_trace.csv").write_text("timestamp,output_tokens\n0,5\n0.5,many\n")
+    (root / "latin1.jsonl").write_bytes('{"prompt": "caf\xe9"}\n'.encode("latin-1"))
     meta = {"run_id": "r", "spectrn_version": "0.1.0", "started_at": 1_800_000_000.0, "finished_at": 1_800_000_100.0}
     for name in ("corrupt_run", "empty_run", "damaged_run", "good_run", "list_acc_run", "price_run", "old_summary_run"):
         (root / name).mkdir()

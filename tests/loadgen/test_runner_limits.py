@@ -112,6 +112,9 @@ def test_run_json_records_the_plan_the_load_shape_and_the_token_source(tmp_path:
         "rate_per_s": 50.0,
         "rate_per_s_this_shard": 50.0,
         "max_in_flight": 1024,
+        "max_in_flight_this_shard": 1024,
+        "max_in_flight_set": False,
+        "ttft_from": "send",
         "seed": 0,
     }
     assert run["token_sources"] == {"baseline": {"token_ids": 13}, "speculative": {"token_ids": 13}}

@@ -3,7 +3,8 @@
 From the stream. One engine step of speculative decoding emits the accepted prefix of the draft's proposals
 plus one token of the target's own, and a streaming server sends a step's tokens in one event. So the size
 n of each decode event is accepted + 1. The first event (the prefill's token) and the last one of a request
-that stopped at ``max_tokens`` (cut short) are not steps of known size and are skipped. The window semantics
+that stopped at ``max_tokens`` or at its end-of-sequence token (finish reason ``length`` or ``stop``: the step is
+cut short, its tokens after the end are dropped) are not steps of known size and are skipped. The window semantics
 decide how many proposals a step has (``spectrn.windows``):
 
 - NxDI (the Neuron fork and fused speculation): ``speculation_length = k`` proposes k - 1 tokens, so a step

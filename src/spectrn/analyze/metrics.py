@@ -11,6 +11,11 @@ Definitions (per successful, non-warm-up request with n output tokens):
   Reported only for reconciliation with published numbers, always labelled as such.
 - output throughput per request: n / e2e.
 
+Each request uses its own n, so the figures hold when output lengths differ (natural ends, ``ignore_eos`` off):
+percentiles of TPOT, e2e and per-request throughput count each request once whatever its length, while the
+per-token ITL and the aggregate throughput (total tokens / wall time, ``spectrn.analyze.summary``) count each
+token once (docs/benchmarks.md, "Natural output lengths").
+
 ``time_scale``: a simulated run at time scale s ran s times real time; every duration is divided by s so that
 the figures are the real-time ones (throughput multiplied by s).
 """

@@ -142,7 +142,8 @@ class Accumulator:
         self.last_end = max(self.last_end, rec.sent_at + m.e2e * time_scale)  # wall clock, as sent
         self.token_sources[rec.token_source] += 1
         if self.stream is not None and rec.chunk_tokens:
-            cut = max_tokens is not None and m.output_tokens >= max_tokens
+            # the last step is cut short at max_tokens, and at EOS too (the window's tokens after it are dropped)
+            cut = rec.finish_reason in ("length", "stop") or (max_tokens is not None and m.output_tokens >= max_tokens)
             self.stream.add(rec.chunk_tokens, cut_at_max_tokens=cut)
 
     def merge(self, other: Accumulator) -> None:
@@ -561,14 +562,9 @@ def summarize(
 
 def load_shape_text(meta: RunMeta) -> str | None:
     """How load was applied, per level, in one line (run.json's ``load_shape``)."""
-    parts = []
-    for lv, shape in meta.load_shape.items():
-        if shape.get("kind") == "open-loop":
-            parts.append(f"{lv}: open loop, Poisson {shape.get('rate_per_s')} req/s")
-        elif shape.get("kind") == "closed-loop":
-            ramp = shape.get("ramp_s")
-            start = "all streams start at once" if not ramp else f"streams start over {ramp} s ({shape.get('ramp')})"
-            parts.append(f"{lv}: closed loop, {shape.get('concurrency')} streams, {start}")
+    from spectrn.loadgen.arrivals import shape_text
+
+    parts = [shape_text(lv, shape) for lv, shape in meta.load_shape.items() if shape.get("kind")]
     return "; ".join(parts) or meta.provenance.load_shape
 
 

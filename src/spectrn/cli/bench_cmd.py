@@ -11,19 +11,26 @@ import typer
 
 from spectrn.cli.common import (
     OUT_DIR_HELP,
+    ArrivalsOpt,
+    BurstinessOpt,
     ConfigOpt,
     ContextOpt,
     DraftOpt,
+    DurationOpt,
     KubeconfigOpt,
     KubeNamespaceOpt,
+    MaxInFlightOpt,
     Output,
     OutputOpt,
     SetOpt,
+    TraceOpt,
     WindowOpt,
     config_from_cli,
     connect_cluster,
     err_console,
     levels_flag,
+    rates_flag,
+    shape_flags,
 )
 from spectrn.cli.show import finish_and_show, show_finished
 from spectrn.errors import ConfigError
@@ -53,7 +60,12 @@ ModelOpt = Annotated[
 ]
 PromptsOpt = Annotated[
     str | None,
-    typer.Option("--prompts", metavar="SET|FILE", help="Prompt set: structured, open, sample, all, or a YAML file."),
+    typer.Option(
+        "--prompts",
+        metavar="SET|FILE",
+        help="Prompt set: structured, open, sample, all, or a file or saved dataset (YAML, JSONL, ShareGPT, CSV, "
+        "Spec-Bench, Hugging Face save_to_disk; docs/workloads.md).",
+    ),
 ]
 ConcurrencyOpt = Annotated[
     str | None, typer.Option("--concurrency", metavar="1,4,16", help="Closed-loop load levels (comma-separated).")
@@ -90,22 +102,24 @@ def parse_endpoints(items: list[str] | None) -> dict[str, str]:
 def _bench_flags(
     prompts: str | None,
     concurrency: str | None,
-    rate: float | None,
+    rate: str | None,
     requests: int | None,
     max_tokens: int | None,
     api: str | None,
     input_tokens: int | None,
     mode: str | None,
+    ignore_eos: bool | None = None,
 ) -> dict[str, Any]:
     return {
         "bench__prompts": prompts,
         "bench__concurrency": levels_flag(concurrency),
-        "bench__request_rate": rate,
+        "bench__request_rate": rates_flag(rate),
         "bench__requests": requests,
         "bench__max_tokens": max_tokens,
         "bench__api": api,
         "bench__input_tokens": input_tokens,
         "bench__schedule": mode,
+        "bench__ignore_eos": ignore_eos,
     }
 
 
@@ -123,13 +137,29 @@ def bench(
     prompts: PromptsOpt = None,
     concurrency: ConcurrencyOpt = None,
     rate: Annotated[
-        float | None, typer.Option("--rate", metavar="REQ/S", help="Open-loop Poisson rate (req/s per endpoint).")
+        str | None,
+        typer.Option("--rate", metavar="1,2,4", help="Open-loop rates, req/s per endpoint (comma-separated levels)."),
     ] = None,
+    duration: DurationOpt = None,
+    arrivals: ArrivalsOpt = None,
+    burstiness: BurstinessOpt = None,
+    max_in_flight: MaxInFlightOpt = None,
+    trace: TraceOpt = None,
     requests: Annotated[
         int | None, typer.Option("--requests", metavar="N", help="Measured requests per endpoint and level.")
     ] = None,
     max_tokens: Annotated[
-        int | None, typer.Option("--max-tokens", metavar="N", help="Output tokens per request.")
+        int | None,
+        typer.Option("--max-tokens", metavar="N", help="Output tokens per request (a cap with --no-ignore-eos)."),
+    ] = None,
+    ignore_eos: Annotated[
+        bool | None,
+        typer.Option(
+            "--ignore-eos/--no-ignore-eos",
+            help="Exactly --max-tokens per request, or natural lengths ending at EOS (default: on for the built-in "
+            "prompt sets, off for a prompt file or dataset).",
+            show_default=False,
+        ),
     ] = None,
     input_tokens: Annotated[
         int | None, typer.Option("--input-tokens", metavar="N", help="Shape prompts to this many input tokens.")
@@ -163,7 +193,8 @@ def bench(
     from spectrn.loadgen.bench import check_run_id, new_run_id
 
     console = err_console()
-    flags = _bench_flags(prompts, concurrency, rate, requests, max_tokens, api, input_tokens, mode)
+    flags = _bench_flags(prompts, concurrency, rate, requests, max_tokens, api, input_tokens, mode, ignore_eos)
+    flags.update(shape_flags(duration, arrivals, burstiness, max_in_flight, trace))
     in_cluster = not (local or endpoint)  # the load runs as a Job next to the deployed services
     cfg = config_from_cli(
         config,
@@ -181,6 +212,12 @@ def bench(
             f"--engine {engine!r} is not spectrn or llmperf", hint="use --engine spectrn or --engine llmperf"
         )
     endpoints = parse_endpoints(endpoint)
+    if in_cluster and cfg.bench.trace is not None:
+        raise ConfigError(
+            f"bench.trace {cfg.bench.trace} (from {cfg.origin_of('bench.trace')}): the in-cluster load Job cannot "
+            "read a trace file on this machine",
+            hint="replay it from here: add --local (simulator) or --endpoint baseline=URL --endpoint speculative=URL",
+        )
     declared = draft is not None or window is not None
     unknown_setup = bool(endpoints) and not declared  # servers spectrn did not start and nobody described
     rid = check_run_id(run_id) if run_id else new_run_id(cfg, label="endpoints" if unknown_setup else None)

@@ -118,6 +118,54 @@ def levels_flag(concurrency: str | None) -> list[int] | None:
         ) from None
 
 
+def rates_flag(rate: str | None) -> list[float] | None:
+    """``--rate 1,2,4`` -> [1.0, 2.0, 4.0]: one open-loop level per rate."""
+    if rate is None:
+        return None
+    try:
+        return [float(x) for x in rate.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(
+            f"--rate {rate!r} is not a comma-separated list of rates (req/s)", hint="e.g. --rate 2 or --rate 1,2,4"
+        ) from None
+
+
+# Load-shape flags shared by `bench` and `sweep` (docs/load-shapes.md).
+DurationOpt = Annotated[
+    float | None,
+    typer.Option("--duration", metavar="SECONDS", help="Run each level this long; --requests is then an upper bound."),
+]
+ArrivalsOpt = Annotated[
+    str | None,
+    typer.Option("--arrivals", metavar="poisson|constant|gamma", help="Open-loop arrival process (with --rate)."),
+]
+BurstinessOpt = Annotated[
+    float | None,
+    typer.Option("--burstiness", metavar="X", help="Gamma arrivals' shape: 1 = Poisson, < 1 burstier."),
+]
+MaxInFlightOpt = Annotated[
+    int | None,
+    typer.Option("--max-in-flight", metavar="N", help="Open loop: at most N requests in flight; later arrivals wait."),
+]
+TraceOpt = Annotated[
+    str | None,
+    typer.Option("--trace", metavar="FILE", help="Replay arrival times from a JSONL or CSV trace."),
+]
+
+
+def shape_flags(
+    duration: float | None, arrivals: str | None, burstiness: float | None, max_in_flight: int | None, trace: str | None
+) -> dict[str, Any]:
+    """The load-shape flags as config overrides (``config_from_cli``); None: not given."""
+    return {
+        "bench__duration_s": duration,
+        "bench__arrivals": arrivals,
+        "bench__burstiness": burstiness,
+        "bench__max_in_flight": max_in_flight,
+        "bench__trace": trace,
+    }
+
+
 # A console that is not a terminal has no width to fit: tables and sentences are printed whole.
 UNBOUNDED_WIDTH = 10_000
 
@@ -162,8 +210,14 @@ FLAG_NAMES = {
     "bench.prompts": "--prompts",
     "bench.concurrency": "--concurrency",
     "bench.request_rate": "--rate",
+    "bench.duration_s": "--duration",
+    "bench.arrivals": "--arrivals",
+    "bench.burstiness": "--burstiness",
+    "bench.max_in_flight": "--max-in-flight",
+    "bench.trace": "--trace",
     "bench.requests": "--requests",
     "bench.max_tokens": "--max-tokens",
+    "bench.ignore_eos": "--ignore-eos/--no-ignore-eos",
     "bench.api": "--api",
     "bench.input_tokens": "--input-tokens",
     "bench.schedule": "--mode",

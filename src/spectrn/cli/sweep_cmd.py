@@ -6,12 +6,17 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from spectrn.cli.common import (
+    ArrivalsOpt,
+    BurstinessOpt,
     ConfigOpt,
     ContextOpt,
+    DurationOpt,
     KubeconfigOpt,
     KubeNamespaceOpt,
+    MaxInFlightOpt,
     Output,
     OutputOpt,
     SetOpt,
@@ -20,6 +25,8 @@ from spectrn.cli.common import (
     err_console,
     levels_flag,
     print_document,
+    rates_flag,
+    shape_flags,
 )
 from spectrn.errors import ConfigError
 
@@ -54,10 +61,20 @@ def sweep(
         str | None,
         typer.Option("--concurrency", metavar="1,4,16", help="Closed-loop load levels (one cell each)."),
     ] = None,
+    rate: Annotated[
+        str | None,
+        typer.Option("--rate", metavar="1,2,4", help="Open-loop rates, req/s per endpoint (one cell per rate)."),
+    ] = None,
+    duration: DurationOpt = None,
+    arrivals: ArrivalsOpt = None,
+    burstiness: BurstinessOpt = None,
+    max_in_flight: MaxInFlightOpt = None,
     prompts: Annotated[
         str | None,
         typer.Option(
-            "--prompts", metavar="SET|FILE", help="Prompt set: structured, open, sample, all, or a YAML file."
+            "--prompts",
+            metavar="SET|FILE",
+            help="Prompt set: structured, open, sample, all, or a file or saved dataset (docs/workloads.md).",
         ),
     ] = None,
     local: Annotated[
@@ -144,6 +161,8 @@ def sweep(
     flags: dict[str, Any] = {
         "bench__prompts": prompts,
         "bench__concurrency": levels_flag(concurrency),
+        "bench__request_rate": rates_flag(rate),
+        **shape_flags(duration, arrivals, burstiness, max_in_flight, None),
         "bench__requests": requests,
         "bench__max_tokens": max_tokens,
         "sim__time_scale": time_scale,
@@ -158,8 +177,6 @@ def sweep(
             raise ConfigError("--twin needs --local (and the sim runtime)", hint="add --local")
         sets = [*twin_settings(twin), *(sets or [])]  # the user's --set still wins
     cfg = config_from_cli(config, sets, cluster=not local, load_job=not local, console=console, **flags)
-    if concurrency is not None:
-        cfg.bench.request_rate = None
     d, w = _grid_flags(cfg, drafts, windows)
     if runtime not in ("sim", "vllm-cpu"):
         raise ConfigError(
@@ -184,9 +201,14 @@ def sweep(
             hint="check --sweep-id and --out-dir, or drop --resume",
         )
     from spectrn.loadgen.bench import flag_or_key
-    from spectrn.loadgen.prompts import load_prompt_set
+    from spectrn.loadgen.workloads import load_workload
 
-    load_prompt_set(cfg.bench.prompts, what=flag_or_key(cfg, "bench.prompts"))  # now, not once servers are up
+    # now, not once servers are up
+    _, workload_warnings = load_workload(
+        cfg.bench.prompts, cfg.bench.workload, seed=cfg.bench.seed, what=flag_or_key(cfg, "bench.prompts")
+    )
+    for msg in workload_warnings:
+        console.print(f"[yellow]warning:[/] {escape(msg)}", highlight=False)
     opts = SweepOptions(drafts=d, windows=w, predict=predict, weights=parse_mix(mix), quiet=quiet, min_gain=min_gain)
     kube = None
     if not local:

@@ -27,9 +27,11 @@ from typing import Any
 
 from spectrn.errors import BenchError, ConfigError, Interrupted, Terminated, redact_url
 from spectrn.events import Emitter, OnEvent
+from spectrn.loadgen.arrivals import read_trace
 from spectrn.loadgen.client import RequestParams
-from spectrn.loadgen.prompts import build_schedule, load_prompt_set, split_schedule
+from spectrn.loadgen.prompts import BUILTIN_SETS, COMBINED_SETS, build_schedule, split_schedule
 from spectrn.loadgen.runner import Level, RunOutcome, RunPlan, run_bench, write_error
+from spectrn.loadgen.workloads import load_workload
 from spectrn.names import check_name
 from spectrn.names import check_run_id as check_run_id
 from spectrn.paths import folder_lock, safe_output_dir
@@ -48,9 +50,14 @@ def new_run_id(cfg: SpectrnConfig, prefix: str = "", *, label: str | None = None
 
 
 def levels_from_config(cfg: SpectrnConfig) -> list[Level]:
-    if cfg.bench.request_rate is not None:
-        return [Level.poisson(cfg.bench.request_rate)]
-    return [Level.closed(c) for c in cfg.bench.concurrency]
+    """The run's load levels: a trace (one level), open-loop rates, or closed-loop concurrencies
+    (``SpectrnConfig`` refuses a run that asks for two of them; docs/load-shapes.md)."""
+    b = cfg.bench
+    if b.trace is not None:
+        return [Level.replay(b.max_in_flight)]
+    if b.request_rate is not None:
+        return [Level.open(r, b.arrivals, b.burstiness, b.max_in_flight) for r in b.request_rate]
+    return [Level.closed(c) for c in b.concurrency]
 
 
 def plan_from_config(
@@ -66,14 +73,23 @@ def plan_from_config(
     keep_output: bool = True,
     provenance: Provenance | None = None,
     run_dir: Path | None = None,
+    on_event: OnEvent | None = None,
 ) -> RunPlan:
-    """``run_dir``: the run folder itself (``spectrn loadgen --out``); default ``out_root/run_id``."""
+    """``run_dir``: the run folder itself (``spectrn loadgen --out``); default ``out_root/run_id``. The workload
+    is read here, before any server is contacted; its warnings (low-diversity classes) go to ``on_event``."""
     b = cfg.bench
-    prompt_set = load_prompt_set(
-        prompts or b.prompts, what="--prompts-file" if prompts else flag_or_key(cfg, "bench.prompts")
+    prompt_set, warnings = load_workload(
+        prompts or b.prompts,
+        b.workload,
+        seed=b.seed,
+        what="--prompts-file" if prompts else flag_or_key(cfg, "bench.prompts"),
     )
+    for message in warnings:
+        Emitter(on_event)("warning", f"warning: {message}")
+    trace = read_trace(Path(b.trace), what=flag_or_key(cfg, "bench.trace")) if b.trace is not None else None
+    requests = min(b.requests, len(trace)) if trace is not None else b.requests  # a trace row per request
     schedule = build_schedule(
-        prompt_set, requests=b.requests, warmup=b.warmup, seed=b.seed, nonce=run_id if b.nonce else None
+        prompt_set, requests=requests, warmup=b.warmup, seed=b.seed, nonce=run_id if b.nonce else None
     )
     if shards < 1 or not 0 <= shard < shards:
         raise ConfigError(f"--shard-index {shard} is outside 0..{shards - 1}", hint="use 0 <= shard-index < shards")
@@ -82,6 +98,7 @@ def plan_from_config(
         api=b.api,
         max_tokens=b.max_tokens,
         temperature=b.temperature,
+        ignore_eos=ignore_eos_of(cfg, prompts),
         timeout_s=b.timeout_s,
         keep_output=keep_output,
     )
@@ -107,7 +124,22 @@ def plan_from_config(
         config=cfg.model_dump(mode="json"),
         ramp_s=b.ramp_s,
         provenance=provenance or endpoint_provenance(cfg, endpoints),
+        duration_s=b.duration_s,
+        trace=trace,
+        trace_file=b.trace or "",
+        trace_first_index=b.warmup,
     )
+
+
+def ignore_eos_of(cfg: SpectrnConfig, prompts: str | None = None) -> bool:
+    """``bench.ignore_eos``, or unset its automatic value for the prompts run (``prompts``: a ``--prompts-file``
+    that replaces ``bench.prompts``): on for a built-in set, whose fixed lengths keep runs comparable with each
+    other and with the published experiment; off for a user's prompt file or dataset, whose natural output
+    lengths are part of the workload being measured."""
+    if cfg.bench.ignore_eos is not None:
+        return cfg.bench.ignore_eos
+    name = prompts or cfg.bench.prompts
+    return name in BUILTIN_SETS or name in COMBINED_SETS
 
 
 def flag_or_key(cfg: SpectrnConfig, key: str) -> str:
@@ -289,10 +321,12 @@ def bench_local(
     named the endpoints' draft and window (--draft/--window)."""
     if endpoints:
         prov = endpoint_provenance(cfg, endpoints, declared=declared)
-        plan = plan_from_config(cfg, endpoints, run_id=run_id, out_root=out_root, model=model, provenance=prov)
+        plan = plan_from_config(
+            cfg, endpoints, run_id=run_id, out_root=out_root, model=model, provenance=prov, on_event=on_event
+        )
         return execute(plan, cfg, on_event).run_dir
     pair = local_runtime(cfg, runtime, out_root / run_id / "servers", time_scale)  # checks, starts nothing
-    plan = plan_from_config(cfg, {}, run_id=run_id, out_root=out_root, model=model)
+    plan = plan_from_config(cfg, {}, run_id=run_id, out_root=out_root, model=model, on_event=on_event)
     with sigterm_raises("while the local servers were starting or stopping"), claim_run_dir(plan.out_dir):
         with pair:
             Emitter(on_event)("detail", f"{runtime} servers: {pair.endpoints}", endpoints=dict(pair.endpoints))

@@ -60,6 +60,7 @@ MAX_TOKEN_COUNT = 10_000_000  # a usage count above this is not a real count
 MAX_TOKEN_ID = (1 << 32) - 1
 DRAIN_AFTER_DONE_BYTES = 64 << 10  # read past [DONE] only to let the connection be reused
 DRAIN_AFTER_DONE_S = 0.5
+MAX_FINISH_REASON_CHARS = 40  # vLLM's are stop, length, abort; a longer one is kept only in part
 
 # Compression is not advertised: a compressing server (or proxy) emits bytes when its compressor flushes,
 # not when a token is ready, so chunk arrival times would measure the compressor. Decoding gzip would
@@ -87,6 +88,10 @@ ERROR_CLASSES: dict[str, str] = {
 
 @dataclass(frozen=True)
 class RequestParams:
+    """What every request of a run asks for. ``ignore_eos``: exactly ``max_tokens`` tokens (``ignore_eos`` with
+    ``min_tokens``); off, the server ends each answer at its end-of-sequence token and ``max_tokens`` is a cap,
+    which is why the bounds below are computed from it (they hold for any length up to the cap)."""
+
     model: str
     api: Api = "chat"
     max_tokens: int = 600
@@ -188,6 +193,7 @@ class Choice(_Model):
     text: str | None = None  # completions
     delta: Delta | None = None  # chat
     token_ids: list[TokenId] | None = None
+    finish_reason: str | None = None
 
 
 class StreamEvent(_Model):
@@ -292,6 +298,7 @@ class StreamParser:
     text_parts: list[str] = field(default_factory=list)
     prompt_tokens: int | None = None
     completion_tokens: int | None = None  # the last usage.completion_tokens seen
+    finish_reason: str | None = None  # the last one the server sent (stop: EOS, length: max_tokens)
     error: str | None = None
     error_msg: str | None = None
     done: bool = False
@@ -337,6 +344,8 @@ class StreamParser:
         if not ev.choices:
             return
         choice = ev.choices[0]
+        if choice.finish_reason is not None:  # recorded, never trusted for counting: it may come on a tokenless event
+            self.finish_reason = choice.finish_reason[:MAX_FINISH_REASON_CHARS]
         if choice.delta is not None:
             text = choice.delta.content or ""
             thinking = choice.delta.reasoning_content or ""
@@ -612,6 +621,7 @@ async def run_request(
         token_warning=warning,
         prompt_tokens=stream.prompt_tokens,
         completion_tokens=stream.completion_tokens,
+        finish_reason=stream.finish_reason,
         status=status,
         error=stream.error,
         error_msg=redact(stream.error_msg) if stream.error_msg else None,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import overload
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from spectrn.errors import ConfigError
 from spectrn.names import check_name
@@ -28,11 +28,17 @@ MAX_PROMPT_FILE_BYTES = 5_000_000
 
 
 class Prompt(BaseModel):
+    """One prompt. ``text`` is what a request sends; ``turns`` (multi-turn workloads) holds every user message,
+    the first being ``text``, for a runner that replays conversations; ``output_tokens`` is the file's hint of
+    the natural answer length (requests still ask for bench.max_tokens)."""
+
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     id: str = Field(min_length=1, max_length=200)
     prompt_class: str = Field(alias="class", min_length=1, max_length=100)
     text: str = Field(min_length=1, max_length=1_000_000)
+    turns: list[str] | None = Field(default=None, min_length=1, max_length=1000)
+    output_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
 
     @field_validator("id", "prompt_class")
     @classmethod
@@ -41,6 +47,13 @@ class Prompt(BaseModel):
             raise ValueError("must be a single line without control characters")
         return v
 
+    @model_validator(mode="after")
+    def _first_turn_is_text(self) -> Prompt:
+        # the single-turn view (text) and the conversation (turns) must never disagree on what is sent first
+        if self.turns is not None and self.turns[0] != self.text:
+            raise ValueError("turns[0] must be the prompt's text")
+        return self
+
 
 class PromptSet(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -48,6 +61,9 @@ class PromptSet(BaseModel):
     name: str
     description: str = ""
     prompts: list[Prompt] = Field(min_length=1)
+    class_weights: dict[str, float] = Field(
+        default_factory=dict, description="class -> relative share of the schedule (unlisted classes: 1)"
+    )
 
     @field_validator("prompts")
     @classmethod
@@ -183,6 +199,8 @@ def build_schedule(
     """
     rng = random.Random(seed)
     total = warmup + requests
+    if prompt_set.class_weights:
+        return Schedule(prompt_set.prompts, _weighted_order(prompt_set, total, rng), warmup, nonce)
     order = array("I")
     positions = list(range(len(prompt_set.prompts)))
     while len(order) < total:
@@ -190,3 +208,29 @@ def build_schedule(
         rng.shuffle(batch)
         order.extend(batch[: total - len(order)])
     return Schedule(prompt_set.prompts, order, warmup, nonce)
+
+
+def _weighted_order(prompt_set: PromptSet, total: int, rng: random.Random) -> array[int]:
+    """Class shares follow ``class_weights`` exactly (smooth weighted round robin: after n requests each class
+    is within one request of its share), so a class's share does not depend on how many prompts it has or on
+    luck; within a class the prompts cycle in seeded shuffled passes, as in the unweighted schedule."""
+    by_class: dict[str, list[int]] = {}
+    for i, p in enumerate(prompt_set.prompts):
+        by_class.setdefault(p.prompt_class, []).append(i)
+    classes = sorted(by_class)
+    weights = [prompt_set.class_weights.get(c, 1.0) for c in classes]
+    whole = sum(weights)
+    credit = [0.0] * len(classes)
+    passes: dict[str, list[int]] = {c: [] for c in classes}
+    order = array("I")
+    while len(order) < total:
+        for k, w in enumerate(weights):
+            credit[k] += w
+        k = max(range(len(classes)), key=lambda j: credit[j])  # ties: the first class in name order
+        credit[k] -= whole
+        cls = classes[k]
+        if not passes[cls]:
+            passes[cls] = list(by_class[cls])
+            rng.shuffle(passes[cls])
+        order.append(passes[cls].pop())
+    return order

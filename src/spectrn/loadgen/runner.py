@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import json
-import random
 import statistics
 import time
 from collections.abc import Callable, Coroutine, Iterator, Sequence
@@ -37,6 +36,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from spectrn import __version__
 from spectrn.errors import BenchError, EndpointError, SpectrnError, one_line, redact, redact_url
+from spectrn.loadgen.arrivals import Level as Level  # re-exported: the runner's callers name levels
+from spectrn.loadgen.arrivals import (
+    TraceRow,
+    level_arrivals,
+    open_loop_shape,
+    shard_cap,
+)
+from spectrn.loadgen.arrivals import poisson_arrivals as poisson_arrivals  # re-exported: older imports
+from spectrn.loadgen.arrivals import poisson_offsets as poisson_offsets
 from spectrn.loadgen.client import (
     MAX_TOKEN_COUNT,
     RequestParams,
@@ -63,21 +71,6 @@ AUTO_RAMP_MAX_S = 10.0
 MAX_JSON_BODY_BYTES = 1 << 20  # /v1/models and /tokenize answers
 
 
-@dataclass(frozen=True)
-class Level:
-    label: str
-    concurrency: int | None = None
-    rate: float | None = None
-
-    @staticmethod
-    def closed(c: int) -> Level:
-        return Level(f"c{c}", concurrency=c)
-
-    @staticmethod
-    def poisson(rate: float, max_in_flight: int = 1024) -> Level:
-        return Level(f"r{rate:g}", rate=rate, concurrency=max_in_flight)
-
-
 @dataclass
 class RunPlan:
     run_id: str
@@ -94,6 +87,10 @@ class RunPlan:
     engine: str = "spectrn"
     ramp_s: float | None = None  # None: automatic (closed_loop_ramp)
     provenance: Provenance | None = None
+    duration_s: float | None = None  # each level ends this long after its start (bench.duration_s)
+    trace: Sequence[TraceRow] | None = None  # a "trace" level's rows: measured request k starts at row k
+    trace_file: str = ""
+    trace_first_index: int = 0  # schedule index of the first measured request (row 0): the warm-up count
 
 
 @dataclass
@@ -108,7 +105,7 @@ class RunOutcome:
 def fd_budget(plan: RunPlan) -> int:
     """File descriptors a closed-loop run holds at its peak: a connection per stream and endpoint, plus
     the results files, the event loop and the interpreter's own."""
-    streams = max((lv.concurrency or 1 for lv in plan.levels if lv.rate is None), default=0)
+    streams = max((lv.concurrency or 1 for lv in plan.levels if not lv.open_loop), default=0)
     return -(-streams // plan.shards) * len(plan.endpoints) + 64
 
 
@@ -399,20 +396,6 @@ async def shape_input_lengths(
     return out, note
 
 
-def poisson_arrivals(rate: float, seed: int) -> Iterator[float]:
-    """Seeded Poisson arrival offsets (seconds from the level's start), generated as they are needed."""
-    rng = random.Random(seed)
-    t = 0.0
-    while True:
-        t += rng.expovariate(rate)
-        yield t
-
-
-def poisson_offsets(n: int, rate: float, seed: int) -> list[float]:
-    arrivals = poisson_arrivals(rate, seed)
-    return [next(arrivals) for _ in range(n)]
-
-
 def closed_loop_ramp(plan: RunPlan, level: Level, warm_e2e: float | None) -> tuple[float, str]:
     """(seconds over which the level's closed-loop streams start, how that was chosen).
 
@@ -458,11 +441,13 @@ def _first_error(eg: BaseExceptionGroup[BaseException]) -> BaseException:
     return next((e for e in leaves if not isinstance(e, asyncio.CancelledError)), leaves[0])
 
 
-async def _send(session: Any, name: str, url: str, plan: RunPlan, req: ScheduledRequest, level: Level) -> RequestRecord:
+async def _send(
+    session: Any, name: str, url: str, plan: RunPlan, req: ScheduledRequest, level: Level, params: RequestParams
+) -> RequestRecord:
     return await run_request(
         session,
         url,
-        plan.params,
+        params,
         req.text,
         variant=name,
         index=req.index,
@@ -472,6 +457,21 @@ async def _send(session: Any, name: str, url: str, plan: RunPlan, req: Scheduled
         warmup=req.warmup,
         shard=plan.shard,
     )
+
+
+def _params_for(plan: RunPlan, req: ScheduledRequest) -> RequestParams:
+    """The request's parameters: a trace row's ``output_tokens`` replaces ``max_tokens`` for its request."""
+    row = _trace_row(plan, req)
+    if row is not None and row.output_tokens is not None:
+        return replace(plan.params, max_tokens=row.output_tokens)
+    return plan.params
+
+
+def _trace_row(plan: RunPlan, req: ScheduledRequest) -> TraceRow | None:
+    if plan.trace is None or req.warmup:
+        return None
+    k = req.index - plan.trace_first_index
+    return plan.trace[k] if 0 <= k < len(plan.trace) else None
 
 
 async def _closed_loop(
@@ -484,16 +484,26 @@ async def _closed_loop(
     concurrency: int,
     sink: RecordSink,
     ramp_s: float = 0.0,
+    deadline: float | None = None,
+    sent: dict[str, int] | None = None,
 ) -> None:
+    """``deadline`` (loop time): no request starts after it; those in flight finish (or hit the request
+    timeout). Workers pull the schedule in order, so what each endpoint sent is a prefix of it."""
     it = iter(items)
     workers = max(1, min(concurrency, len(items)))
     streams = max(1, workers * plan.shards)
+    loop = asyncio.get_running_loop()
 
     async def worker(k: int) -> None:
         if ramp_s > 0:  # stream k of this shard is stream k * shards + shard of the whole level
             await asyncio.sleep(ramp_s * (k * plan.shards + plan.shard) / streams)
-        for req in it:
-            rec = await _send(session, name, url, plan, req, level)
+        while deadline is None or loop.time() < deadline:
+            req = next(it, None)
+            if req is None:
+                return
+            if sent is not None:
+                sent[name] = sent.get(name, 0) + 1
+            rec = await _send(session, name, url, plan, req, level, _params_for(plan, req))
             # Let streams whose bytes are already here time-stamp them before this worker spends CPU on
             # writing its record and launching the next request (closed-loop waves end together).
             await asyncio.sleep(0)
@@ -512,31 +522,51 @@ async def _open_loop(
     arrivals: Iterator[float],
     t_start: float,
     sink: RecordSink,
+    sent: dict[str, int] | None = None,
 ) -> None:
     """Send each request at its arrival time. Arrivals are produced as they fall due and a task exists
-    only while its request is in flight (at most ``level.concurrency``); when that many are in flight,
-    the next arrival waits for a slot and is sent late (the record's ``sent_at`` shows it)."""
-    slots = asyncio.Semaphore(level.concurrency or 1024)
+    only while its request is in flight (at most this shard's share of ``level.concurrency``, the in-flight
+    cap); an arrival that finds the cap reached waits for a slot and is sent late: its TTFT counts from the
+    send, as ``vllm bench serve --max-concurrency`` and guidellm count it, and the record's ``queued_s``
+    says how long it waited. With ``plan.duration_s`` no arrival at or after the duration is sent."""
+    slots = asyncio.Semaphore(shard_cap(level, plan.shards))
     loop = asyncio.get_running_loop()
 
-    async def one(req: ScheduledRequest) -> None:
+    async def one(req: ScheduledRequest, queued: float | None) -> None:
         try:
-            rec = await _send(session, name, url, plan, req, level)
+            rec = await _send(session, name, url, plan, req, level, _params_for(plan, req))
         finally:
             slots.release()
+        if queued is not None:
+            rec.queued_s = round(queued, 6)
         await asyncio.sleep(0)
         sink.add(rec)
 
     try:
         async with asyncio.TaskGroup() as tg:
             for req, at in zip(items, arrivals, strict=False):
+                if plan.duration_s is not None and at >= plan.duration_s:
+                    break
                 delay = t_start + at - loop.time()
                 if delay > 0:
                     await asyncio.sleep(delay)
+                full = slots.locked()
                 await slots.acquire()
-                tg.create_task(one(req))
+                if sent is not None:
+                    sent[name] = sent.get(name, 0) + 1
+                # only the wait for a slot is queueing; a few ms of event-loop lateness is not
+                tg.create_task(one(req, loop.time() - (t_start + at) if full else None))
     except BaseExceptionGroup as eg:
         raise _first_error(eg) from None
+
+
+def _trace_arrivals(plan: RunPlan, items: Sequence[ScheduledRequest]) -> Iterator[float]:
+    """Each measured request's trace offset; the level ends with the trace (a shorter trace, fewer requests)."""
+    for req in items:
+        row = _trace_row(plan, req)
+        if row is None:
+            return
+        yield row.offset_s
 
 
 async def _run_level(
@@ -547,28 +577,38 @@ async def _run_level(
     level: Level,
     sink: RecordSink,
     ramp_s: float,
+    sent: dict[str, int] | None = None,
 ) -> None:
     if not items:
         return
-    if level.rate is not None:
-        rate = level.rate / plan.shards
+    if level.open_loop:
         t_start = asyncio.get_running_loop().time() + 0.05
+
+        def arrivals() -> Iterator[float]:  # one generator per endpoint: the same seeded times for each
+            if level.trace:
+                return _trace_arrivals(plan, items)
+            return level_arrivals(level, plan.seed, plan.shards)
+
         await _together(
-            *(
-                _open_loop(session, n, u, plan, items, level, poisson_arrivals(rate, plan.seed), t_start, sink)
-                for n, u in urls.items()
-            )
+            *(_open_loop(session, n, u, plan, items, level, arrivals(), t_start, sink, sent) for n, u in urls.items())
         )
         return
     concurrency = max(1, -(-(level.concurrency or 1) // plan.shards))
+    loop = asyncio.get_running_loop()
+    deadline = None if plan.duration_s is None else loop.time() + plan.duration_s
     if plan.mode == "interleaved":
         for start in range(0, len(items), concurrency):
+            if deadline is not None and loop.time() >= deadline:
+                break  # checked once per block, so both endpoints get the same blocks
             block = items[start : start + concurrency]
             for name, url in urls.items():
-                await _closed_loop(session, name, url, plan, block, level, concurrency, sink, ramp_s)
+                await _closed_loop(session, name, url, plan, block, level, concurrency, sink, ramp_s, sent=sent)
         return
     await _together(
-        *(_closed_loop(session, n, u, plan, items, level, concurrency, sink, ramp_s) for n, u in urls.items())
+        *(
+            _closed_loop(session, n, u, plan, items, level, concurrency, sink, ramp_s, deadline, sent)
+            for n, u in urls.items()
+        )
     )
 
 
@@ -641,6 +681,7 @@ def write_run_meta(plan: RunPlan, state: _RunState, finished: float | None) -> N
         model=plan.params.model,
         api=plan.params.api,
         max_tokens=plan.params.max_tokens,
+        ignore_eos=plan.params.ignore_eos,
         levels=[lv.label for lv in plan.levels],
         mode=plan.mode,
         shard=plan.shard,
@@ -651,18 +692,40 @@ def write_run_meta(plan: RunPlan, state: _RunState, finished: float | None) -> N
     _write_text(plan.out_dir / "run.json", meta.model_dump_json(indent=2))
 
 
+async def _shape_to_trace(
+    session: Any, plan: RunPlan, measured: Sequence[ScheduledRequest], notes: list[str]
+) -> list[ScheduledRequest]:
+    """Each measured request shaped to its trace row's ``input_tokens`` (rows without one keep their prompt),
+    one /tokenize pass per distinct length; the first endpoint's tokenizer speaks for all, as for input_tokens."""
+    out = list(measured)
+    targets: dict[int, list[int]] = {}
+    for k, req in enumerate(out):
+        row = _trace_row(plan, req)
+        if row is not None and row.input_tokens:
+            targets.setdefault(row.input_tokens, []).append(k)
+    first = next(iter(plan.endpoints.values()))
+    for target, where in sorted(targets.items()):
+        shaped, note = await shape_input_lengths(session, first, plan.params.model, [out[k] for k in where], target)
+        for k, req in zip(where, shaped, strict=True):
+            out[k] = req
+        if "ESTIMATED" in note and note not in notes:
+            notes.append(note)
+    notes.append(f"trace input_tokens: prompts shaped to {len(targets)} distinct length(s)")
+    return out
+
+
 def _load_shape(plan: RunPlan, level: Level, ramp_s: float, why: str) -> dict[str, object]:
-    if level.rate is not None:
-        return {
-            "kind": "open-loop",
-            "arrivals": "poisson",
-            "rate_per_s": level.rate,
-            "rate_per_s_this_shard": level.rate / plan.shards,
-            "max_in_flight": level.concurrency or 1024,
-            "seed": plan.seed,
-        }
+    if level.open_loop:
+        return open_loop_shape(
+            level,
+            shards=plan.shards,
+            seed=plan.seed,
+            duration_s=plan.duration_s,
+            trace=plan.trace,
+            trace_file=plan.trace_file,
+        )
     streams = level.concurrency or 1
-    return {
+    shape: dict[str, object] = {
         "kind": "closed-loop",
         "concurrency": streams,
         "concurrency_this_shard": max(1, -(-streams // plan.shards)),
@@ -672,6 +735,28 @@ def _load_shape(plan: RunPlan, level: Level, ramp_s: float, why: str) -> dict[st
         "start_interval_s": round(ramp_s / streams, 6) if streams > 1 else 0.0,
         "first_wave": "measured",
     }
+    if plan.duration_s is not None:
+        shape["duration_s"] = plan.duration_s
+    return shape
+
+
+def _level_ended(
+    plan: RunPlan, level: Level, state: _RunState, sent: dict[str, int], planned: int, took: float
+) -> None:
+    """A duration run plans an upper bound: record what each endpoint really sent, and say when the schedule
+    ran out before the duration (the level was shorter than asked)."""
+    if plan.duration_s is None:
+        return
+    for name in plan.endpoints:
+        state.planned.setdefault(name, {})[level.label] = sent.get(name, 0)
+    shape = state.load_shape.get(level.label)
+    if shape is not None:
+        shape["sent"] = {name: sent.get(name, 0) for name in plan.endpoints}
+    if took < plan.duration_s and all(sent.get(name, 0) >= planned for name in plan.endpoints):
+        state.notes.append(
+            f"level {level.label} ended after all {planned} scheduled request(s) in {took:.3g} s, before "
+            f"bench.duration_s {plan.duration_s:g} s: raise bench.requests (--requests) for a longer level"
+        )
 
 
 async def run_bench(
@@ -740,6 +825,9 @@ async def run_bench(
                 state.notes.append(note)
                 warm = [r for r in shaped if r.warmup]
                 measured = [r for r in shaped if not r.warmup]
+            if plan.trace is not None and any(row.input_tokens for row in plan.trace):
+                phase("shaping prompts to the trace's input_tokens")
+                measured = await _shape_to_trace(session, plan, measured, state.notes)
             urls = {n: endpoint_url(u, plan.params.api) for n, u in plan.endpoints.items()}
             if warm:
                 phase(f"warm-up: {len(warm)} request(s) per endpoint")
@@ -749,12 +837,16 @@ async def run_bench(
                 )
             warm_e2e = statistics.median(sink.warm_e2e) if sink.warm_e2e else None
             for level in plan.levels:
-                ramp_s, why = closed_loop_ramp(plan, level, warm_e2e) if level.rate is None else (0.0, "")
+                ramp_s, why = closed_loop_ramp(plan, level, warm_e2e) if not level.open_loop else (0.0, "")
                 state.load_shape[level.label] = _load_shape(plan, level, ramp_s, why)
-                phase(f"level {level.label}: {len(measured)} request(s) per endpoint")
+                until = f" for at most {plan.duration_s:g} s" if plan.duration_s is not None else ""
+                phase(f"level {level.label}: {len(measured)} request(s) per endpoint{until}")
                 await _prewarm(session, plan.endpoints, level.concurrency or 1)
                 before = await _scrape_all(session, plan, f"{level.label}.before", state.notes)
-                await _run_level(session, plan, urls, measured, level, sink, ramp_s)
+                sent: dict[str, int] = {}
+                t0 = time.monotonic()
+                await _run_level(session, plan, urls, measured, level, sink, ramp_s, sent)
+                _level_ended(plan, level, state, sent, len(measured), time.monotonic() - t0)
                 after = await _scrape_all(session, plan, f"{level.label}.after", state.notes)
                 for name in plan.endpoints:
                     acceptance[f"{name}@{level.label}"] = acceptance_delta(before.get(name), after.get(name))

@@ -310,27 +310,35 @@ def _packaged_prompts() -> dict[str, str]:
 
 
 def _user_prompts_path(cfg: SpectrnConfig) -> Path | None:
+    from spectrn.loadgen.prompts import BUILTIN_SETS, COMBINED_SETS
+
     value = cfg.bench.prompts
-    if "/" in value or value.endswith((".yaml", ".yml")):
-        return Path(value)
-    return None
+    if value in BUILTIN_SETS or value in COMBINED_SETS:
+        return None
+    return Path(value)
 
 
 def prompts_data(cfg: SpectrnConfig) -> dict[str, str]:
-    """ConfigMap data: every packaged prompt set, plus the user's prompt file when ``bench.prompts`` is a path."""
+    """ConfigMap data: every packaged prompt set, plus the user's workload when ``bench.prompts`` is a path.
+
+    The workload travels as spectrn's own YAML prompt set, already read, filtered, sampled and prefixed by
+    ``bench.workload`` here: the load pod then reads exactly the prompts a local run would send, in any source
+    format (JSONL, CSV, ShareGPT, Spec-Bench, a saved Hugging Face dataset), without the file's reader or the
+    ``datasets`` library in the image."""
     data = _packaged_prompts()
     user = _user_prompts_path(cfg)
     if user is not None:
-        from spectrn.spec.config import load_yaml
+        from spectrn.loadgen.workloads import load_workload
 
-        what = f"bench.prompts file ({cfg.source_of('bench.prompts')})"
-        load_yaml(user, what=what, max_bytes=900_000)  # readable, safe YAML, fits a ConfigMap
-        data[USER_PROMPTS_KEY] = user.read_text(encoding="utf-8")
+        what = f"bench.prompts ({cfg.source_of('bench.prompts')})"
+        shaped, _ = load_workload(str(user), cfg.bench.workload, seed=cfg.bench.seed, what=what)
+        dumped = shaped.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
+        data[USER_PROMPTS_KEY] = yaml.safe_dump({"name": shaped.name, **dumped}, sort_keys=False, allow_unicode=True)
     size = sum(len(v.encode()) for v in data.values())
     if size > 1_000_000:
         raise ConfigError(
-            f"bench.prompts: the prompt files total {size} bytes, over the 1 MB ConfigMap limit",
-            hint="trim the prompt file",
+            f"bench.prompts: the prompt sets total {size} bytes, over the 1 MB ConfigMap limit",
+            hint="sample fewer prompts (bench.workload.sample) or filter them (bench.workload.max_chars)",
         )
     return data
 
@@ -349,7 +357,11 @@ def pod_config_yaml(cfg: SpectrnConfig) -> str:
     """The config the load pod reads: the full run spec, with a user prompt path pointed at the mount."""
     data = cfg.model_dump(mode="json")
     if _user_prompts_path(cfg) is not None:
+        from spectrn.spec.config import WorkloadConfig
+
         data["bench"]["prompts"] = f"{PROMPTS_MOUNT}/{USER_PROMPTS_KEY}"
+        # the mounted set is the workload already shaped (prompts_data): shaping it again would sample twice
+        data["bench"]["workload"] = WorkloadConfig(format="yaml").model_dump(mode="json")
     return yaml.safe_dump(data, sort_keys=False)
 
 
@@ -391,6 +403,19 @@ def llmperf_run_timeout_s(cfg: SpectrnConfig) -> int:
     return math.ceil(bench.timeout_s) * waves
 
 
+def llmperf_sampling_params(cfg: SpectrnConfig) -> dict[str, Any]:
+    """llmperf's ``--additional-sampling-params`` (merged into each request body, next to its ``max_tokens``).
+    ``ignore_eos`` goes in only when ``bench.ignore_eos`` is set: llmperf uses its own test cases, never the
+    built-in sets, and the published experiment sent none (natural ends), which ``unset`` reproduces."""
+    bench = cfg.bench
+    params: dict[str, Any] = {"temperature": bench.temperature}
+    if bench.ignore_eos:
+        params.update(ignore_eos=True, min_tokens=bench.max_tokens)
+    elif bench.ignore_eos is False:
+        params["ignore_eos"] = False
+    return params
+
+
 def llmperf_env(cfg: SpectrnConfig, run_id: str, endpoints: Mapping[str, str], *, hold_s: int) -> list[dict[str, Any]]:
     """Every value the llmperf script (``manifests/llmperf-run.sh.j2``) uses, as container environment: the
     sample's flags and test cases, both services at once. llmperf runs one closed-loop level: the first of
@@ -408,7 +433,7 @@ def llmperf_env(cfg: SpectrnConfig, run_id: str, endpoints: Mapping[str, str], *
         "SPECTRN_REQUESTS": str(bench.requests),
         "SPECTRN_RUN_TIMEOUT_S": str(llmperf_run_timeout_s(cfg)),
         "SPECTRN_CONCURRENCY": str(bench.concurrency[0]),
-        "SPECTRN_SAMPLING_PARAMS": _json({"temperature": bench.temperature}),
+        "SPECTRN_SAMPLING_PARAMS": _json(llmperf_sampling_params(cfg)),
         "SPECTRN_ENDPOINTS": "".join(f"{variant} {url}\n" for variant, url in endpoints.items()),
         "SPECTRN_CASES": "".join(f"{slug}\t{text}\n" for slug, text in cases),
         "SPECTRN_KEEP_SONNET": LLMPERF_KEEP_SONNET,

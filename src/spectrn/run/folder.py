@@ -68,6 +68,11 @@ class RunFolder:
             raw = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise AnalysisError(f"{path} is missing", hint="pass a run folder written by `spectrn bench`") from None
+        except json.JSONDecodeError as e:
+            raise AnalysisError(
+                f"{path} is not valid run metadata: Invalid JSON: {one_line(e)}",
+                hint="restore run.json, or re-run the bench",
+            ) from None
         except (OSError, ValueError) as e:
             raise AnalysisError(
                 f"{path} is not valid run metadata: {one_line(e)}", hint="restore run.json, or re-run the bench"

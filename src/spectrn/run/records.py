@@ -44,6 +44,11 @@ class RequestRecord(BaseModel):
     warmup: bool = False
     shard: int = 0
     sent_at: float = Field(description="Unix time the request was sent.")
+    queued_s: float | None = Field(
+        default=None,
+        description="Open loop: seconds this request waited after its arrival time for a slot under "
+        "bench.max_in_flight; ttft and e2e count from the send, not from the arrival.",
+    )
     ttft: float | None = Field(default=None, description="Seconds from send to the first token.")
     e2e: float | None = Field(default=None, description="Seconds from send to the arrival of data: [DONE].")
     chunk_times: list[float] = Field(
@@ -59,6 +64,11 @@ class RequestRecord(BaseModel):
     )
     prompt_tokens: int | None = None
     completion_tokens: int | None = Field(default=None, description="Server-reported usage.completion_tokens.")
+    finish_reason: str | None = Field(
+        default=None,
+        description="The server's finish_reason: stop (end of sequence or a stop string), length (max_tokens), "
+        "or another; None: the server sent none.",
+    )
     status: int | None = Field(default=None, description="HTTP status (None: no response).")
     error: str | None = Field(default=None, description="Error class, e.g. http_500, disconnect, timeout.")
     error_msg: str | None = None
@@ -113,6 +123,11 @@ class RunMeta(BaseModel):
     model: str | None = None
     api: str | None = None
     max_tokens: int | None = None
+    ignore_eos: bool | None = Field(
+        default=None,
+        description="Requests asked for exactly max_tokens (ignore_eos); false: natural lengths up to max_tokens; "
+        "absent (runs before the choice existed): on.",
+    )
     levels: list[str] = Field(default_factory=list)
     mode: str | None = None
     shard: int = 0
@@ -139,6 +154,8 @@ class RunMeta(BaseModel):
         return list(self._read_notes)
 
 
+# Recorded values the figures are computed from: never replaced by a default (that would change a figure).
+_FIGURE_INPUTS = {("config", "pricing")}
 # Fields a run.json cannot be read without: everything else falls back to today's default with a note.
 _REQUIRED = ("run_id", "started_at")
 
@@ -178,6 +195,13 @@ def read_run_meta(raw: Any, where: str) -> RunMeta:
         try:
             meta = RunMeta.model_validate(data, context={RECORDED: True})
         except ValidationError as e:
+            figures = [err for err in e.errors() if err["loc"][:2] in _FIGURE_INPUTS]
+            if figures:  # a figure computed from today's default instead would be a wrong number, not history
+                loc = ".".join(str(p) for p in figures[0]["loc"])
+                raise AnalysisError(
+                    f"{where}: {loc}: {figures[0]['msg']}: the cost figures are computed from it",
+                    hint=f"correct {loc} in run.json (a number), or remove it to use the instance catalog's price",
+                )
             dropped = [(_drop(data, err["loc"]), _why(err)) for err in e.errors() if err["type"] != "missing"]
             if not any(key for key, _ in dropped):
                 raise AnalysisError(

@@ -28,12 +28,13 @@ from aiohttp.tcp_helpers import tcp_nodelay
 
 from spectrn.sim.engine import Engine, SimRequest
 from spectrn.sim.faults import plan_for
+from spectrn.sim.lengths import natural_length
 from spectrn.sim.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from spectrn.sim.metrics import SimMetrics
 from spectrn.sim.model import predictability
 from spectrn.sim.profiles import ErrorStyle
 from spectrn.sim.settings import SimSettings
-from spectrn.sim.tokens import OutputStream, Token, encode, message_text, natural_length, render_chat
+from spectrn.sim.tokens import OutputStream, Token, encode, message_text, render_chat
 
 JSON = "application/json"
 SSE = "text/event-stream; charset=utf-8"

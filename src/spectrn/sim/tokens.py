@@ -169,8 +169,3 @@ class OutputStream:
         out = self._buf[self._pos : self._pos + n]
         self._pos += n
         return out
-
-
-def natural_length(prompt: str, seed: int, lo: int = 48, hi: int = 480) -> int:
-    """Where the greedy output would end with EOS if ``ignore_eos`` is not set."""
-    return lo + stream_seed(prompt, seed + 1) % (hi - lo + 1)

@@ -44,7 +44,7 @@ def level_label(kind: str, value: float) -> str:
 
 def levels_of(cfg: SpectrnConfig) -> list[str]:
     if cfg.bench.request_rate is not None:
-        return [level_label("rate", cfg.bench.request_rate)]
+        return [level_label("rate", r) for r in cfg.bench.request_rate]
     return [level_label("concurrency", c) for c in cfg.bench.concurrency]
 
 
@@ -60,7 +60,7 @@ def cell_config(base: SpectrnConfig, cell: Cell) -> SpectrnConfig:
     data["num_speculative_tokens"] = cell.window
     kind, value = cell.load
     if kind == "rate":
-        data["bench"]["request_rate"] = value
+        data["bench"]["request_rate"] = [value]
     else:
         data["bench"]["request_rate"] = None
         data["bench"]["concurrency"] = [int(value)]
