@@ -19,7 +19,7 @@ from spectrn.cli.common import config_from_cli
 from spectrn.cli.main import main
 from spectrn.loadgen.bench import ignore_eos_of
 from spectrn.loadgen.client import RequestParams, build_body
-from spectrn.render.manifests import llmperf_sampling_params
+from spectrn.render.manifests import llmperf_sampling_params, pod_config_yaml, prompts_data, prompts_file_arg
 from spectrn.run.folder import RunFolder
 from spectrn.run.records import RequestRecord
 from spectrn.sim import SimSettings, run_in_thread
@@ -157,9 +157,17 @@ def test_the_automatic_rule(prompts: str, setting: bool | None, expected: bool) 
     assert ignore_eos_of(cfg) is expected
 
 
-def test_a_prompts_file_given_to_loadgen_decides_too() -> None:
-    cfg = build_config({}, environ={})
-    assert ignore_eos_of(cfg) is True and ignore_eos_of(cfg, "mine.yaml") is False
+def test_the_load_pod_decides_as_a_local_run(tmp_path: Path) -> None:
+    """In the cluster even a built-in set is read from a mounted file (``loadgen --prompts-file``); the pod's
+    config still names the set, and a user's workload by its mount path, so the choice is the local one."""
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(yaml.safe_dump({"name": "mine", "prompts": [{"id": "a", "class": "c", "text": "hello"}]}))
+    for prompts, expected in (("structured", True), ("all", True), (str(mine), False)):
+        cfg = build_config({"bench": {"prompts": prompts}}, environ={})
+        data = prompts_data(cfg)
+        assert prompts_file_arg(cfg, data) is not None or prompts == "all"
+        pod = build_config(yaml.safe_load(pod_config_yaml(cfg)), environ={})
+        assert ignore_eos_of(cfg) is ignore_eos_of(pod) is expected, prompts
 
 
 @pytest.mark.parametrize(("flag", "expected"), [(True, True), (False, False), (None, None)])

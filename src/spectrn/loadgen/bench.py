@@ -98,7 +98,7 @@ def plan_from_config(
         api=b.api,
         max_tokens=b.max_tokens,
         temperature=b.temperature,
-        ignore_eos=ignore_eos_of(cfg, prompts),
+        ignore_eos=ignore_eos_of(cfg),
         timeout_s=b.timeout_s,
         keep_output=keep_output,
     )
@@ -131,15 +131,16 @@ def plan_from_config(
     )
 
 
-def ignore_eos_of(cfg: SpectrnConfig, prompts: str | None = None) -> bool:
-    """``bench.ignore_eos``, or unset its automatic value for the prompts run (``prompts``: a ``--prompts-file``
-    that replaces ``bench.prompts``): on for a built-in set, whose fixed lengths keep runs comparable with each
-    other and with the published experiment; off for a user's prompt file or dataset, whose natural output
-    lengths are part of the workload being measured."""
+def ignore_eos_of(cfg: SpectrnConfig) -> bool:
+    """``bench.ignore_eos``, or unset its automatic value: on when ``bench.prompts`` names a built-in set, whose
+    fixed lengths keep runs comparable with each other and with the published experiment; off for a user's
+    prompt file or dataset, whose natural output lengths are part of the workload being measured.
+
+    Decided by ``bench.prompts`` alone, never by ``spectrn loadgen --prompts-file``: the load pod reads even a
+    built-in set from a mounted file, and its config still names the set (a user's workload: the mount path)."""
     if cfg.bench.ignore_eos is not None:
         return cfg.bench.ignore_eos
-    name = prompts or cfg.bench.prompts
-    return name in BUILTIN_SETS or name in COMBINED_SETS
+    return cfg.bench.prompts in BUILTIN_SETS or cfg.bench.prompts in COMBINED_SETS
 
 
 def flag_or_key(cfg: SpectrnConfig, key: str) -> str:

@@ -190,7 +190,7 @@ def read_run_meta(raw: Any, where: str) -> RunMeta:
     data = copy.deepcopy(raw)
     data["schema_version"] = RUN_SCHEMA_VERSION
     data.setdefault("spectrn_version", "")
-    notes = [f"run.json schema {version} read by spectrn's schema {RUN_SCHEMA_VERSION}"] if version != 2 else []
+    notes = [f"run.json schema {version} read by spectrn's schema {RUN_SCHEMA_VERSION}"] if version != RUN_SCHEMA_VERSION else []
     for _ in range(64):
         try:
             meta = RunMeta.model_validate(data, context={RECORDED: True})
@@ -201,7 +201,7 @@ def read_run_meta(raw: Any, where: str) -> RunMeta:
                 raise AnalysisError(
                     f"{where}: {loc}: {figures[0]['msg']}: the cost figures are computed from it",
                     hint=f"correct {loc} in run.json (a number), or remove it to use the instance catalog's price",
-                )
+                ) from None
             dropped = [(_drop(data, err["loc"]), _why(err)) for err in e.errors() if err["type"] != "missing"]
             if not any(key for key, _ in dropped):
                 raise AnalysisError(
