@@ -190,7 +190,11 @@ def read_run_meta(raw: Any, where: str) -> RunMeta:
     data = copy.deepcopy(raw)
     data["schema_version"] = RUN_SCHEMA_VERSION
     data.setdefault("spectrn_version", "")
-    notes = [f"run.json schema {version} read by spectrn's schema {RUN_SCHEMA_VERSION}"] if version != RUN_SCHEMA_VERSION else []
+    notes = (
+        [f"run.json schema {version} read by spectrn's schema {RUN_SCHEMA_VERSION}"]
+        if version != RUN_SCHEMA_VERSION
+        else []
+    )
     for _ in range(64):
         try:
             meta = RunMeta.model_validate(data, context={RECORDED: True})
