@@ -3,15 +3,16 @@
 One definition for every module that reasons about windows (the simulator, analysis, prediction, sweeps):
 
 ``"nxdi"``
-    NxDI fused speculation (the Neuron fork of vLLM and the vllm-neuron plugin): ``speculation_length = k``
+    NxDI fused speculation (the Neuron fork of vLLM and the vllm-neuron plugin 0.2.x): ``speculation_length = k``
     runs the draft ``k`` times but proposes only the first ``k - 1`` tokens; the target verifies ``k``
     positions (the last emitted token and the ``k - 1`` proposals), so a step emits at most ``k`` tokens.
     neuronx-distributed-inference ``models/model_base.py``: *"k" iterations of the draft model. We use only
     first "k-1" tokens. Extra run is for populating the kv cache*; the target then runs on
     ``candidate_input_ids[:, :-1]``.
 ``"upstream"``
-    Upstream vLLM (``num_speculative_tokens = k``): ``k`` proposals, the target verifies ``k + 1`` positions
-    and a step emits the accepted prefix plus one bonus token, at most ``k + 1`` tokens.
+    Upstream vLLM and the vllm-neuron plugin's eagle3 line 0.24.x (``num_speculative_tokens = k``): ``k``
+    proposals, the target verifies ``k + 1`` positions and a step emits the accepted prefix plus one bonus
+    token, at most ``k + 1`` tokens.
 
 In both cases a step emits ``accepted + 1`` tokens (at least one), and the mean acceptance length of
 ``p`` conditional per-position acceptance probabilities is ``1 + sum_i prod_{j<=i} p_j`` over the
@@ -65,12 +66,23 @@ def expected_tokens_per_step(position_probs: Sequence[float]) -> float:
     return total
 
 
+# Server profiles whose speculation follows upstream vLLM (k proposals, up to k + 1 tokens per step): upstream
+# V1 and the vllm-neuron plugin's current eagle3 line (0.24.x); every other profile runs NxDI fused speculation.
+UPSTREAM_PROFILES = ("upstream", "vllm-neuron-0.24")
+# vllm-neuron plugin releases that load through NxDI's fused speculation model (at most k tokens per step).
+NXDI_PLUGIN_RELEASES = ("0.2",)
+
+
 def for_profile(profile: str | None) -> WindowSemantics:
-    """Window semantics of a server profile (the simulator's, or a declared one): NxDI unless upstream vLLM."""
-    return "upstream" if profile == "upstream" else "nxdi"
+    """Window semantics of a server profile (the simulator's, or an identified one): NxDI unless the profile runs
+    upstream vLLM's speculation (upstream V1, vllm-neuron 0.24's eagle3)."""
+    return "upstream" if profile in UPSTREAM_PROFILES else "nxdi"
 
 
-def for_dialect(dialect: str | None) -> WindowSemantics:
-    """Window semantics of a config's vLLM dialect: the legacy Neuron fork runs NxDI fused speculation; the
-    vllm-neuron plugin's current EAGLE-3 (k proposals, up to k + 1 tokens) follows upstream (docs/neuron.md)."""
-    return "upstream" if dialect == "vllm-neuron" else "nxdi"
+def for_dialect(dialect: str | None, plugin_release: str | None = None) -> WindowSemantics:
+    """Window semantics of a config's vLLM dialect: the legacy Neuron fork and the vllm-neuron plugin 0.2.x both
+    run NxDI fused speculation (0.2.x's loader sets ``enable_fused_speculation`` and ``speculation_length = k``);
+    the plugin's current eagle3 line (k proposals, up to k + 1 tokens) follows upstream (docs/neuron.md)."""
+    if dialect != "vllm-neuron" or plugin_release in NXDI_PLUGIN_RELEASES:
+        return "nxdi"
+    return "upstream"

@@ -359,8 +359,9 @@ def _bench(prompts: Path, out: Path, *, requests: int, concurrency: int) -> list
 @pytest.mark.parametrize(
     ("maker", "extra", "classes"),
     [
-        (_sharegpt, (), {"chat", "code-gen"}),
-        (_spec_bench, (), {"writing", "math_reasoning", "qa"}),
+        # two-turn conversations: the second turn is reported as its own class, <class>-t2
+        (_sharegpt, (), {"chat", "code-gen", "chat-t2", "code-gen-t2"}),
+        (_spec_bench, (), {"writing", "math_reasoning", "qa", "writing-t2", "math_reasoning-t2", "qa-t2"}),
         (_hf, tuple(a for k, v in HF_OPTS.items() for a in ("--set", f"bench.workload.{k}={v}")), {"science", "arts"}),
     ],
     ids=["sharegpt", "spec-bench", "hf-disk"],

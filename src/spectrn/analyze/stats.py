@@ -188,6 +188,12 @@ class TokenDistribution:
         self.lo = min(self.lo, other.lo)
         self.hi = max(self.hi, other.hi)
 
+    def quantile(self, q: float) -> float | None:
+        """The weighted quantile ``q`` (0 < q <= 1) as ``stats`` reports it (sketch, clipped to min/max)."""
+        if self.count == 0:
+            return None
+        return _clip(self.sketch.get_quantile_value(q), self.lo, self.hi)
+
     def stats(self) -> Stats:
         if self.count == 0:
             return Stats()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import math
+import sys
 import warnings
 from array import array
 from collections import Counter
@@ -29,6 +30,8 @@ from typing import Any
 
 from spectrn.analyze.acceptance import StreamCounter, combine, counters_from_json, window_contradiction
 from spectrn.analyze.metrics import request_metrics
+from spectrn.analyze.semantics import choose as choose_semantics
+from spectrn.analyze.slo import RequestValues, Slo, evaluate, slos_of
 from spectrn.analyze.stats import (
     BOOT_MAX_REQUESTS,
     BOOT_RESAMPLES,
@@ -40,6 +43,7 @@ from spectrn.analyze.stats import (
     stats_with_ci,
     subsample,
 )
+from spectrn.analyze.throughput import aggregate_ci, in_flight, ratio_ci
 from spectrn.errors import AnalysisError
 from spectrn.run.records import RequestRecord, RunMeta
 from spectrn.run.summary import (
@@ -54,6 +58,7 @@ from spectrn.run.summary import (
     Load,
     Provenance,
     Requests,
+    SloCheck,
     Speedup,
     Speedups,
     Summary,
@@ -61,13 +66,21 @@ from spectrn.run.summary import (
     VariantSummary,
     Verdict,
 )
-from spectrn.windows import for_dialect, for_profile
 
 ALL = "all"
 MIN_DECODE_EVENTS = 100  # fewer decode events per variant than this: timing is not a performance result
 COALESCED_SHARE = 0.05  # more baseline events than this carrying several tokens: the server coalesces steps
 MAX_PENDING_OUTPUTS = 20_000  # outputs held while waiting for the other variant's same request
 MAX_DIVERGENCES = 100
+
+
+def pair_key(rec: RequestRecord) -> int:
+    """What pairs a baseline record with its speculative twin: the schedule index, and for a later turn of a
+    conversation (which shares its index) a key of its own, negative so it never meets a schedule index."""
+    return rec.index if not rec.turn or rec.turn == 1 else -(rec.index * MAX_TURNS + rec.turn)
+
+
+MAX_TURNS = 1024  # above the prompt model's limit on turns per conversation
 
 
 def _sample_key(index: int, seed: int) -> int:
@@ -92,6 +105,8 @@ class Accumulator:
     thr: array[float] = field(default_factory=lambda: array("d"))
     out_tokens: array[float] = field(default_factory=lambda: array("d"))
     llmperf_itl: array[float] = field(default_factory=lambda: array("d"))
+    itl_max: array[float] = field(default_factory=lambda: array("d"))  # a request's largest per-token ITL (SLOs)
+    classes: list[str] = field(default_factory=list)  # each request's prompt class (interned: one string each)
     itl: TokenDistribution = field(default_factory=TokenDistribution)
     chunk: TokenDistribution = field(default_factory=TokenDistribution)
     itl_sample: list[tuple[int, int, list[float], list[int]]] = field(default_factory=list)  # heap of (-key, ...)
@@ -120,7 +135,7 @@ class Accumulator:
         m = request_metrics(rec, time_scale)
         if m is None:
             return
-        self.index.append(rec.index)
+        self.index.append(pair_key(rec))
         self.ttft.append(m.ttft)
         self.tpot.append(m.tpot if m.tpot is not None else math.nan)
         self.e2e.append(m.e2e)
@@ -128,10 +143,12 @@ class Accumulator:
         self.out_tokens.append(float(m.output_tokens))
         self.llmperf_itl.append(m.llmperf_itl if m.llmperf_itl is not None else math.nan)
         values, weights = m.itl_values
+        self.itl_max.append(max(values) if values else math.nan)
+        self.classes.append(sys.intern(rec.prompt_class))
         self.itl.add(values, weights)
         self.chunk.add(list(m.gaps))
         if values:
-            item = (-_sample_key(rec.index, self.seed), rec.index, values, weights)
+            item = (-_sample_key(pair_key(rec), self.seed), pair_key(rec), values, weights)
             if len(self.itl_sample) < BOOT_MAX_REQUESTS:
                 heapq.heappush(self.itl_sample, item)
             elif item > self.itl_sample[0]:
@@ -151,7 +168,7 @@ class Accumulator:
         self.errors.update(other.errors)
         for k, v in other.examples.items():
             self.examples.setdefault(k, v)
-        for name in ("index", "ttft", "tpot", "e2e", "thr", "out_tokens", "llmperf_itl"):
+        for name in ("index", "ttft", "tpot", "e2e", "thr", "out_tokens", "llmperf_itl", "itl_max", "classes"):
             getattr(self, name).extend(getattr(other, name))
         self.itl.merge(other.itl)
         self.chunk.merge(other.chunk)
@@ -194,9 +211,10 @@ class Settings:
     max_tokens: int | None
     paired: bool
     seed: int = 0
+    slos: tuple[Slo, ...] = ()
 
     @classmethod
-    def of(cls, meta: RunMeta, seed: int = 0) -> Settings:
+    def of(cls, meta: RunMeta, seed: int = 0, acceptance: Mapping[str, Any] | None = None) -> Settings:
         from spectrn.spec.catalog import INSTANCES
 
         cfg = meta.config
@@ -210,12 +228,8 @@ class Settings:
             window = None  # a server spectrn did not start, whose window nobody knows: read the stream as observed
         else:
             window = cfg.num_speculative_tokens
-        if spec_server and spec_server.window_semantics:
-            semantics = spec_server.window_semantics
-        elif prov.profile:
-            semantics = for_profile(prov.profile)
-        else:
-            semantics = for_dialect(cfg.vllm_dialect)
+        # the server's own signals (metric families, whether they moved) first, then the profile or the config
+        semantics = choose_semantics(meta, acceptance).semantics
         return cls(
             hourly_usd=float(hourly),
             share=float(cfg.pricing.instances_per_service),
@@ -228,6 +242,7 @@ class Settings:
             max_tokens=meta.max_tokens or cfg.bench.max_tokens,
             paired=meta.engine != "llmperf",
             seed=seed,
+            slos=slos_of(cfg.bench.slo, cfg.bench.slo_ttft_s, cfg.bench.slo_tpot_s),
         )
 
 
@@ -241,14 +256,21 @@ def _arr(a: array[float]) -> Any:
 
 
 def variant_summary(
-    acc: Accumulator, st: Settings, *, planned: int | None, acceptance: Any, share_of: int | None = None
+    acc: Accumulator,
+    st: Settings,
+    *,
+    planned: int | None,
+    acceptance: Any,
+    share_of: int | None = None,
+    scope_class: str | None = None,
+    itl_by_class: Mapping[str, TokenDistribution] | None = None,
 ) -> VariantSummary:
     """One variant's statistics. ``share_of``: the closed-loop concurrency when ``acc`` holds one prompt class of
     a mixed run; its aggregate throughput (and cost) is then the class's own: its tokens over the time its
     requests occupied the ``share_of`` streams (sum of their e2e / streams), i.e. what the service would deliver
-    running that class alone at that load, rather than its tokens over the whole mixed run's wall time."""
-    import numpy as np
-
+    running that class alone at that load, rather than its tokens over the whole mixed run's wall time.
+    ``scope_class``: the prompt class ``acc`` holds (only the SLOs binding it apply); ``itl_by_class``: each
+    class's per-token ITL, for class-scoped ITL percentile SLOs of a pooled scope."""
     seed = st.seed
     ttft, tpot, e2e, thr, out = (_arr(a) for a in (acc.ttft, acc.tpot, acc.e2e, acc.thr, acc.out_tokens))
     itl = acc.itl.stats()
@@ -257,11 +279,8 @@ def variant_summary(
     total_tokens = float(out.sum())
     wall = float(e2e.sum()) / share_of if share_of else acc.wall_s / st.time_scale
     aggregate = total_tokens / wall if wall > 0 else None
-    agg_ci = None
-    if aggregate is not None and out.size > 1:
-        sub = out[subsample(out.size, seed + 40)]
-        scale = out.size / sub.size
-        agg_ci = bootstrap(lambda i: sub[i].sum(axis=-1) * scale / wall, sub.size, seed=seed + 40, vectorized=True)
+    # requests resampled with the time they occupied, not token counts over a fixed wall (spectrn.analyze.throughput)
+    agg_ci = aggregate_ci(out, e2e, wall, seed=seed + 40) if aggregate is not None else None
     requests = Requests(
         planned=planned,
         completed=acc.completed,
@@ -282,20 +301,7 @@ def variant_summary(
             usd_per_million_output_tokens=usd,
             usd_per_million_output_tokens_ci95=cost_ci,
         )
-    goodput = None
-    if st.slo_ttft_s is not None or st.slo_tpot_s is not None:
-        ok = np.ones(ttft.size, dtype=bool)
-        if st.slo_ttft_s is not None:
-            ok &= ttft <= st.slo_ttft_s
-        if st.slo_tpot_s is not None:
-            ok &= np.nan_to_num(tpot, nan=math.inf) <= st.slo_tpot_s
-        good = int(ok.sum())
-        goodput = Goodput(
-            slo_ttft_s=st.slo_ttft_s,
-            slo_tpot_s=st.slo_tpot_s,
-            fraction=good / acc.records if acc.records else None,
-            requests_per_s=good / wall if wall > 0 else None,
-        )
+    goodput = slo_summary(acc, st, wall, scope_class=scope_class, itl_by_class=itl_by_class)
     return VariantSummary(
         ttft_s=stats_with_ci(ttft, seed=seed),
         tpot_s=stats_with_ci(tpot, seed=seed + 10),
@@ -315,6 +321,58 @@ def variant_summary(
     )
 
 
+def slo_summary(
+    acc: Accumulator,
+    st: Settings,
+    wall: float,
+    *,
+    scope_class: str | None = None,
+    itl_by_class: Mapping[str, TokenDistribution] | None = None,
+) -> Goodput | None:
+    """The scope's SLOs judged and its goodput over ``wall`` (None when the run sets no SLO)."""
+    slos = [s for s in st.slos if scope_class is None or s.applies_to(scope_class)]
+    if not slos:
+        return None
+
+    def itl_quantile(q: float, cls: str | None) -> float | None:
+        dist = acc.itl if cls is None or itl_by_class is None else itl_by_class.get(cls)
+        return dist.quantile(q) if dist is not None else None
+
+    values = RequestValues(
+        ttft_s=_arr(acc.ttft),
+        tpot_s=_arr(acc.tpot),
+        e2e_s=_arr(acc.e2e),
+        itl_max_s=_arr(acc.itl_max),
+        output_tokens=_arr(acc.out_tokens),
+        prompt_class=acc.classes,
+    )
+    res = evaluate(slos, values, wall_s=wall, attempted=acc.records, itl_quantile=itl_quantile)
+    unscoped = [s for s in res.per_request if s.prompt_class is None]
+    return Goodput(
+        slo_ttft_s=min((s.threshold_s for s in unscoped if s.metric == "ttft"), default=None),
+        slo_tpot_s=min((s.threshold_s for s in unscoped if s.metric == "tpot"), default=None),
+        slos=[s.text for s in res.per_request],
+        requests_within=res.requests_within,
+        fraction=res.share_within,
+        requests_per_s=res.goodput_requests_per_s,
+        output_tokens_per_s=res.goodput_tokens_per_s,
+        checks=[
+            SloCheck(
+                slo=p.slo.text,
+                metric=p.slo.metric,
+                percentile=p.slo.percentile or 0.0,
+                threshold_s=p.slo.threshold_s,
+                prompt_class=p.slo.prompt_class,
+                observed_s=p.observed_s,
+                met=p.met,
+                n=p.n,
+            )
+            for p in res.percentiles
+        ],
+        all_met=res.met,
+    )
+
+
 def usd_per_million(st: Settings, tokens_per_s: float) -> float:
     """Instance price x the service's share of it, per million output tokens at ``tokens_per_s``."""
     return st.hourly_usd * st.share / (tokens_per_s * 3600.0) * 1e6
@@ -323,8 +381,18 @@ def usd_per_million(st: Settings, tokens_per_s: float) -> float:
 # ---- A/B -------------------------------------------------------------------------------------------------
 
 
-def speedups(base: Accumulator, spec: Accumulator, *, paired: bool = True, seed: int = 0) -> Speedups:
-    """baseline / speculative for latencies (> 1 = speculation faster), speculative / baseline for throughput."""
+def speedups(
+    base: Accumulator,
+    spec: Accumulator,
+    *,
+    paired: bool = True,
+    seed: int = 0,
+    walls: tuple[float, float] | None = None,
+) -> Speedups:
+    """baseline / speculative for latencies (> 1 = speculation faster), speculative / baseline for throughput.
+
+    ``walls``: each variant's wall time in real seconds (``VariantSummary.duration_s``), for the aggregate
+    throughput ratio (also the cost ratio); without them that ratio is left out."""
     import numpy as np
 
     bi, si = np.frombuffer(base.index, dtype=np.int64), np.frombuffer(spec.index, dtype=np.int64)
@@ -379,7 +447,30 @@ def speedups(base: Accumulator, spec: Accumulator, *, paired: bool = True, seed:
             ci = bootstrap(fn, n, seed=seed + 100 + k, resamples=BOOT_RESAMPLES, vectorized=True)
             setattr(out, name, Speedup(value=value if math.isfinite(value) else None, ci95=ci))
         out.itl_p50 = _itl_speedup(base, spec, paired=paired, seed=seed + 110)
+    if walls is not None:
+        out.aggregate_throughput = _aggregate_speedup(base, spec, walls, (pb, ps) if paired else None, seed + 120)
     return out
+
+
+def _aggregate_speedup(
+    base: Accumulator, spec: Accumulator, walls: tuple[float, float], pairs: Any, seed: int
+) -> Speedup | None:
+    """Aggregate throughput speculative / baseline: the point from all requests (each variant's tokens / wall);
+    the interval resamples the paired requests with their e2e (``spectrn.analyze.throughput``)."""
+    wb, ws = walls
+    tb, ts = _arr(base.out_tokens), _arr(spec.out_tokens)
+    eb, es = _arr(base.e2e), _arr(spec.e2e)
+    if wb <= 0 or ws <= 0 or tb.sum() <= 0:
+        return None
+    value = (float(ts.sum()) / ws) / (float(tb.sum()) / wb)
+    # L (the load in flight) comes from all of a variant's requests; the resampled units are the pairs
+    lb, ls = in_flight(eb, wb), in_flight(es, ws)
+    if pairs is not None:
+        pb, ps = pairs
+        num, den = (ts[ps], es[ps], ls), (tb[pb], eb[pb], lb)
+    else:
+        num, den = (ts, es, ls), (tb, eb, lb)
+    return Speedup(value=value, ci95=ratio_ci(num, den, paired=pairs is not None, seed=seed))
 
 
 def _itl_speedup(base: Accumulator, spec: Accumulator, *, paired: bool, seed: int) -> Speedup | None:
@@ -418,7 +509,7 @@ class OutputComparer:
         if out is None:
             return
         kind = "token_ids" if rec.output_token_ids is not None else "text"
-        key = (rec.level, rec.index)
+        key = (rec.level, pair_key(rec))
         other = self.pending.get(key)
         if other is None or other[0] == rec.variant:
             if len(self.pending) < MAX_PENDING_OUTPUTS:
@@ -476,6 +567,26 @@ def mix_speedup(parts: Iterable[tuple[float, float, Speedup]]) -> Speedup | None
     return Speedup(value=value, ci95=(value * math.exp(-half), value * math.exp(half)))
 
 
+def accumulate(
+    records: Iterable[RequestRecord], st: Settings, comparer: OutputComparer | None = None
+) -> dict[tuple[str, str, str], Accumulator]:
+    """One pass over the measured records: an ``Accumulator`` per (level, variant, prompt class)."""
+    accs: dict[tuple[str, str, str], Accumulator] = {}
+    for rec in records:
+        if rec.warmup:
+            continue
+        key = (rec.level, rec.variant, rec.prompt_class)
+        acc = accs.get(key)
+        if acc is None:
+            window = st.window if rec.variant != "baseline" else 1
+            semantics = st.semantics if window != 1 else "nxdi"
+            acc = accs[key] = Accumulator(window=window, semantics=semantics, seed=st.seed)
+        acc.add(rec, st.time_scale, st.max_tokens)
+        if comparer is not None:
+            comparer.add(rec)
+    return accs
+
+
 def summarize(
     records: Iterable[RequestRecord],
     meta: RunMeta,
@@ -485,19 +596,9 @@ def summarize(
     seed: int = 0,
 ) -> Summary:
     """The run's ``Summary`` from its records (one pass) and its counter deltas (``acceptance.json``)."""
-    st = Settings.of(meta, seed)
-    accs: dict[tuple[str, str, str], Accumulator] = {}
+    st = Settings.of(meta, seed, acceptance)
     comparer = OutputComparer()
-    for rec in records:
-        if rec.warmup:
-            continue
-        key = (rec.level, rec.variant, rec.prompt_class)
-        acc = accs.get(key)
-        if acc is None:
-            window = st.window if rec.variant != "baseline" else 1
-            acc = accs[key] = Accumulator(window=window, semantics=st.semantics if window != 1 else "nxdi", seed=seed)
-        acc.add(rec, st.time_scale, st.max_tokens)
-        comparer.add(rec)
+    accs = accumulate(records, st, comparer)
     if not accs:
         raise AnalysisError(
             f"run {meta.run_id} has no measured requests", hint="the run was interrupted before any request finished"
@@ -532,6 +633,7 @@ def summarize(
     provenance = meta.provenance.model_copy(
         update={"rescaled": st.time_scale != 1.0, "engine": meta.engine, "load_shape": load_shape_text(meta)}
     )
+    provenance = _with_semantics(provenance, meta, acceptance, findings)
     if st.time_scale != 1.0:
         findings.append(
             Finding(
@@ -558,6 +660,23 @@ def summarize(
         time_range=(min(sends), max(ends)) if sends else None,
         notes=[*meta.notes, *meta.read_notes],
     )
+
+
+def _with_semantics(
+    prov: Provenance, meta: RunMeta, acceptance: Mapping[str, Any] | None, findings: list[Finding]
+) -> Provenance:
+    """The speculative server's identity with the semantics the figures use and why; a finding when the server's
+    signals contradict the config or profile (docs/neuron.md)."""
+    spec = prov.servers.get("speculative")
+    if spec is None:
+        return prov
+    choice = choose_semantics(meta, acceptance)
+    if choice.conflict:
+        findings.append(Finding(code="window_semantics", severity="warning", message=choice.conflict))
+    update = {"window_semantics": choice.semantics, "semantics_source": choice.source}
+    if choice.evidence:
+        update["semantics_evidence"] = choice.evidence
+    return prov.model_copy(update={"servers": {**prov.servers, "speculative": spec.model_copy(update=update)}})
 
 
 def load_shape_text(meta: RunMeta) -> str | None:
@@ -612,7 +731,10 @@ def _level(
     out = LevelSummary(load=Load.parse(lv))
     for v in variants:
         planned = meta.planned.get(v, {}).get(lv)
-        out.variants[v] = variant_summary(pooled[v], st, planned=planned, acceptance=acceptance_of(pooled[v], v, True))
+        by_class = {c: accs[(lv, v, c)].itl for c in classes if (lv, v, c) in accs}
+        out.variants[v] = variant_summary(
+            pooled[v], st, planned=planned, acceptance=acceptance_of(pooled[v], v, True), itl_by_class=by_class
+        )
     for c in classes:
         cs = ClassSummary()
         for v in variants:
@@ -620,13 +742,19 @@ def _level(
                 a = accs[(lv, v, c)]
                 cs.variants[v] = variant_summary(
                     a, st, planned=None, acceptance=acceptance_of(a, v, False), share_of=out.load.concurrency
-                    if len(classes) > 1 and out.load.kind == "closed" else None,
+                    if len(classes) > 1 and out.load.kind == "closed" else None, scope_class=c,
                 )  # fmt: skip
         if (lv, "baseline", c) in accs and (lv, "speculative", c) in accs:
-            cs.speedup = speedups(accs[(lv, "baseline", c)], accs[(lv, "speculative", c)], paired=st.paired, seed=seed)
+            cs.speedup = speedups(
+                accs[(lv, "baseline", c)], accs[(lv, "speculative", c)], paired=st.paired, seed=seed,
+                walls=(cs.variants["baseline"].duration_s, cs.variants["speculative"].duration_s),
+            )  # fmt: skip
         out.by_prompt_class[c] = cs
     if "baseline" in pooled and "speculative" in pooled:
-        out.speedup = speedups(pooled["baseline"], pooled["speculative"], paired=st.paired, seed=seed)
+        out.speedup = speedups(
+            pooled["baseline"], pooled["speculative"], paired=st.paired, seed=seed,
+            walls=(out.variants["baseline"].duration_s, out.variants["speculative"].duration_s),
+        )  # fmt: skip
         out.equivalence = comparer.result(lv)
         eq = out.equivalence
         if eq is not None and eq.compared and eq.matched < eq.compared:

@@ -23,6 +23,7 @@ from spectrn.cli.common import (
     Output,
     OutputOpt,
     SetOpt,
+    SloOpt,
     TraceOpt,
     WindowOpt,
     config_from_cli,
@@ -31,6 +32,7 @@ from spectrn.cli.common import (
     levels_flag,
     rates_flag,
     shape_flags,
+    slo_flag,
 )
 from spectrn.cli.show import finish_and_show, show_finished
 from spectrn.errors import ConfigError
@@ -145,6 +147,7 @@ def bench(
     burstiness: BurstinessOpt = None,
     max_in_flight: MaxInFlightOpt = None,
     trace: TraceOpt = None,
+    slo: SloOpt = None,
     requests: Annotated[
         int | None, typer.Option("--requests", metavar="N", help="Measured requests per endpoint and level.")
     ] = None,
@@ -195,6 +198,7 @@ def bench(
     console = err_console()
     flags = _bench_flags(prompts, concurrency, rate, requests, max_tokens, api, input_tokens, mode, ignore_eos)
     flags.update(shape_flags(duration, arrivals, burstiness, max_in_flight, trace))
+    flags["bench__slo"] = slo_flag(slo)
     in_cluster = not (local or endpoint)  # the load runs as a Job next to the deployed services
     cfg = config_from_cli(
         config,

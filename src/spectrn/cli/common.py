@@ -130,6 +130,23 @@ def rates_flag(rate: str | None) -> list[float] | None:
         ) from None
 
 
+# Latency targets shared by `bench` and `sweep` (docs/slo.md).
+SloOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--slo",
+        metavar="SLO",
+        help="A latency target, repeatable: p90:tpot<=50ms (percentile), ttft<=2s (per request: defines goodput), "
+        "structured/p99:itl<=80ms (one prompt class); replaces bench.slo (docs/slo.md).",
+    ),
+]
+
+
+def slo_flag(slo: list[str] | None) -> list[str] | None:
+    """``--slo`` as the ``bench.slo`` override (None: not given, the config's SLOs stay)."""
+    return list(slo) if slo else None
+
+
 # Load-shape flags shared by `bench` and `sweep` (docs/load-shapes.md).
 DurationOpt = Annotated[
     float | None,
@@ -215,6 +232,7 @@ FLAG_NAMES = {
     "bench.burstiness": "--burstiness",
     "bench.max_in_flight": "--max-in-flight",
     "bench.trace": "--trace",
+    "bench.slo": "--slo",
     "bench.requests": "--requests",
     "bench.max_tokens": "--max-tokens",
     "bench.ignore_eos": "--ignore-eos/--no-ignore-eos",

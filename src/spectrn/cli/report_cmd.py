@@ -59,7 +59,7 @@ def compare(
     from spectrn.cli.show import print_table
     from spectrn.errors import ConfigError
     from spectrn.paths import atomic_write_text
-    from spectrn.report.compare import compare_markdown, compare_runs, compare_table
+    from spectrn.report.compare import compare_markdown, compare_runs, compare_table, differences_table
 
     if markdown is not None and ".." in markdown.parts:
         raise ConfigError(f"--markdown {markdown} contains '..'", hint="give a plain path without '..' components")
@@ -75,6 +75,8 @@ def compare(
         for k, (va, vb) in cmp["provenance_differences"].items():
             console.print(f"provenance differs: {k}: {va} -> {vb}", markup=False, highlight=False)
         print_table(console, compare_table(cmp))
+        if cmp["differences"]:
+            print_table(console, differences_table(cmp))
         diffs = cmp["config_differences"]
         if diffs:
             console.print("configuration differences (A -> B):", highlight=False)

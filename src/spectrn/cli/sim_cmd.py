@@ -53,8 +53,9 @@ ProfileOpt = Annotated[
     typer.Option(
         "--profile",
         metavar="PROFILE",
-        help="Server imitated on the wire: neuron-fork (the 0.9.1 Neuron DLC), vllm-neuron (plugin 0.2.x) or "
-        "upstream (vLLM V1). Default: the preset's (neuron-fork for the Neuron presets).",
+        help="Server imitated on the wire: neuron-fork (the 0.9.1 Neuron DLC), vllm-neuron (plugin 0.2.x), "
+        "vllm-neuron-0.24 (the current plugin, eagle3) or upstream (vLLM V1). Default: the preset's (neuron-fork "
+        "for the Neuron presets).",
     ),
 ]
 PresetFileOpt = Annotated[
@@ -163,6 +164,14 @@ def serve(
             "limit of 192 on 2+ CPUs, else 0).",
         ),
     ] = None,
+    no_identity: Annotated[
+        bool,
+        typer.Option(
+            "--no-identity",
+            help="Do not serve /sim/identity: the server then looks like a real vLLM server (a test switch: "
+            "spectrn must identify it from /version and /metrics alone).",
+        ),
+    ] = False,
     config_file: ConfigFileOpt = None,
     sets: SetOpt = None,
 ) -> None:
@@ -202,6 +211,7 @@ def serve(
         served_model_name=served_model_name,
         startup_delay_s=given("startup_delay", startup_delay),
         write_workers=write_workers,
+        identity_endpoint=False if no_identity else None,
         faults=faults or None,
         **_param_overrides(sets),
     )

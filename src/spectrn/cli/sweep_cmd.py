@@ -20,6 +20,7 @@ from spectrn.cli.common import (
     Output,
     OutputOpt,
     SetOpt,
+    SloOpt,
     config_from_cli,
     connect_cluster,
     err_console,
@@ -27,6 +28,7 @@ from spectrn.cli.common import (
     print_document,
     rates_flag,
     shape_flags,
+    slo_flag,
 )
 from spectrn.errors import ConfigError
 
@@ -69,6 +71,7 @@ def sweep(
     arrivals: ArrivalsOpt = None,
     burstiness: BurstinessOpt = None,
     max_in_flight: MaxInFlightOpt = None,
+    slo: SloOpt = None,
     prompts: Annotated[
         str | None,
         typer.Option(
@@ -163,6 +166,7 @@ def sweep(
         "bench__concurrency": levels_flag(concurrency),
         "bench__request_rate": rates_flag(rate),
         **shape_flags(duration, arrivals, burstiness, max_in_flight, None),
+        "bench__slo": slo_flag(slo),
         "bench__requests": requests,
         "bench__max_tokens": max_tokens,
         "sim__time_scale": time_scale,

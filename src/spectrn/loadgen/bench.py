@@ -374,7 +374,7 @@ def endpoint_provenance(
     """
     from spectrn.windows import for_dialect, for_profile
 
-    semantics = for_profile(profile) if profile else for_dialect(cfg.vllm_dialect)
+    semantics = for_profile(profile) if profile else for_dialect(cfg.vllm_dialect, cfg.plugin_release)
     known = started or declared
     servers = {}
     for name, url in endpoints.items():

@@ -42,6 +42,7 @@ import contextlib
 import errno
 import json
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -52,6 +53,7 @@ from spectrn.errors import BenchError, redact, redact_url
 from spectrn.run.records import RequestRecord, TokenSource
 
 Api = Literal["chat", "completions"]
+Message = Mapping[str, str]  # {"role": "user" | "assistant", "content": ...}
 
 # Bounds on what one response may make this process hold or compute.
 MAX_EVENT_BYTES = 1 << 20  # one SSE event (vLLM's are a few hundred bytes)
@@ -124,7 +126,10 @@ def request_trace_config() -> aiohttp.TraceConfig:
     return trace
 
 
-def build_body(params: RequestParams, text: str) -> dict[str, Any]:
+def build_body(params: RequestParams, text: str, history: Sequence[Message] = ()) -> dict[str, Any]:
+    """The request body; ``history``: the conversation so far (earlier user turns and the server's answers),
+    sent before ``text`` as chat messages, or for the completions API as one transcript, turns separated by a
+    blank line."""
     body: dict[str, Any] = {
         "model": params.model,
         "stream": True,
@@ -138,10 +143,10 @@ def build_body(params: RequestParams, text: str) -> dict[str, Any]:
         body["ignore_eos"] = True
         body["min_tokens"] = params.max_tokens
     if params.api == "chat":
-        body["messages"] = [{"role": "user", "content": text}]
+        body["messages"] = [*(dict(m) for m in history), {"role": "user", "content": text}]
         body["max_completion_tokens"] = params.max_tokens
     else:
-        body["prompt"] = text
+        body["prompt"] = "".join(f"{m['content']}\n\n" for m in history) + text
         body["max_tokens"] = params.max_tokens
     return body
 
@@ -536,13 +541,15 @@ async def run_request(
     level: str,
     warmup: bool,
     shard: int = 0,
+    history: Sequence[Message] = (),
+    turn: int | None = None,
 ) -> RequestRecord:
     """Send one streaming request and return its record; failures become records with ``error`` set.
 
     Raises ``BenchError`` only for a failure of this client that would fail every further request too
     (out of file descriptors); everything the server does becomes a record.
     """
-    body = build_body(params, text)
+    body = build_body(params, text, history)
     stream = StreamParser(max_events=params.max_events, keep_output=params.keep_output)
     status: int | None = None
     sent_at = time.time()
@@ -609,6 +616,7 @@ async def run_request(
         index=index,
         prompt_id=prompt_id,
         prompt_class=prompt_class,
+        turn=turn,
         level=level,
         warmup=warmup,
         shard=shard,

@@ -3,11 +3,15 @@ is labelled with the truth rather than with config defaults.
 
 Asked of every server before the run (each answer optional, none trusted blindly):
 - ``/v1/models``: the served model name (already checked by the runner);
-- ``/version``: vLLM's version (``{"version": ...}``);
-- ``/sim/identity``: spectrn's simulator only (profile, draft, window; a path no real server serves);
-- ``/metrics``: vLLM V1 registers the per-position acceptance counter
+- ``/version``: vLLM's version (``{"version": ...}``), recorded, never used to tell servers apart (a vLLM version
+  does not say which plugin runs under it);
+- ``/metrics``: which spec-decode families the server registers (``metrics_style``: V0's, which the Neuron fork
+  never fills, or V1's), and vLLM V1's per-position acceptance counter
   ``vllm:spec_decode_num_accepted_tokens_per_pos`` with one ``position`` label for each of its configured
-  ``num_speculative_tokens``, which is the window (docs/neuron.md; the V0 Neuron fork has no such counter).
+  ``num_speculative_tokens``, which is the window (docs/neuron.md). Whether the counters then move is read after
+  the run (``spectrn.analyze.semantics``): with the families, it decides the window semantics;
+- ``/sim/identity``: spectrn's simulator only, a path no real server serves, so it names the draft (a label) and
+  nothing the figures depend on: window and semantics come only from the signals above, as for a real server.
 
 Draft and window of a server spectrn did not start stay ``unknown`` unless the server tells, or the user
 declares them (``--draft``/``--window``: source ``declared``). A declared window that the server's own labels
@@ -18,9 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from spectrn.loadgen.metrics import SPEC_ACCEPTED_PER_POS, parse_metrics
+from spectrn.loadgen.metrics import SPEC_ACCEPTED_PER_POS, MetricsSnapshot, parse_metrics
 from spectrn.run.summary import Provenance, ServerIdentity
-from spectrn.windows import for_profile
 
 
 async def _get_json(session: Any, url: str) -> Any:
@@ -45,10 +48,38 @@ async def _get_text(session: Any, url: str) -> str | None:
         return None
 
 
+# Spec-decode families only vLLM V0 registers (vllm/engine/metrics.py); V1 registers the counters instead.
+V0_SPEC_FAMILIES = ("vllm:spec_decode_draft_acceptance_rate", "vllm:spec_decode_efficiency")
+V1_SPEC_FAMILIES = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens")
+
+
+def _families(metrics_text: str) -> set[str]:
+    """Family names declared in the exposition (``# TYPE`` lines), ``_total`` removed: a family with no sample
+    yet (the Neuron fork's spec-decode gauges) has no sample line, only its declaration."""
+    out = set()
+    for line in metrics_text.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[0] == "#" and parts[1] == "TYPE":
+            out.add(parts[2].removesuffix("_total"))
+    return out
+
+
+def metrics_style(metrics_text: str | None) -> str | None:
+    """``v1`` or ``v0`` by the spec-decode families a server registers, None when it registers neither."""
+    if not metrics_text:
+        return None
+    names = _families(metrics_text) | set(parse_metrics(metrics_text).samples)
+    if any(n in names for n in V1_SPEC_FAMILIES):
+        return "v1"
+    if any(n in names for n in V0_SPEC_FAMILIES):
+        return "v0"
+    return None
+
+
 def _positions(metrics_text: str | None) -> int | None:
     if not metrics_text:
         return None
-    snap = parse_metrics(metrics_text)
+    snap: MetricsSnapshot = parse_metrics(metrics_text)
     labels = snap.by_label(SPEC_ACCEPTED_PER_POS, "position")
     return len(labels) or None
 
@@ -72,15 +103,12 @@ async def identify(session: Any, endpoints: dict[str, str], models: dict[str, st
         if isinstance(version, dict):
             update["version"] = _str(version.get("version"))
         sim = await _get_json(session, f"{root}/sim/identity")
-        if isinstance(sim, dict):
-            profile = _str(sim.get("profile"))
-            update["profile"] = profile or ident.profile
-            if profile and name != "baseline":
-                update["window_semantics"] = for_profile(profile)
-            if ident.source == "unknown" and name != "baseline":
-                update.update(draft=_str(sim.get("draft")), window=_int(sim.get("window")), source="server")
-        if name != "baseline" and ident.source == "unknown" and "window" not in update:
-            positions = _positions(await _get_text(session, f"{root}/metrics"))
+        if isinstance(sim, dict) and ident.source == "unknown" and name != "baseline":
+            update["draft"] = _str(sim.get("draft"))  # a label only: nothing the figures use comes from here
+        if name != "baseline":
+            metrics_text = await _get_text(session, f"{root}/metrics")
+            update["metrics_style"] = metrics_style(metrics_text)
+            positions = _positions(metrics_text) if ident.source == "unknown" else None
             if positions:
                 update.update(window=positions, source="server")
         servers[name] = ident.model_copy(update=update)

@@ -120,6 +120,14 @@ class ScheduledRequest:
     prompt_class: str
     text: str
     warmup: bool
+    # a conversation (multi-turn workloads): every user message, the first being ``text``; None: one turn
+    turns: tuple[str, ...] | None = None
+    # the workload's output length for this prompt: the request's max_tokens (capped at bench.max_tokens)
+    output_tokens: int | None = None
+
+    @property
+    def turn_count(self) -> int:
+        return len(self.turns) if self.turns else 1
 
 
 class Schedule(Sequence[ScheduledRequest]):
@@ -140,7 +148,17 @@ class Schedule(Sequence[ScheduledRequest]):
     def _make(self, i: int) -> ScheduledRequest:
         p = self._prompts[self._order[i]]
         text = f"[{self._nonce}-{i}] {p.text}" if self._nonce else p.text
-        return ScheduledRequest(i, p.id, p.prompt_class, text, warmup=i < self._warmup)
+        turns = (text, *p.turns[1:]) if p.turns and len(p.turns) > 1 else None
+        return ScheduledRequest(
+            i, p.id, p.prompt_class, text, warmup=i < self._warmup, turns=turns, output_tokens=p.output_tokens
+        )
+
+    def turn_total(self) -> int:
+        """Requests this view sends: one per turn of each scheduled prompt (a plain prompt has one)."""
+        counts = [len(p.turns) if p.turns else 1 for p in self._prompts]
+        if all(c == 1 for c in counts):
+            return len(self._view)
+        return sum(counts[self._order[i]] for i in self._view)
 
     def __len__(self) -> int:
         return len(self._view)

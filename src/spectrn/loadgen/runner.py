@@ -54,7 +54,7 @@ from spectrn.loadgen.client import (
 )
 from spectrn.loadgen.identity import identify
 from spectrn.loadgen.metrics import acceptance_delta, parse_metrics, scrape
-from spectrn.loadgen.prompts import ScheduledRequest, split_schedule
+from spectrn.loadgen.prompts import Schedule, ScheduledRequest, split_schedule
 from spectrn.names import check_name
 from spectrn.paths import atomic_write_text
 from spectrn.run.records import RequestRecord, RunMeta
@@ -386,7 +386,8 @@ async def shape_input_lengths(
     for req in schedule:
         if req.text not in cache:
             cache[req.text] = await fit(req.text)
-        out.append(ScheduledRequest(req.index, req.prompt_id, req.prompt_class, cache[req.text], req.warmup))
+        turns = (cache[req.text], *req.turns[1:]) if req.turns else None  # later turns keep their own text
+        out.append(replace(req, text=cache[req.text], turns=turns))
     note = (
         f"input length {target} tokens ESTIMATED at 4 characters/token: the server has no usable /tokenize "
         f"({redact(why[0])})"
@@ -443,27 +444,72 @@ def _first_error(eg: BaseExceptionGroup[BaseException]) -> BaseException:
 
 async def _send(
     session: Any, name: str, url: str, plan: RunPlan, req: ScheduledRequest, level: Level, params: RequestParams
-) -> RequestRecord:
-    return await run_request(
-        session,
-        url,
-        params,
-        req.text,
-        variant=name,
-        index=req.index,
-        prompt_id=req.prompt_id,
-        prompt_class=req.prompt_class,
-        level=level.label,
-        warmup=req.warmup,
-        shard=plan.shard,
-    )
+) -> list[RequestRecord]:
+    """The request's records: one, or one per turn of a conversation (``req.turns``)."""
+    if req.turns is None:
+        return [
+            await run_request(
+                session,
+                url,
+                params,
+                req.text,
+                variant=name,
+                index=req.index,
+                prompt_id=req.prompt_id,
+                prompt_class=req.prompt_class,
+                level=level.label,
+                warmup=req.warmup,
+                shard=plan.shard,
+            )
+        ]
+    return await _conversation(session, name, url, plan, req, level, params)
+
+
+async def _conversation(
+    session: Any, name: str, url: str, plan: RunPlan, req: ScheduledRequest, level: Level, params: RequestParams
+) -> list[RequestRecord]:
+    """Replay a multi-turn conversation: each turn is sent with every earlier turn and the server's own answers
+    before it, so the context grows as in a chat. Both endpoints replay the same user turns; with greedy decoding
+    their answers, and so their contexts, are identical. Turn N > 1 is recorded as class ``<class>-t<N>``, so its
+    figures are reported apart from first turns. A turn that fails ends the conversation: the turns it leaves
+    unsent are records with the error ``conversation_ended`` (they were planned and could not be sent)."""
+    assert req.turns is not None
+    history: list[dict[str, str]] = []
+    out: list[RequestRecord] = []
+    keep = replace(params, keep_output=True)  # the answer is the next turn's context
+    for n, text in enumerate(req.turns, 1):
+        cls = req.prompt_class if n == 1 else turn_class(req.prompt_class, n)
+        if out and not out[-1].ok:
+            out.append(
+                RequestRecord(variant=name, index=req.index, prompt_id=req.prompt_id, prompt_class=cls, turn=n,
+                              level=level.label, warmup=req.warmup, shard=plan.shard, sent_at=time.time(),
+                              error="conversation_ended", error_msg=f"turn {n - 1} failed: {out[-1].error}")
+            )  # fmt: skip
+            continue
+        rec = await run_request(session, url, keep, text, variant=name, index=req.index, prompt_id=req.prompt_id,
+                                prompt_class=cls, level=level.label, warmup=req.warmup, shard=plan.shard,
+                                history=history, turn=n)  # fmt: skip
+        history += [{"role": "user", "content": text}, {"role": "assistant", "content": rec.output_text or ""}]
+        if not params.keep_output:
+            rec.output_text, rec.output_token_ids = None, None
+        out.append(rec)
+    return out
+
+
+def turn_class(prompt_class: str, turn: int) -> str:
+    """The class a later turn is reported under: ``coding`` turn 2 -> ``coding-t2``."""
+    return f"{prompt_class}-t{turn}"
 
 
 def _params_for(plan: RunPlan, req: ScheduledRequest) -> RequestParams:
-    """The request's parameters: a trace row's ``output_tokens`` replaces ``max_tokens`` for its request."""
+    """The request's parameters: a trace row's ``output_tokens`` replaces ``max_tokens`` for its request; else the
+    workload's output length for the prompt does, capped at ``bench.max_tokens`` (vLLM ``bench serve`` likewise
+    asks a dataset row for its own output length)."""
     row = _trace_row(plan, req)
     if row is not None and row.output_tokens is not None:
         return replace(plan.params, max_tokens=row.output_tokens)
+    if req.output_tokens is not None and req.output_tokens < plan.params.max_tokens:
+        return replace(plan.params, max_tokens=req.output_tokens)
     return plan.params
 
 
@@ -502,12 +548,13 @@ async def _closed_loop(
             if req is None:
                 return
             if sent is not None:
-                sent[name] = sent.get(name, 0) + 1
-            rec = await _send(session, name, url, plan, req, level, _params_for(plan, req))
+                sent[name] = sent.get(name, 0) + req.turn_count
+            recs = await _send(session, name, url, plan, req, level, _params_for(plan, req))
             # Let streams whose bytes are already here time-stamp them before this worker spends CPU on
             # writing its record and launching the next request (closed-loop waves end together).
             await asyncio.sleep(0)
-            sink.add(rec)
+            for rec in recs:
+                sink.add(rec)
 
     await _together(*(worker(k) for k in range(workers)))
 
@@ -534,13 +581,14 @@ async def _open_loop(
 
     async def one(req: ScheduledRequest, queued: float | None) -> None:
         try:
-            rec = await _send(session, name, url, plan, req, level, _params_for(plan, req))
+            recs = await _send(session, name, url, plan, req, level, _params_for(plan, req))
         finally:
             slots.release()
         if queued is not None:
-            rec.queued_s = round(queued, 6)
+            recs[0].queued_s = round(queued, 6)
         await asyncio.sleep(0)
-        sink.add(rec)
+        for rec in recs:
+            sink.add(rec)
 
     try:
         async with asyncio.TaskGroup() as tg:
@@ -553,7 +601,7 @@ async def _open_loop(
                 full = slots.locked()
                 await slots.acquire()
                 if sent is not None:
-                    sent[name] = sent.get(name, 0) + 1
+                    sent[name] = sent.get(name, 0) + req.turn_count
                 # only the wait for a slot is queueing; a few ms of event-loop lateness is not
                 tg.create_task(one(req, loop.time() - (t_start + at) if full else None))
     except BaseExceptionGroup as eg:
@@ -787,8 +835,11 @@ async def run_bench(
     phase = on_phase or (lambda _msg: None)
     sink: RecordSink | None = None
     warm, measured = split_schedule(plan.schedule, plan.shard, plan.shards)  # views: nothing copied
-    state.planned = {name: {lv.label: len(measured) for lv in plan.levels} for name in plan.endpoints}
-    state.planned_warmup = dict.fromkeys(plan.endpoints, len(warm))
+    # a conversation plans one request per turn
+    n_measured = measured.turn_total() if isinstance(measured, Schedule) else sum(r.turn_count for r in measured)
+    n_warm = warm.turn_total() if isinstance(warm, Schedule) else sum(r.turn_count for r in warm)
+    state.planned = {name: {lv.label: n_measured for lv in plan.levels} for name in plan.endpoints}
+    state.planned_warmup = dict.fromkeys(plan.endpoints, n_warm)
     connector = aiohttp.TCPConnector(limit=0, force_close=False, enable_cleanup_closed=True)
     try:
         async with aiohttp.ClientSession(

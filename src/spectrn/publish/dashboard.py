@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from spectrn.analyze.run import ensure_summary
 from spectrn.errors import PublishError
-from spectrn.publish.datums import ALL_CLASSES
+from spectrn.publish.datums import ALL_CLASSES, goodput_values
 from spectrn.publish.limits import MAX_DIMENSIONS, MAX_METRICS_PER_WIDGET, MAX_WIDGETS
 from spectrn.run.folder import RunFolder, dim_value
 from spectrn.run.summary import Load, Summary
@@ -50,6 +50,8 @@ class DashboardRun:
     end: float
     has_acceptance: bool = False
     markdown: str = ""
+    # (level, prompt class or "all", variant) -> the goodput metrics published for it (runs with a per-request SLO)
+    goodput: dict[tuple[str, str, str], list[str]] = field(default_factory=dict)
 
 
 def dashboard_name(prefix: str, run_id: str) -> str:
@@ -71,6 +73,10 @@ def dashboard_run(run: RunFolder, *, run_id: str | None = None, time_shift_s: fl
         end=end + time_shift_s,
         has_acceptance=summary.has_acceptance,
         markdown=run_markdown(run.meta.config, summary),
+        goodput={
+            (dim_value(level), dim_value(cls) if cls is not None else ALL_CLASSES, dim_value(variant)): list(values)
+            for level, variant, cls, values in goodput_values(summary)
+        },
     )
 
 
@@ -185,9 +191,13 @@ def build_dashboard(runs: Sequence[DashboardRun], *, namespace: str, region: str
                     }
                 )
             speedup = _speedup_widget(runs, level, pclass, namespace, region, multi)
+            goodput = _goodput_widget(runs, level, pclass, namespace, region, multi)
             if speedup is not None:
-                speedup.update(x=0, y=y + 12, width=24, height=3)
+                speedup.update(x=0, y=y + 12, width=24 if goodput is None else 16, height=3)
                 widgets.append(speedup)
+            if goodput is not None:
+                goodput.update(x=0 if speedup is None else 16, y=y + 12, width=24 if speedup is None else 8, height=3)
+                widgets.append(goodput)
             y += 15
     body = {"widgets": widgets, "start": _iso_ms(start), "end": _iso_ms(end), "periodOverride": "inherit"}
     validate_dashboard(body)
@@ -237,6 +247,45 @@ def _speedup_widget(
         "type": "metric",
         "properties": {
             "title": f"{pclass} · {level} · speedups over the run (baseline / speculative; > 1 = faster)",
+            "view": "singleValue",
+            "region": region,
+            "metrics": metrics,
+            "period": 60,
+            "setPeriodToTimeRange": True,
+            "liveData": False,
+        },
+    }
+
+
+# (metric, label) of the goodput widget
+_GOODPUT = [("GoodputRequests", "goodput req/s"), ("GoodputTokens", "goodput tok/s"), ("GoodputShare", "% within SLO")]
+
+
+def _goodput_widget(
+    runs: Sequence[DashboardRun], level: str, pclass: str, namespace: str, region: str, multi: bool
+) -> dict[str, Any] | None:
+    """Goodput per variant as single values: requests and output tokens per second that meet every per-request
+    SLO, and their share of the requests (one value per run and scope, so Average is the value)."""
+    metrics: list[list[Any]] = []
+    for r in runs:
+        for variant in r.variants:
+            names = r.goodput.get((level, pclass, variant), [])
+            dims = ["RunId", r.run_id, "Config", r.config_label, "Load", level, "Variant", variant]
+            if pclass != ALL_CLASSES:
+                dims += ["PromptClass", pclass]
+            who = f"{r.config_label} {variant}" if multi else variant
+            color = VARIANT_COLORS.get(variant, "#7f7f7f")
+            for name, label in _GOODPUT:
+                if name in names:
+                    metrics.append(
+                        [namespace, name, *dims, {"stat": "Average", "label": f"{who} {label}", "color": color}]
+                    )
+    if not metrics:
+        return None
+    return {
+        "type": "metric",
+        "properties": {
+            "title": f"{pclass} · {level} · goodput (meets every per-request SLO)",
             "view": "singleValue",
             "region": region,
             "metrics": metrics,

@@ -26,6 +26,7 @@ from spectrn.publish.limits import (
 )
 from spectrn.run.folder import RunFolder, dim_value
 from spectrn.run.records import RequestRecord
+from spectrn.run.summary import Summary
 
 # Dimension names, outermost first; PromptClass is dropped for the aggregate dimension set.
 DIMS_AGGREGATE = ("RunId", "Config", "Load", "Variant")
@@ -58,8 +59,40 @@ METRICS: dict[str, MetricSpec] = {
         MetricSpec("Errors", "Count", True, "1 per failed request, 0 per completed one (Sum = errors)"),
         MetricSpec("AcceptanceRate", "Percent", False, "accepted / drafted tokens over the run (server counters)"),
         MetricSpec("MeanAcceptanceLength", "None", False, "1 + accepted / drafts over the run (server counters)"),
+        MetricSpec(
+            "GoodputRequests", "Count/Second", False, "requests meeting every per-request SLO per second of wall time"
+        ),
+        MetricSpec("GoodputTokens", "Count/Second", False, "output tokens of those requests per second of wall time"),
+        MetricSpec("GoodputShare", "Percent", False, "share of attempted requests meeting every per-request SLO"),
     )
 }
+
+# (metric, Goodput field, scale) of the goodput datums: one value per (level, variant[, prompt class]).
+GOODPUT_METRICS = (
+    ("GoodputRequests", "requests_per_s", 1.0),
+    ("GoodputTokens", "output_tokens_per_s", 1.0),
+    ("GoodputShare", "fraction", 100.0),
+)
+
+
+def goodput_values(summary: Summary) -> list[tuple[str, str, str | None, dict[str, float]]]:
+    """(level, variant, prompt class or None for all classes, {metric: value}) of every scope with goodput
+    (a run without a per-request SLO has none); non-finite values are left out (they are never computed)."""
+    out = []
+    for lv in summary.levels:
+        for cls, cs in lv.scopes():
+            for variant, vs in cs.variants.items():
+                g = vs.goodput
+                if g is None or not g.slos:
+                    continue
+                values = {}
+                for name, key, scale in GOODPUT_METRICS:
+                    x = getattr(g, key)
+                    if isinstance(x, int | float) and math.isfinite(x):
+                        values[name] = scale * float(x)
+                if values:
+                    out.append((lv.label, variant, None if cls == ALL_CLASSES else cls, values))
+    return out
 
 
 MetricsFn = Callable[[RequestRecord], RequestMetrics | None]
@@ -229,6 +262,11 @@ def build_metric_datums(
                     series[("MeanAcceptanceLength", base, accept_ts)].append(float(length))
                 else:
                     bad.append(f"MeanAcceptanceLength of {variant} is {length}")
+    for level, variant, pclass, values in goodput_values(summary):
+        base = (("RunId", rid), ("Config", cfg), ("Load", dim_value(level)), ("Variant", dim_value(variant)))
+        dims = (*base, ("PromptClass", dim_value(pclass))) if pclass is not None else base
+        for name, value in values.items():
+            series[(name, dims, accept_ts)].append(value)
     if bad and not skip_nonfinite:
         raise PublishError(
             f"run {run.run_id}: non-finite acceptance value(s): {'; '.join(bad[:5])}",

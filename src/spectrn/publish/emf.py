@@ -15,6 +15,7 @@ from spectrn.publish.datums import (
     MetricsFn,
     _finite,
     default_metrics_fn,
+    goodput_values,
 )
 from spectrn.publish.limits import EMF_MAX_VALUES, validate_namespace
 from spectrn.run.folder import EMF, RunFolder, dim_value
@@ -97,6 +98,11 @@ def emf_lines(
             if values:
                 members = {"RunId": rid, "Config": cfg, "Load": dim_value(lv.label), "Variant": dim_value(variant)}
                 lines.append(line(end_ms, members, values, [list(DIMS_AGGREGATE)]))
+    for level, variant, pclass, good in goodput_values(summary):
+        members = {"RunId": rid, "Config": cfg, "Load": dim_value(level), "Variant": dim_value(variant)}
+        if pclass is not None:
+            members["PromptClass"] = dim_value(pclass)
+        lines.append(line(end_ms, members, good, [list(DIMS_BY_CLASS if pclass is not None else DIMS_AGGREGATE)]))
     return lines, skipped
 
 

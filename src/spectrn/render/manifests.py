@@ -264,6 +264,8 @@ def sim_args(cfg: SpectrnConfig, speculative: bool) -> list[str]:
         "--max-num-seqs", str(cfg.max_num_seqs),
         "--max-model-len", str(cfg.max_model_len),
     ]  # fmt: skip
+    if cfg.sim_profile_choice is not None:  # the server the config would deploy; else the preset's own
+        args += ["--profile", cfg.sim_profile_choice]
     if speculative:
         args.append("--speculative")
         if cfg.uses_draft_model:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from spectrn.analyze.difference import differences, scoped
 from spectrn.analyze.run import ensure_summary
 from spectrn.report.format import LATENCIES, SPEEDUPS, speedup_of, stat
 from spectrn.run.folder import RunFolder
@@ -43,7 +44,8 @@ def _provenance(s: Summary) -> dict[str, Any]:
 def compare_runs(a: Path | RunFolder, b: Path | RunFolder) -> dict[str, Any]:
     """Compare run B against run A: provenance and configuration differences, p50s and speedups per class.
 
-    ``ratio`` is B / A (for latencies < 1 means B is faster); ``speedups`` lists each run's own
+    ``ratio`` is B / A (for latencies < 1 means B is faster); ``differences`` gives B / A of TPOT p50,
+    aggregate throughput and $/M per variant with a 95% bootstrap interval; ``speedups`` lists each run's own
     baseline-vs-speculative speedup side by side. Load levels present in both runs are compared level by
     level; without a common level, each run's first level is compared (``pairs`` says which). Runs of
     different runtimes, profiles or time scales are compared, but ``warnings`` says loudly that their
@@ -105,6 +107,8 @@ def compare_runs(a: Path | RunFolder, b: Path | RunFolder) -> dict[str, Any]:
                      "a": spa.value if spa else None, "a_ci95": list(spa.ci95) if spa and spa.ci95 else None,
                      "b": spb.value if spb else None, "b_ci95": list(spb.ci95) if spb and spb.ci95 else None}
                 )  # fmt: skip
+    # each run's requests resampled on its own: intervals on B / A (spectrn.analyze.difference)
+    accs_a, accs_b = scoped(ra.records(), ra.meta), scoped(rb.records(), rb.meta)
     return {
         "a": {"run_id": sa.run_id, "config": sa.config_label, "clean": sa.clean},
         "b": {"run_id": sb.run_id, "config": sb.config_label, "clean": sb.clean},
@@ -114,11 +118,36 @@ def compare_runs(a: Path | RunFolder, b: Path | RunFolder) -> dict[str, Any]:
         "config_differences": diffs,
         "rows": rows,
         "speedups": speed,
+        "differences": differences(sa, sb, accs_a, accs_b, pairs),
     }
 
 
 def _sp(value: float | None, ci: list[float] | None) -> str:
     return Speedup(value=value, ci95=(ci[0], ci[1]) if ci else None).text()
+
+
+def _ratio(value: float | None, ci: list[float] | None) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:.3f}x" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+
+def differences_table(cmp: dict[str, Any]) -> Table:
+    """B / A per (load, prompt class, variant): TPOT p50, aggregate throughput and $/M with 95% intervals."""
+    from rich.table import Table
+    from rich.text import Text
+
+    a, b = cmp["a"], cmp["b"]
+    t = Table(title=Text(f"B / A: B = {b['run_id']}  over  A = {a['run_id']} (95% CI, each run resampled)"))
+    for col in ("load", "prompt class", "variant", "metric", "B / A [95% CI]"):
+        t.add_column(col, justify="right" if col.startswith("B /") else "left", no_wrap=True)
+    last = None
+    for r in cmp.get("differences", []):
+        key = (r["level"], r["prompt_class"], r["variant"])
+        cells = [*(k if key != last else "" for k in key), r["metric"], _ratio(r["ratio"], r["ci95"])]
+        t.add_row(*(Text(str(c)) for c in cells))
+        last = key
+    return t
 
 
 def compare_table(cmp: dict[str, Any]) -> Table:
@@ -159,6 +188,14 @@ def compare_markdown(cmp: dict[str, Any]) -> str:
             f"| {r['level']} | {r['prompt_class']} | {r['metric']} | "
             f"{_sp(r['a'], r['a_ci95'])} | {_sp(r['b'], r['b_ci95'])} | {diff} |"
         )
+    if cmp.get("differences"):
+        lines += ["", "B / A with 95% bootstrap intervals (each run's requests resampled on its own):", ""]
+        lines += ["| load | prompt class | variant | metric | B / A [95% CI] |", "|---|---|---|---|---|"]
+        for r in cmp["differences"]:
+            lines.append(
+                f"| {r['level']} | {r['prompt_class']} | {r['variant']} | {r['metric']} | "
+                f"{_ratio(r['ratio'], r['ci95'])} |"
+            )
     diffs = {k: v for k, v in cmp["config_differences"].items()}
     if diffs:
         lines += ["", "Configuration differences (A → B):", ""]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from spectrn.run.summary import Speedup, Speedups, Stats, Summary, VariantSummary
+from spectrn.run.summary import LevelSummary, Speedup, Speedups, Stats, Summary, VariantSummary
 
 VARIANT_COLORS = {"baseline": "#1f77b4", "speculative": "#ff7f0e"}
 OTHER_COLORS = ["#2ca02c", "#d62728", "#9467bd", "#8c564b"]
@@ -152,3 +152,62 @@ def headline_lines(s: Summary) -> list[str]:
         scope = "declared mix" if h.scope == "mix" else h.scope
         out.append(f"{where}{scope}: TPOT p50 speedup {h.speedup.text()}{significance(h.speedup)}")
     return out
+
+
+def slo_verdict(met: bool | None) -> str:
+    return "met" if met else "MISSED" if met is False else "not judged"
+
+
+def slo_check_text(vs: VariantSummary | None, slo: str) -> str:
+    """``52.7 ms MISSED``: the observed percentile of one percentile SLO and its verdict (``n/a``: not judged)."""
+    g = vs.goodput if vs is not None else None
+    check = next((c for c in g.checks if c.slo == slo), None) if g is not None else None
+    if check is None:
+        return "n/a"
+    seen = "no value" if check.observed_s is None else f"{check.observed_s * 1e3:.1f} ms"
+    return f"{seen} {slo_verdict(check.met)}"
+
+
+def goodput_cells(vs: VariantSummary | None) -> tuple[str, str, str]:
+    """(requests/s, output tokens/s, share of requests within every per-request SLO), ``n/a`` where undefined."""
+    g = vs.goodput if vs is not None else None
+    if g is None or not g.slos:
+        return "n/a", "n/a", "n/a"
+    share = f"{g.fraction:.0%}" if g.fraction is not None else "n/a"
+    return num(g.requests_per_s, 1.0, 2), num(g.output_tokens_per_s, 1.0, 1), share
+
+
+def slo_names(scopes: list[tuple[str, VariantSummary | None]]) -> tuple[list[str], list[str]]:
+    """(per-request SLOs, percentile SLOs) named in any of ``scopes``, in first-seen order."""
+    per_request: dict[str, None] = {}
+    checks: dict[str, None] = {}
+    for _, vs in scopes:
+        if vs is not None and vs.goodput is not None:
+            per_request.update(dict.fromkeys(vs.goodput.slos))
+            checks.update(dict.fromkeys(c.slo for c in vs.goodput.checks))
+    return list(per_request), list(checks)
+
+
+def slo_table(level: LevelSummary) -> tuple[list[str], list[list[str]]] | None:
+    """One row per (prompt class, variant) of a level: goodput (requests/s, output tokens/s, share within every
+    per-request SLO), then each percentile SLO's observed value and verdict. None when the run sets no SLO."""
+    scopes = [
+        ("all (pooled)" if cls == "all" else cls, v, cs.variants.get(v))
+        for cls, cs in level.scopes()
+        for v in level.variant_names()
+        if cs.variants.get(v) is not None
+    ]
+    per_request, checks = slo_names([(c, vs) for c, _, vs in scopes])
+    if not per_request and not checks:
+        return None
+    within = "within " + ", ".join(per_request) if per_request else "within (no per-request SLO)"
+    header = ["prompt class", "variant", "goodput req/s", "goodput tok/s", within, *checks]
+    rows = [[cls, v, *goodput_cells(vs), *(slo_check_text(vs, c) for c in checks)] for cls, v, vs in scopes]
+    return header, rows
+
+
+GOODPUT_DEFINITION = (
+    "goodput = completed requests meeting every per-request SLO of their prompt class (and their output tokens) "
+    "per second of the scope's wall time, as aggregate throughput; a percentile SLO is met when the observed "
+    "percentile is at most its limit (docs/slo.md)"
+)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from spectrn.analyze.run import ensure_summary
 from spectrn.publish.datums import MetricsFn, default_metrics_fn
 from spectrn.report.format import (
+    GOODPUT_DEFINITION,
     LATENCIES,
     correctness_lines,
     headline_lines,
@@ -21,6 +22,7 @@ from spectrn.report.format import (
     not_performance_banner,
     num,
     provenance_line,
+    slo_table,
     speedup_of,
     speedup_text,
     stat,
@@ -222,6 +224,11 @@ def report_html(folder: RunFolder, summary: Summary, images: list[tuple[str, Pat
                 left=2,
             )
         )  # fmt: skip
+        slos = slo_table(lv)
+        if slos is not None:
+            parts.append("<h3>SLOs and goodput</h3>")
+            parts.append(html_table(*slos, left=2))
+            parts.append(f'<p class="muted">{_e(GOODPUT_DEFINITION)}.</p>')
         eq = lv.equivalence
         if eq is not None and eq.compared:
             same = eq.matched == eq.compared

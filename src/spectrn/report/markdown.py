@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from spectrn.report.format import (
+    GOODPUT_DEFINITION,
     correctness_lines,
     headline_lines,
     models_shown,
     not_performance_banner,
     num,
     provenance_line,
+    slo_table,
     speedup_of,
     speedup_text,
     stat,
@@ -84,6 +86,19 @@ def summary_markdown(summary: Summary, config: SpectrnConfig | None = None) -> s
             cells.append(f"{usd(bc)} → {usd(sc)}")
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
+        slos = slo_table(lv)
+        if slos is not None:
+            header, rows = slos
+            lines += [
+                "**SLOs and goodput**",
+                "",
+                "| " + " | ".join(_md(h) for h in header) + " |",
+                "|" + "---|" * len(header),
+                *("| " + " | ".join(_md(c) for c in row) + " |" for row in rows),
+                "",
+                f"_{_md(GOODPUT_DEFINITION)}._",
+                "",
+            ]
         spec = lv.variants.get("speculative")
         acc = spec.acceptance if spec else None
         if acc is not None and acc.agreement:

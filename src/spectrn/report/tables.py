@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from spectrn.report.format import num, speedup_of, speedup_text, stat, usd
+from spectrn.report.format import goodput_cells, num, slo_check_text, slo_names, speedup_of, speedup_text, stat, usd
 from spectrn.run.summary import ClassSummary, Summary
 
 if TYPE_CHECKING:
@@ -36,6 +36,24 @@ def _rows(cs: ClassSummary) -> list[tuple[str, str, str, str]]:
     if bc is not None or sc is not None:
         ratio = f"{bc / sc:.2f}x" if bc and sc else "n/a"
         out.append(("$/M tokens", usd(bc), usd(sc), ratio))
+    return out + _slo_rows(cs)
+
+
+def _slo_rows(cs: ClassSummary) -> list[tuple[str, str, str, str]]:
+    """Goodput (requests/s, output tokens/s; speculative / baseline) and each percentile SLO's observed value."""
+    b, s = cs.variants.get("baseline"), cs.variants.get("speculative")
+    per_request, checks = slo_names([("baseline", b), ("speculative", s)])
+    out = []
+    if per_request:
+        (br, bt, bshare), (sr, st, sshare) = goodput_cells(b), goodput_cells(s)
+        bg, sg = (b.goodput if b else None), (s.goodput if s else None)
+        for label, bv, sv, key in (("goodput req/s", br, sr, "requests_per_s"), ("goodput tok/s", bt, st,
+                                   "output_tokens_per_s")):  # fmt: skip
+            x, y = getattr(bg, key, None), getattr(sg, key, None)
+            out.append((label, bv, sv, f"{y / x:.2f}x" if x and y is not None else "n/a"))
+        out.append(("within SLO", bshare, sshare, ""))
+    for slo in checks:
+        out.append((slo, slo_check_text(b, slo), slo_check_text(s, slo), ""))
     return out
 
 

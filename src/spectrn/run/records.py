@@ -40,6 +40,13 @@ class RequestRecord(BaseModel):
     index: int = Field(description="Position in the shared request schedule (same prompt on both variants).")
     prompt_id: str
     prompt_class: str
+    turn: int | None = Field(
+        default=None,
+        ge=1,
+        description="Turn of a replayed conversation (1 = the first user message; the context grows with every "
+        "turn); absent for a single-turn prompt. Turns after the first are reported as their own prompt class, "
+        "<class>-t<turn>.",
+    )
     level: str = Field(default="c4", description="Load level label, e.g. c4 (concurrency 4) or r2.0 (2 req/s).")
     warmup: bool = False
     shard: int = 0

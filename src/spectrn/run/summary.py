@@ -73,11 +73,39 @@ class Requests(Contract):
     error_examples: dict[str, str] = Field(default_factory=dict)
 
 
+class SloCheck(Contract):
+    """One percentile SLO judged on a scope's requests (``spectrn.analyze.slo``)."""
+
+    slo: str = Field(description="The SLO as spectrn spells it, e.g. p90:tpot<=50ms or structured/p99:ttft<=2s.")
+    metric: Literal["ttft", "tpot", "itl", "e2e"]
+    percentile: float
+    threshold_s: float
+    prompt_class: str | None = Field(default=None, description="The prompt class it binds (None: every class).")
+    observed_s: float | None = Field(default=None, description="The observed percentile (None: no value).")
+    met: bool | None = Field(default=None, description="observed <= threshold (None: nothing to judge).")
+    n: int = Field(default=0, description="Requests the percentile was taken over.")
+
+
 class Goodput(Contract):
-    slo_ttft_s: float | None = None
-    slo_tpot_s: float | None = None
-    fraction: float | None = None
-    requests_per_s: float | None = None
+    """The scope's SLOs: percentile SLOs judged (``checks``) and goodput, the completed requests that meet every
+    per-request SLO applying to their prompt class, per second of the scope's wall time (the same wall time as
+    the aggregate throughput), and their output tokens per second."""
+
+    slo_ttft_s: float | None = Field(default=None, description="The per-request TTFT limit (bench.slo_ttft_s).")
+    slo_tpot_s: float | None = Field(default=None, description="The per-request TPOT limit (bench.slo_tpot_s).")
+    slos: list[str] = Field(default_factory=list, description="The per-request SLOs that define goodput.")
+    requests_within: int | None = Field(default=None, description="Completed requests meeting every one of them.")
+    fraction: float | None = Field(
+        default=None, description="requests_within / requests attempted (a failed request misses the target)."
+    )
+    requests_per_s: float | None = Field(default=None, description="Goodput: requests_within / wall time.")
+    output_tokens_per_s: float | None = Field(
+        default=None, description="Goodput in tokens: output tokens of those requests / wall time."
+    )
+    checks: list[SloCheck] = Field(default_factory=list, description="Every percentile SLO binding this scope.")
+    all_met: bool | None = Field(
+        default=None, description="Every percentile SLO met (None: none given, or one could not be judged)."
+    )
 
 
 class Cost(Contract):
@@ -181,7 +209,12 @@ class Speedups(Contract):
     itl_p50: Speedup | None = None
     e2e_p50: Speedup | None = None
     ttft_p50: Speedup | None = None
-    throughput: Speedup | None = None
+    throughput: Speedup | None = Field(default=None, description="Mean per-request output tokens/s, spec / base.")
+    aggregate_throughput: Speedup | None = Field(
+        default=None,
+        description="Aggregate output tokens/s, speculative / baseline; also the cost ratio (baseline $/M / "
+        "speculative $/M, one price). Interval: paired requests resampled with their e2e (docs/benchmarks.md).",
+    )
 
 
 class ClassSummary(Contract):
@@ -280,6 +313,19 @@ class ServerIdentity(Contract):
     window: int | None = None
     window_semantics: Literal["nxdi", "upstream"] | None = None
     source: str = Field(default="config", description="Where draft and window come from: config, server, unknown.")
+    metrics_style: Literal["v0", "v1"] | None = Field(
+        default=None,
+        description="Which spec-decode metric families the server's /metrics registered before the run: v0 (vLLM "
+        "V0, the Neuron fork), v1 (vLLM V1: upstream, vllm-neuron); None: none, or not asked.",
+    )
+    semantics_source: str | None = Field(
+        default=None,
+        description="Where window_semantics come from: server (its metric families and whether its spec-decode "
+        "counters moved), profile (the simulator spectrn started), config (vllm_dialect, plugin_release).",
+    )
+    semantics_evidence: str | None = Field(
+        default=None, description="The server's signals behind window_semantics, in words."
+    )
 
 
 class Provenance(Contract):

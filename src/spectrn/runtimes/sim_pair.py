@@ -90,9 +90,10 @@ def wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: 
 
 def sim_profile(cfg: SpectrnConfig) -> str:
     """The server profile the simulator runs for ``cfg`` (what it does on the wire, its window semantics):
-    ``sim.profile``, else the preset's own (neuron-fork for the Neuron presets)."""
-    if cfg.sim.profile is not None:
-        return cfg.sim.profile
+    ``sim.profile``; else, for vllm_dialect vllm-neuron, the plugin release's; else the preset's own
+    (neuron-fork for the Neuron presets)."""
+    if cfg.sim_profile_choice is not None:
+        return cfg.sim_profile_choice
     from spectrn.errors import SpectrnError
     from spectrn.sim.model import get_preset
 
@@ -145,8 +146,8 @@ class SimPair:
             "--served-model-name",
             self.model,
         ]
-        if cfg.sim.profile is not None:  # else the preset's own (neuron-fork for the Neuron presets)
-            cmd += ["--profile", cfg.sim.profile]
+        if cfg.sim_profile_choice is not None:  # else the preset's own (neuron-fork for the Neuron presets)
+            cmd += ["--profile", cfg.sim_profile_choice]
         if variant == "speculative":
             cmd += ["--speculative", "--draft", cfg.draft, "--window", str(cfg.num_speculative_tokens)]
         return cmd + self.extra_args

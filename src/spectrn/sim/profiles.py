@@ -9,6 +9,10 @@
 ``vllm-neuron``
     The vllm-neuron plugin 0.2.x on vLLM V1 (DLC 0.11.0 and later): V1's protocol, V1 spec-decode counters
     registered but left at 0, NxDI window semantics.
+``vllm-neuron-0.24``
+    The current vllm-neuron plugin (0.24.x on vLLM 0.24, DLC ``0.24.0.1.1.0``, SDK 2.32): V1's protocol, eagle3
+    speculation through vLLM's own scheduler, so the V1 spec-decode counters move, and upstream window semantics
+    (k proposals, up to k + 1 tokens per step).
 ``upstream``
     Upstream vLLM V1, what the recorded transcripts in ``tests/fixtures/vllm-real`` come from: ``token_ids``
     per event, moving spec-decode counters with ``position`` labels, ``k + 1`` tokens per step at most.
@@ -23,7 +27,7 @@ from typing import Literal, get_args
 
 from spectrn.windows import WindowSemantics
 
-ProfileName = Literal["neuron-fork", "vllm-neuron", "upstream"]
+ProfileName = Literal["neuron-fork", "vllm-neuron", "vllm-neuron-0.24", "upstream"]
 PROFILE_NAMES: tuple[ProfileName, ...] = get_args(ProfileName)
 
 MetricsStyle = Literal["v0", "v1"]
@@ -66,6 +70,18 @@ PROFILES: dict[ProfileName, ServerProfile] = {
         continuous_usage=True,
         metrics="v1",
         spec_counters_move=False,
+        errors="v1",
+        text_holdback_rate=0.0,
+    ),
+    "vllm-neuron-0.24": ServerProfile(
+        name="vllm-neuron-0.24",
+        description="vllm-neuron plugin 0.24.x on vLLM 0.24 (eagle3, k proposals plus a bonus token)",
+        window="upstream",
+        vllm_version="0.24.0",
+        token_ids=True,
+        continuous_usage=True,
+        metrics="v1",
+        spec_counters_move=True,
         errors="v1",
         text_holdback_rate=0.0,
     ),

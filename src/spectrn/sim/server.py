@@ -822,7 +822,8 @@ def make_app(settings: SimSettings) -> web.Application:
     r.add_get("/v1/models", server.models)
     r.add_get("/health", server.health)
     r.add_get("/version", server.version)
-    r.add_get("/sim/identity", server.identity)
+    if settings.identity_endpoint:  # off: nothing a real server lacks tells the client what this server is
+        r.add_get("/sim/identity", server.identity)
     r.add_post("/tokenize", server.tokenize)
     r.add_get("/metrics", server.metrics_endpoint)
     r.add_get("/sim/requests", server.sim_requests)

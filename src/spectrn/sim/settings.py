@@ -74,6 +74,11 @@ class SimSettings(BaseModel):
     request_log_size: int = Field(
         default=2000, ge=0, le=1_000_000, description="Most recent requests kept for GET /sim/requests."
     )
+    identity_endpoint: bool = Field(
+        default=True,
+        description="Serve GET /sim/identity (the simulator naming itself). Off: the server exposes only what a "
+        "real vLLM server does, for testing that spectrn identifies servers from real signals alone.",
+    )
     vllm_version: str | None = Field(
         default=None, description="Version reported by /version and system_fingerprint (default: the profile's)."
     )

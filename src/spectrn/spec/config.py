@@ -81,6 +81,9 @@ PLUGIN_IMAGES: dict[str, str] = {
 DEFAULT_SPECTRN_IMAGE = "spectrn:0.1.0"
 NEURON_SCHEDULER = "my-scheduler"  # the Neuron helm chart's scheduler.customScheduler.fullnameOverride
 
+# The simulator profile that plays each vllm-neuron plugin release (spectrn.sim.profiles; docs/neuron.md).
+PLUGIN_SIM_PROFILES: dict[str, str] = {"0.2": "vllm-neuron", "current": "vllm-neuron-0.24"}
+
 # Modes each vLLM dialect can run at all; SpectrnConfig._neuron_rules adds what each needs.
 DIALECT_MODES: dict[str, tuple[str, ...]] = {
     "legacy-neuron": ("fused", "eagle", "medusa"),
@@ -517,8 +520,16 @@ class BenchConfig(Strict):
     max_error_rate: float = Field(
         default=0.05, ge=0, le=1, description="Above this error rate a run is flagged as not clean."
     )
-    slo_ttft_s: float | None = Field(default=None, gt=0, description="Goodput SLO on TTFT (seconds).")
-    slo_tpot_s: float | None = Field(default=None, gt=0, description="Goodput SLO on TPOT (seconds).")
+    slo: list[str] = Field(
+        default_factory=list,
+        description="Latency targets (docs/slo.md): per request (tpot<=50ms: a request meets it when its own value does; these define goodput) or at a percentile (p90:tpot<=50ms), on ttft, tpot, itl or e2e, units ms or s, optionally for one prompt class (structured/p90:tpot<=40ms).",
+    )
+    slo_ttft_s: float | None = Field(
+        default=None, gt=0, description="Per-request SLO on TTFT in seconds: the same as slo: [ttft<=X s]."
+    )
+    slo_tpot_s: float | None = Field(
+        default=None, gt=0, description="Per-request SLO on TPOT in seconds: the same as slo: [tpot<=X s]."
+    )
     loadgen_pods: int = Field(
         default=1, ge=1, le=64, description="Pods of the in-cluster load Job (Indexed Job shards)."
     )
@@ -535,6 +546,18 @@ class BenchConfig(Strict):
             if data.get("duration_s") is not None or data.get("trace") is not None:
                 data = {**data, "requests": MAX_REQUESTS}
         return data
+
+    @field_validator("slo")
+    @classmethod
+    def _slo(cls, v: list[str]) -> list[str]:
+        """Parsed at load, so a typo fails before any request is sent (the text is kept as written)."""
+        from spectrn.analyze.slo import SloSyntaxError, parse_slos
+
+        try:
+            parse_slos(v)
+        except SloSyntaxError as e:
+            raise FieldError(f"bench.slo: {e.message}", fields=("bench.slo",), fix=e.fix) from None
+        return v
 
     @field_validator("request_rate", mode="before")
     @classmethod
@@ -602,10 +625,11 @@ class CloudWatchConfig(Strict):
 
 class SimConfig(Strict):
     preset: str = Field(default="qwen3-32b-trn2", description="Simulator calibration preset.")
-    profile: Literal["neuron-fork", "vllm-neuron", "upstream"] | None = Field(
+    profile: Literal["neuron-fork", "vllm-neuron", "vllm-neuron-0.24", "upstream"] | None = Field(
         default=None,
-        description="Server the simulator imitates on the wire and in /metrics (default: the preset's; "
-        "neuron-fork for the Neuron presets, upstream for vLLM V1's token_ids and moving spec counters).",
+        description="Server the simulator imitates on the wire and in /metrics. Default: the one vllm_dialect "
+        "names (legacy-neuron: the preset's, neuron-fork for the Neuron presets; vllm-neuron plugin_release 0.2: "
+        "vllm-neuron; current: vllm-neuron-0.24); upstream: vLLM V1's token_ids and moving spec counters.",
     )
     time_scale: float = Field(
         default=1.0, gt=0, le=100, description="Multiply all simulated times (0.1 = ten times faster)."
@@ -773,6 +797,17 @@ class SpectrnConfig(Strict):
         if self.image:
             return self.image
         return LEGACY_NEURON_IMAGE if self.vllm_dialect == "legacy-neuron" else PLUGIN_IMAGES[self.plugin_release]
+
+    @property
+    def sim_profile_choice(self) -> str | None:
+        """The simulator profile this config asks for: ``sim.profile``; else, for vllm_dialect vllm-neuron, the
+        plugin release's (0.2: vllm-neuron, current: vllm-neuron-0.24), so a simulated run plays the server the
+        config would deploy; None: the preset's own (neuron-fork for the Neuron presets)."""
+        if self.sim.profile is not None:
+            return self.sim.profile
+        if self.vllm_dialect == "vllm-neuron":
+            return PLUGIN_SIM_PROFILES[self.plugin_release]
+        return None
 
     @property
     def nxdi_speculation(self) -> bool:

@@ -102,7 +102,7 @@ def _open_run(path: Path) -> _Run:
     elif prov.profile:
         semantics = for_profile(prov.profile)
     else:
-        semantics = for_dialect(meta.config.vllm_dialect)
+        semantics = for_dialect(meta.config.vllm_dialect, meta.config.plugin_release)
     draft = (server.draft if server is not None else None) or meta.config.draft
     levels = [lv.label for lv in summary.levels]
     source = RunSource(

@@ -1,0 +1,146 @@
+"""Aggregate throughput and $/M intervals resample requests with their time spans: never zero-width when every
+output has one length, and they cover a known closed-loop throughput at about the nominal rate."""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+import pytest
+
+from spectrn.analyze.summary import summarize
+from spectrn.analyze.throughput import aggregate_ci
+from spectrn.run.records import RequestRecord, RunMeta
+from spectrn.spec.config import SpectrnConfig
+
+HOURLY = 44.70 * 0.5  # trn2.48xlarge, half an instance per service (the config's defaults)
+
+
+def closed_loop(seed: int, *, streams: int, n: int, tokens: int, mean_s: float) -> tuple[list[float], list[float]]:
+    """(send times, e2e) of ``n`` requests served by a closed loop of ``streams``: each stream sends its next
+    request when its last one ends; durations are Gamma(shape 4) with mean ``mean_s`` (CV 0.5), whatever the
+    output length. Steady-state throughput: streams x tokens / mean_s (renewal theory)."""
+    gen = np.random.default_rng(seed)
+    free = [0.0] * streams
+    sends, e2e = [], []
+    for _ in range(n):
+        t = heapq.heappop(free)
+        d = float(gen.gamma(4.0, mean_s / 4.0))
+        sends.append(t)
+        e2e.append(d)
+        heapq.heappush(free, t + d)
+    return sends, e2e
+
+
+def test_equal_lengths_give_an_interval_that_covers_the_known_throughput_at_about_95_percent() -> None:
+    streams, n, tokens, mean_s = 4, 200, 64, 2.0
+    truth = streams * tokens / mean_s  # 128 tok/s
+    covered, widths = 0, []
+    for seed in range(100):
+        sends, e2e = closed_loop(seed, streams=streams, n=n, tokens=tokens, mean_s=mean_s)
+        wall = max(s + d for s, d in zip(sends, e2e, strict=True)) - min(sends)
+        point = n * tokens / wall
+        ci = aggregate_ci(np.full(n, float(tokens)), e2e, wall, seed=seed)
+        assert ci is not None
+        lo, hi = ci
+        assert lo < point < hi  # the point sits inside its own interval
+        widths.append((hi - lo) / point)
+        covered += lo <= truth <= hi
+    assert covered >= 90, covered
+    # never zero-width; about 2 x 1.96 x CV / sqrt(n) = 14% of the point for CV 0.5 and 200 requests
+    assert min(widths) > 0.08 and max(widths) < 0.25
+
+
+def test_equal_durations_and_lengths_are_exact() -> None:
+    """Nothing varies between requests: the interval is the point (a real zero width, not an artefact)."""
+    ci = aggregate_ci(np.full(10, 16.0), np.full(10, 2.0), 5.0, seed=0)
+    assert ci == pytest.approx((10 * 16 / 5.0, 10 * 16 / 5.0))
+    assert aggregate_ci([16.0], [2.0], 5.0, seed=0) is None  # one request: no interval
+
+
+def record(variant: str, index: int, tokens: int, e2e: float, sent_at: float) -> RequestRecord:
+    ttft = 0.1 * e2e
+    gap = (e2e - ttft) / (tokens - 1)
+    return RequestRecord(
+        variant=variant,
+        index=index,
+        prompt_id=f"p{index}",
+        prompt_class="chat",
+        level="c2",
+        sent_at=sent_at,
+        ttft=ttft,
+        e2e=e2e,
+        chunk_times=[ttft + j * gap for j in range(tokens)],
+        chunk_tokens=[1] * tokens,
+        completion_tokens=tokens,
+        status=200,
+    )
+
+
+def equal_length_run(n: int = 60, tokens: int = 32) -> tuple[list[RequestRecord], dict[str, tuple[float, float]]]:
+    """Two variants, every output ``tokens`` long, durations varying; returns the records and per variant
+    (total tokens, wall) computed here from the schedule."""
+    gen = np.random.default_rng(11)
+    recs, walls = [], {}
+    for variant, speed in (("baseline", 1.0), ("speculative", 0.4)):
+        free = [1000.0, 1000.0]  # two streams
+        first, last = float("inf"), 0.0
+        for i in range(n):
+            t = heapq.heappop(free)
+            d = speed * float(gen.uniform(0.5, 1.5))
+            recs.append(record(variant, i, tokens, d, t))
+            heapq.heappush(free, t + d)
+            first, last = min(first, t), max(last, t + d)
+        walls[variant] = (float(n * tokens), last - first)
+    return recs, walls
+
+
+def test_summary_throughput_cost_and_their_ratio_have_intervals_with_equal_lengths() -> None:
+    recs, walls = equal_length_run()
+    meta = RunMeta(run_id="r", spectrn_version="0", started_at=0, finished_at=1, config=SpectrnConfig())
+    s = summarize(recs, meta)
+    level = s.levels[0]
+    points = {}
+    for variant, (tokens, wall) in walls.items():
+        vs = level.variants[variant]
+        point = tokens / wall
+        points[variant] = point
+        thr = vs.output_tokens_per_s
+        assert thr.aggregate == pytest.approx(point)  # the point estimate is unchanged: tokens / wall
+        assert thr.aggregate_ci95 is not None
+        lo, hi = thr.aggregate_ci95
+        assert lo < point < hi
+        assert vs.cost is not None and vs.cost.usd_per_million_output_tokens_ci95 is not None
+        usd = HOURLY / (point * 3600) * 1e6
+        assert vs.cost.usd_per_million_output_tokens == pytest.approx(usd)
+        clo, chi = vs.cost.usd_per_million_output_tokens_ci95
+        assert clo < usd < chi
+        assert (clo, chi) == pytest.approx((HOURLY / (hi * 3600) * 1e6, HOURLY / (lo * 3600) * 1e6))
+    for sp in (level.speedup, level.by_prompt_class["chat"].speedup):
+        assert sp is not None and sp.aggregate_throughput is not None
+        ratio = points["speculative"] / points["baseline"]
+        assert sp.aggregate_throughput.value == pytest.approx(ratio)
+        assert sp.aggregate_throughput.ci95 is not None
+        lo, hi = sp.aggregate_throughput.ci95
+        assert lo < ratio < hi and hi - lo > 0.01 * ratio
+
+
+def test_paired_ratio_interval_is_narrower_than_an_unpaired_one_when_requests_share_their_cost() -> None:
+    """Paired resampling keeps each prompt's two durations together: when the speculative request takes a
+    fixed share of its baseline twin's time, every paired resample has exactly that ratio."""
+    recs, _ = equal_length_run()
+    base = {r.index: r for r in recs if r.variant == "baseline"}
+    twins = []
+    for i, r in base.items():  # the speculative twin takes 0.4 x the baseline's time, sent on the same clock
+        twins.append(record("speculative", i, 32, 0.4 * (r.e2e or 0.0), 1000.0 + 0.4 * (r.sent_at - 1000.0)))
+    meta = RunMeta(run_id="r", spectrn_version="0", started_at=0, finished_at=1, config=SpectrnConfig())
+    sp = summarize([*base.values(), *twins], meta).levels[0].speedup
+    assert sp is not None and sp.aggregate_throughput is not None and sp.aggregate_throughput.ci95 is not None
+    assert sp.aggregate_throughput.value == pytest.approx(2.5)
+    assert sp.aggregate_throughput.ci95 == pytest.approx((2.5, 2.5))
+    llmperf = RunMeta(run_id="r", spectrn_version="0", started_at=0, finished_at=1, config=SpectrnConfig(),
+                      engine="llmperf")  # fmt: skip
+    un = summarize([*base.values(), *twins], llmperf).levels[0].speedup
+    assert un is not None and un.aggregate_throughput is not None and un.aggregate_throughput.ci95 is not None
+    lo, hi = un.aggregate_throughput.ci95
+    assert lo < 2.5 < hi and hi - lo > 0.1  # resampled on their own, the two sides' noise does not cancel
