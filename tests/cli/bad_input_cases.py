@@ -123,6 +123,16 @@ CASES: list[Case] = [
     _c("same endpoint name twice", ("bench", *EP, *EP), 2, "given twice"),
     _c("unreachable endpoint", ("bench", *EP, *ID), 4, "endpoint baseline (http://127.0.0.1:9) is unreachable"),
     _c("negative request count", ("bench", *EP, "--requests", "-1"), 2, "--requests: Input should be greater"),
+    _c(
+        "SLO without a unit",
+        ("bench", *EP, "--slo", "p90:tpot<=50"),
+        2,
+        "--slo: SLO 'p90:tpot<=50': the limit 50 has no unit",
+    ),
+    _c("SLO with '<' for '<='", ("bench", *EP, "--slo", "ttft<2s"), 2, "--slo: SLO 'ttft<2s' compares with '<'"),
+    _c("SLO on an unknown metric", ("bench", *EP, "--slo", "p90:latency<=1s"), 2, "unknown metric 'latency'"),
+    _c("SLO percentile above 100", ("bench", *EP, "--slo", "p101:e2e<=1s"), 2, "percentile p101 is outside (0, 100]"),
+    _c("SLO in the config file", "bench -c bad_slo.yaml --local", 2, "bench.slo: SLO 'tpot<=fast'"),
     _c("enormous request count", ("bench", *EP, "--requests", str(10**12)), 2, "less than or equal to 1000000"),
     _c("request count not a number", ("bench", *EP, "--requests", "nan"), 2, "Invalid value for '--requests'"),
     _c("concurrency 0", ("bench", *EP, "--set", "bench.concurrency=[0]"), 2, "level 0 outside 1..4096"),
@@ -286,6 +296,12 @@ CASES: list[Case] = [
     _c("sweep windows not numbers", "sweep --local --windows a", 2, "--windows 'a'"),
     _c("sweep unknown draft", "sweep --local --drafts nosuch", 2, "--drafts: unknown model 'nosuch'"),
     _c("sweep unknown prompt set", "sweep --local --prompts nosuch", 2, "--prompts: unknown prompt set 'nosuch'"),
+    _c(
+        "sweep SLO with a bad unit",
+        ("sweep", "--local", "--slo", "tpot<=5us"),
+        2,
+        "--slo: SLO 'tpot<=5us': unknown unit",
+    ),
     _c("sweep negative gain threshold", "sweep --local --min-gain -1", 2, "Invalid value for '--min-gain'"),
     _c("sweep id with '..'", "sweep --local --sweep-id ../x", 2, "is not a safe folder name"),
     _c("sweep mix malformed", "sweep --local --mix bad", 2, "is not CLASS=WEIGHT"),
@@ -332,6 +348,7 @@ def make_inputs(root: Path) -> None:
     (root / "latin1.yaml").write_bytes("namespace: caf\xe9\n".encode("latin-1"))
     (root / "list.yaml").write_text("- a\n- b\n")
     (root / "broken.yaml").write_text("bench: [1, 2\n")
+    (root / "bad_slo.yaml").write_text("bench:\n  slo:\n    - p90:tpot<=50ms\n    - tpot<=fast\n")
     (root / "spectrn.yaml").write_text("namespace: spectrn\n")  # makes `init` find an existing file
     line = '  - {id: p, class: structured, text: "' + "y" * 1000 + '"}\n'
     (root / "huge_prompts.yaml").write_text("prompts:\n" + line * 5300)

@@ -51,3 +51,27 @@ def test_a_workload_too_large_for_a_configmap_names_the_fix(cli, tmp_path, monke
     code, out, err = cli("render", "--job", "--set", "bench.prompts=big.jsonl", *PRELOADED)
     assert code == 2 and out == ""
     assert "over the 1 MB ConfigMap limit" in err and "bench.workload.sample" in " ".join(err.split())
+
+
+def test_a_trace_travels_with_the_load_job(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.csv").write_text("timestamp,output_tokens,other\n0.0,12,x\n0.25,,y\n1.5,40,z\n")
+    code, out, err = cli("render", "--job", "--set", "bench.trace=t.csv", "--set", "bench.concurrency=null",
+                         *PRELOADED)  # fmt: skip
+    assert code == 0, err
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    (cm,) = [d for d in docs if d["kind"] == "ConfigMap" and "trace.jsonl" in d.get("data", {})]
+    rows = [json.loads(line) for line in cm["data"]["trace.jsonl"].splitlines()]
+    assert rows == [
+        {"arrival_s": 0.0, "output_tokens": 12},
+        {"arrival_s": 0.25},
+        {"arrival_s": 1.5, "output_tokens": 40},
+    ]
+    (config_cm,) = [d for d in docs if d["kind"] == "ConfigMap" and "spectrn.yaml" in d.get("data", {})]
+    assert yaml.safe_load(config_cm["data"]["spectrn.yaml"])["bench"]["trace"].endswith("/trace.jsonl")
+    # the pod reads the shipped trace as the same rows
+    from spectrn.loadgen.arrivals import read_trace
+
+    shipped = tmp_path / "shipped.jsonl"
+    shipped.write_text(cm["data"]["trace.jsonl"])
+    assert read_trace(shipped) == read_trace(tmp_path / "t.csv")

@@ -216,12 +216,6 @@ def bench(
             f"--engine {engine!r} is not spectrn or llmperf", hint="use --engine spectrn or --engine llmperf"
         )
     endpoints = parse_endpoints(endpoint)
-    if in_cluster and cfg.bench.trace is not None:
-        raise ConfigError(
-            f"bench.trace {cfg.bench.trace} (from {cfg.origin_of('bench.trace')}): the in-cluster load Job cannot "
-            "read a trace file on this machine",
-            hint="replay it from here: add --local (simulator) or --endpoint baseline=URL --endpoint speculative=URL",
-        )
     declared = draft is not None or window is not None
     unknown_setup = bool(endpoints) and not declared  # servers spectrn did not start and nobody described
     rid = check_run_id(run_id) if run_id else new_run_id(cfg, label="endpoints" if unknown_setup else None)

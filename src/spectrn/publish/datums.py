@@ -262,11 +262,14 @@ def build_metric_datums(
                     series[("MeanAcceptanceLength", base, accept_ts)].append(float(length))
                 else:
                     bad.append(f"MeanAcceptanceLength of {variant} is {length}")
-    for level, variant, pclass, values in goodput_values(summary):
-        base = (("RunId", rid), ("Config", cfg), ("Load", dim_value(level)), ("Variant", dim_value(variant)))
-        dims = (*base, ("PromptClass", dim_value(pclass))) if pclass is not None else base
-        for name, value in values.items():
-            series[(name, dims, accept_ts)].append(value)
+    for g_level, g_variant, g_class, good in goodput_values(summary):
+        gdims: tuple[tuple[str, str], ...] = (
+            ("RunId", rid), ("Config", cfg), ("Load", dim_value(g_level)), ("Variant", dim_value(g_variant))
+        )  # fmt: skip
+        if g_class is not None:
+            gdims = (*gdims, ("PromptClass", dim_value(g_class)))
+        for name, value in good.items():
+            series[(name, gdims, accept_ts)].append(value)
     if bad and not skip_nonfinite:
         raise PublishError(
             f"run {run.run_id}: non-finite acceptance value(s): {'; '.join(bad[:5])}",

@@ -55,6 +55,7 @@ CONFIG_MOUNT = "/etc/spectrn"
 CONFIG_FILE = "spectrn.yaml"
 RESULTS_MOUNT = "/results"
 USER_PROMPTS_KEY = "user-prompts.yaml"
+TRACE_KEY = "trace.jsonl"  # bench.trace, in the prompts ConfigMap beside the workload
 HOLD_UNTIL_COLLECTED_S = 3600
 
 # ray-project/llmperf is unmaintained; pin the source so every run executes the same benchmark code.
@@ -336,11 +337,22 @@ def prompts_data(cfg: SpectrnConfig) -> dict[str, str]:
         shaped, _ = load_workload(str(user), cfg.bench.workload, seed=cfg.bench.seed, what=what)
         dumped = shaped.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
         data[USER_PROMPTS_KEY] = yaml.safe_dump({"name": shaped.name, **dumped}, sort_keys=False, allow_unicode=True)
+    if cfg.bench.trace is not None:  # the trace travels too, checked and in one normal form (JSONL)
+        from spectrn.loadgen.arrivals import read_trace
+
+        rows = read_trace(Path(cfg.bench.trace), what=f"bench.trace ({cfg.source_of('bench.trace')})")
+        data[TRACE_KEY] = "".join(
+            json.dumps({k: v for k, v in (("arrival_s", r.offset_s), ("input_tokens", r.input_tokens),
+                                          ("output_tokens", r.output_tokens)) if v is not None}) + "\n"
+            for r in rows
+        )  # fmt: skip
     size = sum(len(v.encode()) for v in data.values())
     if size > 1_000_000:
         raise ConfigError(
-            f"bench.prompts: the prompt sets total {size} bytes, over the 1 MB ConfigMap limit",
-            hint="sample fewer prompts (bench.workload.sample) or filter them (bench.workload.max_chars)",
+            f"bench.prompts: the prompt sets{' and the trace' if TRACE_KEY in data else ''} total {size} bytes, over "
+            "the 1 MB ConfigMap limit",
+            hint="sample fewer prompts (bench.workload.sample) or filter them (bench.workload.max_chars); shorten "
+            "bench.trace",
         )
     return data
 
@@ -364,6 +376,8 @@ def pod_config_yaml(cfg: SpectrnConfig) -> str:
         data["bench"]["prompts"] = f"{PROMPTS_MOUNT}/{USER_PROMPTS_KEY}"
         # the mounted set is the workload already shaped (prompts_data): shaping it again would sample twice
         data["bench"]["workload"] = WorkloadConfig(format="yaml").model_dump(mode="json")
+    if cfg.bench.trace is not None:
+        data["bench"]["trace"] = f"{PROMPTS_MOUNT}/{TRACE_KEY}"
     return yaml.safe_dump(data, sort_keys=False)
 
 
