@@ -132,7 +132,7 @@ CASES: list[Case] = [
     _c("SLO with '<' for '<='", ("bench", *EP, "--slo", "ttft<2s"), 2, "--slo: SLO 'ttft<2s' compares with '<'"),
     _c("SLO on an unknown metric", ("bench", *EP, "--slo", "p90:latency<=1s"), 2, "unknown metric 'latency'"),
     _c("SLO percentile above 100", ("bench", *EP, "--slo", "p101:e2e<=1s"), 2, "percentile p101 is outside (0, 100]"),
-    _c("SLO in the config file", "bench -c bad_slo.yaml --local", 2, "bench.slo: SLO 'tpot<=fast'"),
+    _c("SLO in the config file", "bench -c bad_slo.yaml --local", 2, "bench.slo: item 2: SLO 'tpot<=fast'"),
     _c("enormous request count", ("bench", *EP, "--requests", str(10**12)), 2, "less than or equal to 1000000"),
     _c("request count not a number", ("bench", *EP, "--requests", "nan"), 2, "Invalid value for '--requests'"),
     _c("concurrency 0", ("bench", *EP, "--set", "bench.concurrency=[0]"), 2, "level 0 outside 1..4096"),

@@ -189,3 +189,35 @@ def test_docs_list_every_metric_and_the_policy() -> None:
     assert json.loads(block) == iam.publish_iam_policy("Spectrn", "spectrn")
     for dims in (datums.DIMS_BY_CLASS, datums.DIMS_AGGREGATE):
         assert ", ".join(f"`{d}`" for d in dims) in doc
+
+
+def test_goodput_in_emf_and_dashboard(tmp_path: Path) -> None:
+    from spectrn.analyze.run import ensure_summary
+    from spectrn.spec.config import SpectrnConfig
+
+    cfg = SpectrnConfig().model_dump(mode="json")
+    cfg["bench"]["slo"] = ["tpot<=40ms"]
+    run = RunFolder.open(make_run(tmp_path, per_class=4, config=cfg))
+    summary = ensure_summary(run)
+    docs = [json.loads(x) for x in emf.emf_lines(run)[0]]
+    good = [d for d in docs if "GoodputRequests" in d]
+    assert len(good) == 2 * 3  # (baseline, speculative) x (all classes, structured, open)
+    for d in good:
+        (directive,) = d["_aws"]["CloudWatchMetrics"]
+        assert [m["Name"] for m in directive["Metrics"]] == ["GoodputRequests", "GoodputTokens", "GoodputShare"]
+        scope = summary.levels[0].by_prompt_class[d["PromptClass"]] if "PromptClass" in d else summary.levels[0]
+        g = scope.variants[d["Variant"]].goodput
+        assert g is not None
+        assert directive["Dimensions"] == [list(datums.DIMS_BY_CLASS if "PromptClass" in d else datums.DIMS_AGGREGATE)]
+        assert d["GoodputRequests"] == g.requests_per_s and d["GoodputTokens"] == g.output_tokens_per_s
+        assert d["GoodputShare"] == 100 * (g.fraction or 0.0)
+    body = _body(run)
+    widgets = [w for w in body["widgets"] if "goodput" in w["properties"].get("title", "")]
+    assert [w["properties"]["title"] for w in widgets] == [f"{c} · c4 · goodput (meets every per-request SLO)"
+                                                           for c in ("all", "open", "structured")]  # fmt: skip
+    speed = next(w for w in body["widgets"] if w["properties"].get("title", "").startswith("open · c4 · speedups"))
+    assert speed["width"] == 16 and widgets[1]["x"] == 16 and widgets[1]["width"] == 8  # side by side
+    # no SLO: no goodput anywhere
+    plain = RunFolder.open(make_run(tmp_path / "plain", per_class=2))
+    assert not any("Goodput" in x for x in emf.emf_lines(plain)[0])
+    assert not any("goodput" in w["properties"].get("title", "") for w in _body(plain)["widgets"])

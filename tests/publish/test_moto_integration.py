@@ -29,7 +29,11 @@ BASE = {"RunId": "run-1", "Config": "qwen3-1.7b/k7", "Load": "c4"}
 
 @pytest.fixture
 def run_dir(tmp_path: Path) -> Path:
-    return make_run(tmp_path, per_class=8, errors=2, start=time.time() - 2 * 3600)
+    from spectrn.spec.config import SpectrnConfig
+
+    cfg = SpectrnConfig().model_dump(mode="json")
+    cfg["bench"]["slo"] = ["tpot<=40ms"]  # so that every documented metric, goodput included, is published
+    return make_run(tmp_path, per_class=8, errors=2, start=time.time() - 2 * 3600, config=cfg)
 
 
 def _window(run_dir: Path) -> tuple[datetime, datetime]:
@@ -184,3 +188,48 @@ def test_failing_endpoint_part_way_then_rerun_publishes_everything_exactly_once(
     plan = datums.build_metric_datums(RunFolder.open(run_dir))
     assert sum(counts.values()) == plan.samples
     assert cw_client.get_dashboard(DashboardName="spectrn-run-1")["DashboardName"] == "spectrn-run-1"
+
+
+def test_goodput_reaches_cloudwatch_with_the_summarys_values(tmp_path: Path, moto_url: str, cw_client: Any) -> None:
+    from spectrn.spec.config import SpectrnConfig
+
+    cfg = SpectrnConfig().model_dump(mode="json")
+    cfg["bench"]["slo"] = ["ttft<=55ms", "tpot<=40ms", "structured/p90:tpot<=20ms"]
+    run_dir = make_run(tmp_path, per_class=8, errors=2, start=time.time() - 2 * 3600, config=cfg)
+    res = publisher.publish_run(run_dir, region=REGION, endpoint_url=moto_url, max_attempts=2)
+    assert res.sent_now == res.batches
+    summary = ensure_summary(RunFolder.open(run_dir))
+    metrics, expected = [], {}
+    for cls, cs in summary.levels[0].scopes():
+        for variant, vs in cs.variants.items():
+            g = vs.goodput
+            assert g is not None and g.slos == ["ttft<=55ms", "tpot<=40ms"]
+            dims = {**BASE, "Variant": variant} | ({} if cls == "all" else {"PromptClass": cls})
+            for name, value in (
+                ("GoodputRequests", g.requests_per_s),
+                ("GoodputTokens", g.output_tokens_per_s),
+                ("GoodputShare", 100 * (g.fraction or 0.0)),
+            ):
+                assert value is not None
+                metrics.append(_metric(name, **dims))
+                expected[_key(name, **dims)] = value
+    got = _query_all(cw_client, run_dir, metrics, "Average")
+    counts = _query_all(cw_client, run_dir, metrics, "SampleCount")
+    for key, value in expected.items():
+        assert counts[key] == 1, key  # one value per scope
+        assert got[key] == datums.round_sig([value], 4)[0][0], key
+        assert got[key] == pytest.approx(value, rel=5e-4), key
+    # speculation meets the 40 ms TPOT target on these records, the baseline (about 47 ms per token) never does
+    assert expected[_key("GoodputRequests", **BASE, Variant="baseline")] == 0.0
+    assert expected[_key("GoodputRequests", **BASE, Variant="speculative")] > 0.0
+    units = {m["MetricName"] for m in _list_metrics(cw_client) if m["MetricName"].startswith("Goodput")}
+    assert units == {"GoodputRequests", "GoodputTokens", "GoodputShare"}
+    body = dashboard.validate_dashboard(cw_client.get_dashboard(DashboardName="spectrn-run-1")["DashboardBody"])
+    shown = {
+        (e[1], tuple(e[2:-1]))
+        for w in body["widgets"]
+        if "goodput" in w["properties"].get("title", "")
+        for e in w["properties"]["metrics"]
+    }
+    assert {name for name, _ in shown} == {"GoodputRequests", "GoodputTokens", "GoodputShare"}
+    assert len(shown) == len(expected)  # every published goodput series is on the dashboard, and only those

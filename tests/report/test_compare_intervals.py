@@ -38,7 +38,8 @@ def test_compare_prints_intervals_on_the_ratios_of_two_runs(
             row = rows[("all", variant, metric)]
             assert row["ratio"] == pytest.approx(ratio, rel=1e-9), (variant, metric)
             lo, hi = row["ci95"]
-            assert lo < ratio < hi and hi - lo > 0.005 * ratio, (variant, metric, row)
+            # 8 requests: a median's bootstrap takes few values, so the point may sit on a bound
+            assert lo <= ratio <= hi and hi - lo > 0.005 * ratio, (variant, metric, row)
         # one price for both runs: the $/M ratio is the inverse of the throughput ratio, bounds swapped
         thr, cost = rows[("all", variant, "aggregate tok/s")], rows[("all", variant, "$/M output tokens")]
         assert cost["ci95"] == pytest.approx([1 / thr["ci95"][1], 1 / thr["ci95"][0]], rel=1e-9)

@@ -91,9 +91,7 @@ def choose(meta: RunMeta, acceptance: Mapping[str, Any] | None, variant: str = "
     claimed, source, words = _claimed(meta)
     spec = meta.provenance.servers.get(variant)
     entries = [
-        raw
-        for key, raw in (acceptance or {}).items()
-        if isinstance(raw, Mapping) and key.split("@", 1)[0] == variant
+        raw for key, raw in (acceptance or {}).items() if isinstance(raw, Mapping) and key.split("@", 1)[0] == variant
     ]
     shown = from_server(spec.metrics_style if spec else None, entries)
     if shown is None:

@@ -105,9 +105,7 @@ def parse_slo(text: str) -> Slo:
         raise SloSyntaxError("the SLO is empty", f"write e.g. {EXAMPLE} or tpot<=50ms")
     m = _FORM.match(raw)
     if m is None:
-        raise SloSyntaxError(
-            f"SLO {text!r} has no '<=' comparison", f"write <metric><=<number><unit>, e.g. {EXAMPLE}"
-        )
+        raise SloSyntaxError(f"SLO {text!r} has no '<=' comparison", f"write <metric><=<number><unit>, e.g. {EXAMPLE}")
     if m["op"] != "<=":
         raise SloSyntaxError(
             f"SLO {text!r} compares with {m['op']!r}; an SLO is an upper bound written '<='",
@@ -152,14 +150,10 @@ def parse_slo(text: str) -> Slo:
             f"SLO {text!r}: the limit {nm['num']} has no unit", f"write ms or s after it, e.g. {metric}<={nm['num']}ms"
         )
     if unit not in UNITS:
-        raise SloSyntaxError(
-            f"SLO {text!r}: unknown unit {nm['unit']!r}", f"use ms or s, e.g. {metric}<={nm['num']}ms"
-        )
+        raise SloSyntaxError(f"SLO {text!r}: unknown unit {nm['unit']!r}", f"use ms or s, e.g. {metric}<={nm['num']}ms")
     threshold = float(nm["num"]) * UNITS[unit]
     if not 0 < threshold < 86400 * 7:
-        raise SloSyntaxError(
-            f"SLO {text!r}: the limit must be above 0 and below a week", f"write e.g. {metric}<=50ms"
-        )
+        raise SloSyntaxError(f"SLO {text!r}: the limit must be above 0 and below a week", f"write e.g. {metric}<=50ms")
     return Slo(metric=_METRIC_OF[metric], percentile=percentile, threshold_s=threshold, prompt_class=cls)
 
 

@@ -211,3 +211,12 @@ GOODPUT_DEFINITION = (
     "per second of the scope's wall time, as aggregate throughput; a percentile SLO is met when the observed "
     "percentile is at most its limit (docs/slo.md)"
 )
+
+
+def output_lengths_text(ignore_eos: bool | None) -> str:
+    """How the run's outputs ended: forced to max_tokens (ignore_eos) or at their natural length."""
+    if ignore_eos is None:
+        return "not recorded"
+    if ignore_eos:
+        return "fixed: every request exactly its max_tokens (ignore_eos)"
+    return "natural: each request ends at end-of-sequence, at most its max_tokens"

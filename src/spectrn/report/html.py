@@ -21,6 +21,7 @@ from spectrn.report.format import (
     models_shown,
     not_performance_banner,
     num,
+    output_lengths_text,
     provenance_line,
     slo_table,
     speedup_of,
@@ -189,6 +190,7 @@ def report_html(folder: RunFolder, summary: Summary, images: list[tuple[str, Pat
         ["load", ", ".join(summary.level_labels) or "?"],
         ["requests per endpoint", str(cfg.bench.requests)],
         ["max_tokens / temperature", f"{cfg.bench.max_tokens} / {cfg.bench.temperature}"],
+        ["output lengths", output_lengths_text(folder.meta.ignore_eos)],
         ["runtime", summary.provenance.runtime + (" (started by spectrn)" if started else "")],
         ["time scale", f"{summary.provenance.time_scale:g}" + (" (rescaled)" if summary.provenance.rescaled else "")],
     ]  # fmt: skip
@@ -335,7 +337,7 @@ def build_report(run_dir: Path, out_dir: Path | None = None, *, metrics_fn: Metr
                 "TPOT and aggregate throughput across load levels (95% CIs): where speculation stops paying off.",
             )
         )
-    markdown = summary_markdown(summary, folder.meta.config)
+    markdown = summary_markdown(summary, folder.meta.config, ignore_eos=folder.meta.ignore_eos)
     atomic_write_text(out / "summary.md", markdown)
     index = out / "index.html"
     atomic_write_text(index, report_html(folder, summary, images, markdown))

@@ -11,6 +11,7 @@ from spectrn.report.format import (
     models_shown,
     not_performance_banner,
     num,
+    output_lengths_text,
     provenance_line,
     slo_table,
     speedup_of,
@@ -36,7 +37,7 @@ def _md(text: str) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("*", "\\*").replace("_", "\\_").replace("`", "'")
 
 
-def summary_markdown(summary: Summary, config: SpectrnConfig | None = None) -> str:
+def summary_markdown(summary: Summary, config: SpectrnConfig | None = None, *, ignore_eos: bool | None = None) -> str:
     """A pull-request comment: provenance, verdict, per-class headline, table, acceptance, cost, warnings."""
     s = summary
     lines = [f"### spectrn run `{s.run_id}`", ""]
@@ -47,6 +48,7 @@ def summary_markdown(summary: Summary, config: SpectrnConfig | None = None) -> s
             f"target `{target}`, draft `{draft}`, window {c.num_speculative_tokens}, mode {c.speculation_mode}, "
             f"{c.instance_type} TP{c.tensor_parallel_size}, prompts {c.bench.prompts}, max_tokens "
             f"{c.bench.max_tokens}, temperature {c.bench.temperature}"
+            + (f", output lengths {output_lengths_text(ignore_eos)}" if ignore_eos is not None else "")
         )
     if not s.verdict.performance:
         lines += [f"**{_md(not_performance_banner(s))}**", ""]
