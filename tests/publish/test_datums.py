@@ -51,7 +51,11 @@ def test_round_sig_collapses_repeats_and_gives_exact_decimals() -> None:
 
 
 def test_datums_carry_each_requests_raw_values(tmp_path: Path) -> None:
-    run_dir = make_run(tmp_path, per_class=5, errors=2)
+    from spectrn.spec.config import SpectrnConfig
+
+    cfg = SpectrnConfig().model_dump(mode="json")
+    cfg["bench"]["slo"] = ["tpot<=40ms"]  # every documented metric is published, goodput included
+    run_dir = make_run(tmp_path, per_class=5, errors=2, config=cfg)
     run = RunFolder.open(run_dir)
     plan = datums.build_metric_datums(run, namespace="Spectrn")
     base = {"RunId": "run-1", "Config": "qwen3-1.7b/k7", "Load": "c4"}
@@ -80,6 +84,16 @@ def test_datums_carry_each_requests_raw_values(tmp_path: Path) -> None:
     assert rate == [62.0]
     assert _expand(plan.datums, "MeanAcceptanceLength", **base, Variant="speculative") == [3.4]
     assert not _expand(plan.datums, "AcceptanceRate", **base, Variant="baseline")
+    for variant in ("baseline", "speculative"):  # goodput from its definition: requests with TPOT <= 40 ms / wall
+        mine = [r for r in records if r.variant == variant]
+        done = [r for r in mine if r.ok]
+        good = [r for r in done if (r.e2e - r.ttft) / (24 - 1) <= 0.040]
+        wall = max(r.sent_at + r.e2e for r in done) - min(r.sent_at for r in done)
+        assert _expand(plan.datums, "GoodputRequests", **base, Variant=variant) == _rounded([len(good) / wall])
+        assert _expand(plan.datums, "GoodputTokens", **base, Variant=variant) == _rounded([24 * len(good) / wall])
+        assert _expand(plan.datums, "GoodputShare", **base, Variant=variant) == _rounded([100 * len(good) / len(mine)])
+        assert len(_expand(plan.datums, "GoodputRequests", **base, Variant=variant, PromptClass="open")) == 1
+    assert _expand(plan.datums, "GoodputRequests", **base, Variant="speculative") != [0.0]  # not vacuous
     units = {d["MetricName"]: d["Unit"] for d in plan.datums}
     assert units == {name: spec.unit for name, spec in datums.METRICS.items()}
     assert {d["StorageResolution"] for d in plan.datums} == {60}
