@@ -113,6 +113,11 @@ def load_prompt_set(name_or_path: str, *, what: str = "bench.prompts") -> Prompt
     raise ConfigError(f"{what}: unknown prompt set {name_or_path!r}", hint=f"use one of {names} or a YAML file path")
 
 
+def turn_class(prompt_class: str, turn: int) -> str:
+    """The class a later turn of a conversation is reported under: ``coding`` turn 2 -> ``coding-t2``."""
+    return f"{prompt_class}-t{turn}"
+
+
 @dataclass(frozen=True)
 class ScheduledRequest:
     index: int

@@ -54,7 +54,7 @@ from spectrn.loadgen.client import (
 )
 from spectrn.loadgen.identity import identify
 from spectrn.loadgen.metrics import acceptance_delta, parse_metrics, scrape
-from spectrn.loadgen.prompts import Schedule, ScheduledRequest, split_schedule
+from spectrn.loadgen.prompts import Schedule, ScheduledRequest, split_schedule, turn_class
 from spectrn.names import check_name
 from spectrn.paths import atomic_write_text
 from spectrn.run.records import RequestRecord, RunMeta
@@ -495,10 +495,6 @@ async def _conversation(
         out.append(rec)
     return out
 
-
-def turn_class(prompt_class: str, turn: int) -> str:
-    """The class a later turn is reported under: ``coding`` turn 2 -> ``coding-t2``."""
-    return f"{prompt_class}-t{turn}"
 
 
 def _params_for(plan: RunPlan, req: ScheduledRequest) -> RequestParams:

@@ -37,6 +37,7 @@ from spectrn.sim.model import (
 )
 from spectrn.sim.profiles import PROFILES
 from spectrn.spec.catalog import MODELS
+from spectrn.spec.config import SpectrnConfig
 from spectrn.twin.acceptance import ClassCounts, fallback_alphas, fit_decay, shrunk
 from spectrn.twin.costs import PARAMS, CostFit, StepSet, fit_costs
 from spectrn.twin.model import (
@@ -141,12 +142,18 @@ def _steps(run: _Run) -> None:
             run.source.reasons.append(f"{variant}: some records lack prompt_tokens (context counts are low)")
 
 
-def _class_texts(prompts: str) -> dict[str, list[str]]:
-    from spectrn.loadgen.prompts import load_prompt_set
+def _class_texts(prompts: str, cfg: SpectrnConfig) -> dict[str, list[str]]:
+    """The texts of each prompt class as the runs sent them (any workload format; a conversation's later turns
+    under their own class, as the load generator reports them)."""
+    from spectrn.loadgen.prompts import turn_class
+    from spectrn.loadgen.workloads import load_workload
 
     texts: dict[str, list[str]] = {}
-    for p in load_prompt_set(prompts).prompts:
+    prompt_set, _ = load_workload(prompts, cfg.bench.workload, seed=cfg.bench.seed)
+    for p in prompt_set.prompts:
         texts.setdefault(p.prompt_class, []).append(p.text)
+        for n, turn in enumerate((p.turns or [])[1:], 2):
+            texts.setdefault(turn_class(p.prompt_class, n), []).append(turn)
     return texts
 
 
@@ -244,7 +251,7 @@ def calibrate(
     cfg = runs[0].folder.meta.config
     prompt_set = prompts or cfg.bench.prompts
     try:
-        texts = _class_texts(prompt_set)
+        texts = _class_texts(prompt_set, cfg)
     except ConfigError as e:
         raise ConfigError(
             f"the runs' prompt set {prompt_set!r} cannot be read here ({e.message}); a twin matches prompts to "

@@ -38,10 +38,11 @@ class Point(BaseModel):
 def bench_order(prompts: str, requests: int, warmup: int, seed: int) -> list[str] | None:
     """The prompt class of each measured request in the order a bench sends them (None: the set is unreadable)."""
     from spectrn.errors import ConfigError
-    from spectrn.loadgen.prompts import build_schedule, load_prompt_set
+    from spectrn.loadgen.prompts import build_schedule
+    from spectrn.loadgen.workloads import load_workload
 
     try:
-        prompt_set = load_prompt_set(prompts)
+        prompt_set, _ = load_workload(prompts, seed=seed)
     except ConfigError:
         return None
     schedule = build_schedule(prompt_set, requests=requests, warmup=warmup, seed=seed)
