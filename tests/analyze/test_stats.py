@@ -15,7 +15,7 @@ from spectrn.analyze.stats import (
     SKETCH_ACCURACY,
     BinnedGroups,
     TokenDistribution,
-    _interval,
+    percentile_interval,
     bootstrap,
     bootstrap_units,
     clustered_ci,
@@ -313,12 +313,12 @@ def test_paired_median_ratio_ci() -> None:
 
 
 def test_interval_by_hand() -> None:
-    assert _interval(np.arange(1000.0), 1000) == pytest.approx((24.975, 974.025))
-    assert _interval(np.arange(500.0), 1000) is not None  # exactly half finite: enough
-    assert _interval(np.arange(499.0), 1000) is None
-    assert _interval(np.arange(500.0), 1001) is not None  # 1001 // 2 = 500
-    assert _interval(np.arange(400.0), 1000) is None
-    assert _interval([1.0, None, 3.0, float("nan")], 4) == pytest.approx((1.05, 2.95))
+    assert percentile_interval(np.arange(1000.0), 1000) == pytest.approx((24.975, 974.025))
+    assert percentile_interval(np.arange(500.0), 1000) is not None  # exactly half finite: enough
+    assert percentile_interval(np.arange(499.0), 1000) is None
+    assert percentile_interval(np.arange(500.0), 1001) is not None  # 1001 // 2 = 500
+    assert percentile_interval(np.arange(400.0), 1000) is None
+    assert percentile_interval([1.0, None, 3.0, float("nan")], 4) == pytest.approx((1.05, 2.95))
 
 
 # ---- weighted median -------------------------------------------------------------------------------

@@ -71,25 +71,31 @@ def bootstrap(
 
     if n < 2:
         return None
-    gen = rng(seed)
     if vectorized:
-        chunks = []
-        for start in range(0, resamples, 250):  # bounded memory: 250 x n indices at a time
-            rows = gen.integers(0, n, (min(250, resamples - start), n))
-            chunks.append(np.asarray(stat(rows), dtype=float))
-        arr = np.concatenate(chunks)
-        vals = arr[np.isfinite(arr)]
-    else:
-        out = []
-        for _ in range(resamples):
-            v = stat(gen.integers(0, n, n))
-            if v is not None and math.isfinite(v):
-                out.append(v)
-        vals = np.asarray(out, dtype=float)
-    if vals.size < resamples // 2:
+        return percentile_interval(replicates(stat, n, resamples=resamples, seed=seed), resamples)
+    gen = rng(seed)
+    out = []
+    for _ in range(resamples):
+        v = stat(gen.integers(0, n, n))
+        if v is not None and math.isfinite(v):
+            out.append(v)
+    return percentile_interval(np.asarray(out, dtype=float), resamples)
+
+
+def replicates(stat: Callable[[Any], Any], n: int, *, resamples: int = BOOT_RESAMPLES, seed: int = 0) -> Any:
+    """The ``resamples`` bootstrap values of a vectorized ``stat`` over ``n`` units (NaN kept), or None if n < 2:
+    what ``bootstrap`` takes its percentiles of, for a caller that resamples further (``spectrn.analyze.repeats``
+    draws runs, then one of these values per drawn run)."""
+    import numpy as np
+
+    if n < 2:
         return None
-    lo, hi = np.percentile(vals, [2.5, 97.5])
-    return float(lo), float(hi)
+    gen = rng(seed)
+    chunks = []
+    for start in range(0, resamples, 250):  # bounded memory: 250 x n indices at a time
+        rows = gen.integers(0, n, (min(250, resamples - start), n))
+        chunks.append(np.asarray(stat(rows), dtype=float))
+    return np.concatenate(chunks)
 
 
 def bootstrap_units(
@@ -115,7 +121,7 @@ def bootstrap_units(
     for start in range(0, resamples, 250):
         draws = gen.multinomial(n, p, size=min(250, resamples - start)).astype(float)
         chunks.append(np.asarray(stat(draws), dtype=float))
-    return _interval(np.concatenate(chunks), resamples)
+    return percentile_interval(np.concatenate(chunks), resamples)
 
 
 def subsample(n: int, seed: int) -> Any:
@@ -273,7 +279,8 @@ class BinnedGroups:
             return (counts @ self.sums) / (counts @ self.weights)
 
 
-def _interval(values: Any, resamples: int) -> Interval | None:
+def percentile_interval(values: Any, resamples: int) -> Interval | None:
+    """The 2.5th and 97.5th percentiles of the finite ``values`` (None when fewer than half the resamples are)."""
     import numpy as np
 
     vals = np.asarray(values, dtype=float)
@@ -293,7 +300,10 @@ def clustered_ci(groups: Sequence[tuple[Any, Any]], *, seed: int = 0, resamples:
         return CI95()
     binned = BinnedGroups(groups)
     counts = binned.counts(resamples, seed)
-    return CI95(mean=_interval(binned.means(counts), resamples), p50=_interval(binned.medians(counts), resamples))
+    return CI95(
+        mean=percentile_interval(binned.means(counts), resamples),
+        p50=percentile_interval(binned.medians(counts), resamples),
+    )
 
 
 def paired_median_ratio_ci(
@@ -307,4 +317,4 @@ def paired_median_ratio_ci(
     import numpy as np
 
     with np.errstate(invalid="ignore", divide="ignore"):
-        return _interval(ba.medians(counts) / bb.medians(counts), resamples)
+        return percentile_interval(ba.medians(counts) / bb.medians(counts), resamples)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from spectrn.analyze.stats import BOOT_RESAMPLES, bootstrap, rng, subsample
+from spectrn.analyze.stats import BOOT_RESAMPLES, percentile_interval, replicates, rng, subsample
 from spectrn.run.summary import Interval
 
 
@@ -41,6 +41,12 @@ def aggregate_ci(tokens: Any, e2e: Any, wall: float, *, seed: int, resamples: in
 
     Above ``BOOT_MAX_REQUESTS`` requests the resampling runs on a seeded sub-sample (as every bootstrap here),
     which widens the interval: conservative, never narrower than the full sample's."""
+    reps = aggregate_replicates(tokens, e2e, wall, seed=seed, resamples=resamples)
+    return None if reps is None else percentile_interval(reps, resamples)
+
+
+def aggregate_replicates(tokens: Any, e2e: Any, wall: float, *, seed: int, resamples: int = BOOT_RESAMPLES) -> Any:
+    """The bootstrap values L x T* / S* behind ``aggregate_ci`` (None: fewer than 2 requests or no load)."""
     import numpy as np
 
     t, d = np.asarray(tokens, dtype=float), np.asarray(e2e, dtype=float)
@@ -50,8 +56,8 @@ def aggregate_ci(tokens: Any, e2e: Any, wall: float, *, seed: int, resamples: in
     sel = subsample(t.size, seed)
     ts, ds = t[sel], d[sel]
     with np.errstate(invalid="ignore", divide="ignore"):
-        return bootstrap(lambda i: load * ts[i].sum(axis=-1) / ds[i].sum(axis=-1), ts.size, seed=seed,
-                         resamples=resamples, vectorized=True)  # fmt: skip
+        return replicates(lambda i: load * ts[i].sum(axis=-1) / ds[i].sum(axis=-1), ts.size, seed=seed,
+                          resamples=resamples)  # fmt: skip
 
 
 def ratio_ci(
@@ -68,6 +74,19 @@ def ratio_ci(
     ``paired``: num and den are the same requests in the same order (the same schedule index in both
     variants), resampled together, as every paired speedup. Otherwise each side is resampled on its own
     (llmperf runs, or two different runs): independent index matrices from one seeded generator."""
+    reps = ratio_replicates(num, den, paired=paired, seed=seed, resamples=resamples)
+    return None if reps is None else percentile_interval(reps, resamples)
+
+
+def ratio_replicates(
+    num: tuple[Any, Any, float],
+    den: tuple[Any, Any, float],
+    *,
+    paired: bool,
+    seed: int,
+    resamples: int = BOOT_RESAMPLES,
+) -> Any:
+    """The bootstrap values behind ``ratio_ci`` (None: too few requests or no load)."""
     import numpy as np
 
     (tn, dn, ln), (td, dd, ld) = num, den
@@ -100,4 +119,4 @@ def ratio_ci(
         n = max(tn.size, td.size)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a resample of zero-length requests: NaN, dropped
-        return bootstrap(stat, n, seed=seed, resamples=resamples, vectorized=True)
+        return replicates(stat, n, seed=seed, resamples=resamples)

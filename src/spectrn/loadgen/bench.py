@@ -138,9 +138,12 @@ def ignore_eos_of(cfg: SpectrnConfig) -> bool:
 
     Decided by ``bench.prompts`` alone, never by ``spectrn loadgen --prompts-file``: the load pod reads even a
     built-in set from a mounted file, and its config still names the set (a user's workload: the mount path)."""
+    from spectrn.loadgen.synthetic import SYNTHETIC
+
     if cfg.bench.ignore_eos is not None:
         return cfg.bench.ignore_eos
-    return cfg.bench.prompts in BUILTIN_SETS or cfg.bench.prompts in COMBINED_SETS
+    # synthetic lengths are drawn to be the outputs' lengths: only ignore_eos makes them so
+    return cfg.bench.prompts in BUILTIN_SETS or cfg.bench.prompts in COMBINED_SETS or cfg.bench.prompts == SYNTHETIC
 
 
 def flag_or_key(cfg: SpectrnConfig, key: str) -> str:

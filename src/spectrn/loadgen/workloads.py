@@ -104,8 +104,13 @@ def load_workload(
 
     Packaged sets (structured, open, ...) and YAML files are read as before; every other format by its
     reader. Warnings: the reader's notes (skipped records) and, for files, ``workload_warnings``."""
+    from spectrn.loadgen.synthetic import SYNTHETIC, SYNTHETIC_NOTE, synthetic_prompts
+
     opts = opts or WorkloadConfig()
     notes: list[str] = []
+    if name_or_path == SYNTHETIC:  # made, not read: the generator's lengths are the workload
+        made = shape(synthetic_prompts(opts.synthetic, seed), opts, seed=seed, source=SYNTHETIC, notes=notes)
+        return made, [*notes, SYNTHETIC_NOTE]
     packaged = name_or_path in BUILTIN_SETS or name_or_path in COMBINED_SETS
     fmt = "yaml" if packaged else detect_format(Path(name_or_path), opts.format)
     if fmt == "yaml":

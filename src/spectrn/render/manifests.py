@@ -375,7 +375,11 @@ def pod_config_yaml(cfg: SpectrnConfig) -> str:
 
         data["bench"]["prompts"] = f"{PROMPTS_MOUNT}/{USER_PROMPTS_KEY}"
         # the mounted set is the workload already shaped (prompts_data): shaping it again would sample twice
+        from spectrn.loadgen.bench import ignore_eos_of
+
         data["bench"]["workload"] = WorkloadConfig(format="yaml").model_dump(mode="json")
+        # the mount path is a user's file to the automatic rule: keep the value this workload was given here
+        data["bench"]["ignore_eos"] = ignore_eos_of(cfg)
     if cfg.bench.trace is not None:
         data["bench"]["trace"] = f"{PROMPTS_MOUNT}/{TRACE_KEY}"
     return yaml.safe_dump(data, sort_keys=False)

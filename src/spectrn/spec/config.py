@@ -84,14 +84,14 @@ NEURON_SCHEDULER = "my-scheduler"  # the Neuron helm chart's scheduler.customSch
 # The simulator profile that plays each vllm-neuron plugin release (spectrn.sim.profiles; docs/neuron.md).
 PLUGIN_SIM_PROFILES: dict[str, str] = {"0.2": "vllm-neuron", "current": "vllm-neuron-0.24"}
 
-# Modes each vLLM dialect can run at all; SpectrnConfig._neuron_rules adds what each needs.
+# Modes each vLLM dialect can run at all; SpectrnConfig._neuron_rules adds what each needs. medusa runs on
+# neither: the fork's Neuron path has no Medusa handling (docs/neuron.md, Rejected configurations).
 DIALECT_MODES: dict[str, tuple[str, ...]] = {
-    "legacy-neuron": ("fused", "eagle", "medusa"),
+    "legacy-neuron": ("fused", "eagle"),
     "vllm-neuron": ("eagle",),
 }
-# NxDI model classes with an EAGLE draft layer (``fc``) and with Medusa heads.
+# NxDI model classes with an EAGLE draft layer (``fc``).
 NXDI_EAGLE_ARCHITECTURES = ("llama",)
-NXDI_MEDUSA_ARCHITECTURES = ("llama",)
 # The current plugin's EAGLE3 draft class is Eagle3LlamaForCausalLM.
 PLUGIN_EAGLE3_DRAFT_ARCHITECTURES = ("llama",)
 
@@ -346,6 +346,52 @@ class CompileConfig(Strict):
         return _quantity(v)
 
 
+class LengthDistribution(Strict):
+    """A seeded length distribution (synthetic workloads): draws are rounded and clipped to [min, max]."""
+
+    dist: Literal["fixed", "uniform", "normal", "lognormal"] = Field(
+        default="fixed",
+        description="fixed: always mean; uniform: mean +- spread; normal: mean, standard deviation spread; lognormal: median mean, sigma of the logarithm spread.",
+    )
+    mean: float = Field(gt=0, le=1_000_000, description="The mean (lognormal: the median).")
+    spread: float = Field(
+        default=0.0, ge=0, le=1_000_000, description="uniform: half-width; normal: standard deviation; lognormal: sigma."
+    )
+    min: int = Field(default=1, ge=1, le=1_000_000, description="Smallest length drawn.")
+    max: int = Field(default=100_000, ge=1, le=1_000_000, description="Largest length drawn.")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> LengthDistribution:
+        if self.min > self.max:
+            raise ValueError(f"min {self.min} is above max {self.max}")
+        if self.dist != "fixed" and self.spread == 0:
+            raise ValueError(f"dist {self.dist} needs a spread above 0 (or use dist: fixed)")
+        return self
+
+
+class SyntheticWorkload(Strict):
+    """``bench.prompts: synthetic``: seeded prompts of drawn lengths (docs/workloads.md, Synthetic workloads)."""
+
+    prompts: int = Field(default=256, ge=1, le=100_000, description="Distinct prompts to make.")
+    input_words: LengthDistribution = Field(
+        default_factory=lambda: LengthDistribution(mean=256),
+        description="Words per prompt (about 1.3 tokens a word in English; for exact token counts add bench.input_tokens, which shapes prompts through the server's /tokenize).",
+    )
+    output_tokens: LengthDistribution | None = Field(
+        default=None,
+        description="Output tokens per prompt (each request's max_tokens, capped at bench.max_tokens); unset: bench.max_tokens for all.",
+    )
+    prompt_class: str = Field(default="synthetic", description="The prompt class of every synthetic prompt.")
+
+    @field_validator("prompt_class")
+    @classmethod
+    def _class(cls, v: str) -> str:
+        problem = name_problem(v)
+        if problem:
+            raise ValueError(problem)
+        return v
+
+
 class WorkloadConfig(Strict):
     """How a prompt file is read and shaped (docs/workloads.md); the defaults change nothing."""
 
@@ -398,6 +444,10 @@ class WorkloadConfig(Strict):
     id_field: str | None = Field(
         default=None, description="JSONL/CSV/hf-disk: the column holding the prompt id (unset: id; else the row number)."
     )
+    synthetic: SyntheticWorkload = Field(
+        default_factory=SyntheticWorkload,
+        description="With bench.prompts: synthetic, the prompts made (seeded by bench.seed).",
+    )
 
     @field_validator("default_class")
     @classmethod
@@ -434,7 +484,7 @@ class WorkloadConfig(Strict):
 class BenchConfig(Strict):
     prompts: str = Field(
         default="structured",
-        description="Prompt set name (structured, open, sample, all) or a path to a prompt file or saved dataset (formats: docs/workloads.md).",
+        description="Prompt set name (structured, open, sample, all), synthetic (seeded prompts of drawn lengths: bench.workload.synthetic), or a path to a prompt file or saved dataset (formats: docs/workloads.md).",
     )
     api: Literal["chat", "completions"] = Field(default="chat", description="OpenAI API used for requests.")
     concurrency: list[int] = Field(
@@ -1018,6 +1068,20 @@ class SpectrnConfig(Strict):
                 fields=fields,
                 fix="use speculation_mode: fused (the same draft, compiled together with the target)",
             )
+        if mode == "medusa":
+            raise FieldError(
+                f"speculation_mode: 'medusa' runs on no vLLM Neuron server ({self._server_label()}): the "
+                "vllm-neuron plugin runs EAGLE only, and the legacy fork's Neuron path has no Medusa handling: "
+                "without a draft model it serves through its plain runner, one token per step, while NxDI, given "
+                "medusa_speculation_length, builds its Medusa model instead of the token-generation model that "
+                "step calls [aws-neuron/upstreaming-to-vllm vllm/worker/neuron_worker.py, vllm/model_executor/"
+                "model_loader/neuronx_distributed.py; aws-neuron/neuronx-distributed-inference src/"
+                "neuronx_distributed_inference/models/model_base.py]",
+                fields=fields,
+                fix="use speculation_mode: eagle with an EAGLE3 draft on vllm_dialect: vllm-neuron (supported), "
+                "or speculation_mode: fused with a draft model on vllm_dialect: legacy-neuron (the V0 fork, out "
+                "of support since Neuron SDK 2.28)",
+            )
         allowed = DIALECT_MODES[dialect]
         if mode not in allowed:
             raise FieldError(
@@ -1026,39 +1090,10 @@ class SpectrnConfig(Strict):
                 "current: eagle3), no draft-model or Medusa speculation [vllm-project/vllm-neuron README.md 0.2.0; "
                 "aws-neuron/aws-neuron-sdk vllm-neuron/docs/getting-started/migration-nxdi-to-vllm-neuron.md]",
                 fields=fields,
-                fix="use vllm_dialect: legacy-neuron for draft-model speculation, or speculation_mode: eagle "
-                "with an EAGLE draft",
+                fix="use speculation_mode: eagle with an EAGLE draft (supported), or vllm_dialect: legacy-neuron "
+                "for draft-model speculation (the V0 fork, out of support since Neuron SDK 2.28)",
             )
         target, draft = self.target_spec, self.draft_spec
-        if mode == "medusa":
-            if target.architecture not in NXDI_MEDUSA_ARCHITECTURES:
-                raise FieldError(
-                    f"speculation_mode: 'medusa' needs a Llama target: NxDI builds Medusa heads only in its Llama "
-                    f"model class (target {self.target!r} is architecture {target.architecture or 'undeclared'!r}) "
-                    "[aws-neuron/neuronx-distributed-inference src/neuronx_distributed_inference/models/llama/"
-                    "modeling_llama.py]",
-                    fields=("speculation_mode", "target"),
-                    fix="declare a Medusa-fine-tuned Llama target under custom_models (architecture: llama, "
-                    "medusa_heads: N), or use speculation_mode: fused",
-                )
-            if target.medusa_heads < k:
-                raise FieldError(
-                    f"speculation_mode: 'medusa' needs a target fine-tuned with at least num_speculative_tokens "
-                    f"({k}) Medusa heads; target {self.target!r} declares medusa_heads: {target.medusa_heads} "
-                    "('you must use a model that is specifically fine-tuned for Medusa speculation' "
-                    "[aws-neuron/aws-neuron-sdk libraries/nxd-inference/developer_guides/feature-guide.rst])",
-                    fields=("speculation_mode", "target", "num_speculative_tokens"),
-                    fix=f"set custom_models.{self.target}.medusa_heads to the checkpoint's head count, or lower "
-                    "num_speculative_tokens",
-                )
-            if self.max_num_seqs != 1:
-                raise FieldError(
-                    f"max_num_seqs: {self.max_num_seqs} with speculation_mode 'medusa': 'Medusa speculative "
-                    "decoding currently supports only batch sizes of 1' [aws-neuron/aws-neuron-sdk "
-                    "libraries/nxd-inference/developer_guides/feature-guide.rst]",
-                    fields=("max_num_seqs", "speculation_mode"),
-                    fix="set max_num_seqs: 1",
-                )
         if mode == "eagle":
             if not draft.eagle_draft:
                 raise FieldError(
