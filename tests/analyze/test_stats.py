@@ -15,12 +15,12 @@ from spectrn.analyze.stats import (
     SKETCH_ACCURACY,
     BinnedGroups,
     TokenDistribution,
-    percentile_interval,
     bootstrap,
     bootstrap_units,
     clustered_ci,
     describe,
     paired_median_ratio_ci,
+    percentile_interval,
     stats_with_ci,
     subsample,
 )

@@ -29,6 +29,7 @@ class Schedule:
     window: int = 4
     token_ids: bool = True  # vLLM >= 0.10.2 with return_token_ids; False: the Neuron fork, which ignores it
     continuous_usage: bool = False  # cumulative usage on every event (continuous_usage_stats)
+    fail_prompts: tuple[str, ...] = ()  # a request whose last user message is one of these gets HTTP 500
 
 
 @dataclass
@@ -82,6 +83,10 @@ def make_app(schedule: Schedule, log: ServerLog) -> Any:
         t0 = loop.time()
         body = await req.json()
         chat = req.path.endswith("/chat/completions")
+        last = body.get("prompt") or (body.get("messages") or [{}])[-1].get("content", "")
+        if last in schedule.fail_prompts:
+            log.requests.append({"arrival": arrival, "prompt": last, "messages": body.get("messages"), "failed": True})
+            return web.json_response({"error": {"message": "planned failure", "code": 500}}, status=500)
         n = int(body.get("max_completion_tokens") or body.get("max_tokens") or 16)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8"})
         await resp.prepare(req)
@@ -96,7 +101,8 @@ def make_app(schedule: Schedule, log: ServerLog) -> Any:
         offsets = [schedule.ttft_s + i * schedule.gap_s for i in range(len(sizes))]
         sent: list[float] = []
         prompt = body.get("prompt") or (body.get("messages") or [{}])[-1].get("content", "")
-        entry = {"arrival": arrival, "offsets": offsets, "sizes": sizes, "sent": sent, "prompt": prompt}
+        entry = {"arrival": arrival, "offsets": offsets, "sizes": sizes, "sent": sent, "prompt": prompt,
+                 "messages": body.get("messages")}  # fmt: skip
         log.requests.append(entry)
         next_id = 100
         for off, k in zip(offsets, sizes, strict=True):

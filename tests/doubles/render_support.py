@@ -15,8 +15,8 @@ FIXED_PROMPTS = {
 RESOURCES = ["dra-v1", "dra-v1beta1", "device-plugin"]
 
 # Checkpoints a user declares for the speculation modes the catalog's Qwen3 models cannot run
-# (docs/neuron.md): a Llama target with an EAGLE v1 draft (NxDI), one fine-tuned with Medusa heads, and the
-# EAGLE3 pair of the vllm-neuron plugin's design document.
+# (docs/neuron.md): a Llama target with an EAGLE v1 draft (NxDI), and the EAGLE3 pair of the vllm-neuron
+# plugin's design document.
 LLAMA_TARGET = {
     "hf_id": "meta-llama/Meta-Llama-3-8B-Instruct",
     "params_b": 8.0,
@@ -34,7 +34,6 @@ CUSTOM_MODELS: dict[str, dict[str, Any]] = {
         "architecture": "llama",
         "eagle_draft": True,
     },
-    "llama-3-8b-medusa": {**LLAMA_TARGET, "hf_id": "example/Llama-3-8B-Medusa", "medusa_heads": 8},
     "llama-3.1-8b": {**LLAMA_TARGET, "hf_id": "meta-llama/Llama-3.1-8B-Instruct"},
     "llama-3.1-8b-eagle3": {
         "hf_id": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
@@ -56,13 +55,6 @@ SUPPORTED: dict[str, dict[str, Any]] = {
         "custom_models": CUSTOM_MODELS,
         "target": "llama-3-8b",
         "draft": "llama-3-8b-eagle",
-    },
-    "legacy-neuron-medusa": {
-        "vllm_dialect": "legacy-neuron",
-        "speculation_mode": "medusa",
-        "custom_models": CUSTOM_MODELS,
-        "target": "llama-3-8b-medusa",
-        "max_num_seqs": 1,
     },
     "vllm-neuron-eagle3": {
         "vllm_dialect": "vllm-neuron",

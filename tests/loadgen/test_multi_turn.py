@@ -85,3 +85,64 @@ def test_a_rows_output_length_is_its_requests_max_tokens(cli: Any, tmp_path: Pat
     assert code == 0, err
     records = [json.loads(line) for line in (out / "r" / "requests.jsonl").read_text().splitlines()]
     assert records and all(r["completion_tokens"] == min(lengths[r["prompt_id"]], 32) for r in records)
+
+
+def test_the_server_sees_the_system_prompt_and_the_growing_conversation(tmp_path: Path) -> None:
+    """Real HTTP to the reference server, which logs each body: turn N carries the system message, every earlier
+    user turn and the server's own answers, in order."""
+    import asyncio
+
+    from doubles.reference_server import Schedule, serve_in_thread
+    from spectrn.loadgen.arrivals import Level
+    from spectrn.loadgen.prompts import Prompt, PromptSet, build_schedule
+    from spectrn.loadgen.runner import RunPlan, run_bench
+    from spectrn.run.records import read_records
+
+    turns = ["first question", "second question", "third question"]
+    ps = PromptSet(name="t", prompts=[Prompt(id="c", prompt_class="chat", text=turns[0], turns=turns)],
+                   system_prompt="You are terse.")  # fmt: skip
+    with serve_in_thread(Schedule(ttft_s=0.002, gap_s=0.001, pattern=(1,))) as (url, log):
+        plan = RunPlan(run_id="r", out_dir=tmp_path / "r", endpoints={"baseline": url},
+                       schedule=build_schedule(ps, requests=1, warmup=0, seed=0),
+                       params=RequestParams(model="ref-model", api="chat", max_tokens=3), levels=[Level("c1", 1)],
+                       seed=0)  # fmt: skip
+        asyncio.run(run_bench(plan))
+        seen = [r["messages"] for r in log.requests]
+    recs = sorted(read_records(tmp_path / "r" / "requests.jsonl"), key=lambda r: r.turn or 0)
+    assert [r.turn for r in recs] == [1, 2, 3] and all(r.ok for r in recs)
+    answers = [r.output_text for r in recs]
+    assert all(answers)
+    system = {"role": "system", "content": "You are terse."}
+    assert seen[0] == [system, {"role": "user", "content": turns[0]}]
+    assert seen[1] == [system, {"role": "user", "content": turns[0]}, {"role": "assistant", "content": answers[0]},
+                       {"role": "user", "content": turns[1]}]  # fmt: skip
+    assert seen[2] == [*seen[1], {"role": "assistant", "content": answers[1]}, {"role": "user", "content": turns[2]}]
+
+
+def test_a_failed_turn_ends_its_conversation_and_the_rest_count_as_failed(tmp_path: Path) -> None:
+    import asyncio
+
+    from doubles.reference_server import Schedule, serve_in_thread
+    from spectrn.analyze.summary import summarize
+    from spectrn.loadgen.arrivals import Level
+    from spectrn.loadgen.prompts import Prompt, PromptSet, build_schedule
+    from spectrn.loadgen.runner import RunPlan, run_bench
+    from spectrn.run.folder import RunFolder
+
+    turns = ["q1", "q2 fails", "q3"]
+    ps = PromptSet(name="t", prompts=[Prompt(id="c", prompt_class="chat", text=turns[0], turns=turns)])
+    with serve_in_thread(Schedule(ttft_s=0.002, gap_s=0.001, fail_prompts=("q2 fails",))) as (url, log):
+        plan = RunPlan(run_id="r", out_dir=tmp_path / "r", endpoints={"baseline": url},
+                       schedule=build_schedule(ps, requests=2, warmup=0, seed=0),
+                       params=RequestParams(model="ref-model", api="chat", max_tokens=3), levels=[Level("c1", 1)],
+                       seed=0)  # fmt: skip
+        asyncio.run(run_bench(plan))
+        sent = [r["messages"][-1]["content"] for r in log.requests]
+    assert sent == ["q1", "q2 fails"] * 2  # turn 3 is never sent: it has no answer to turn 2 to follow
+    folder = RunFolder.open(tmp_path / "r")
+    recs = sorted(folder.records(), key=lambda r: (r.index, r.turn or 0))
+    assert [(r.turn, r.error) for r in recs] == [(1, None), (2, "http_500"), (3, "conversation_ended")] * 2
+    assert recs[2].error_msg == "turn 2 failed: http_500" and recs[2].prompt_class == "chat-t3"
+    summary = summarize(folder.records(), folder.meta)
+    rq = summary.levels[0].variants["baseline"].requests
+    assert (rq.planned, rq.completed, rq.errors) == (6, 2, 4)  # every planned turn accounted for

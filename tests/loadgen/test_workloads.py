@@ -217,9 +217,12 @@ def test_class_weights_shape_the_schedule(tmp_path: Path) -> None:
 def test_system_prompt_and_prefix_on_every_request(tmp_path: Path) -> None:
     path = _spec_bench(tmp_path / "question.jsonl")
     ps, _ = load_workload(str(path), WorkloadConfig(system_prompt="You are terse.", prefix="Context: none. "))
-    lead = "You are terse.\n\nContext: none. "
+    lead = "Context: none. "
     assert all(p.text.startswith(lead) and p.turns and p.turns[0] == p.text for p in ps.prompts)
-    assert {r.text[: len(lead)] for r in build_schedule(ps, requests=12, warmup=0, seed=0)} == {lead}
+    assert ps.system_prompt == "You are terse."  # sent as the conversation's system message, not in the text
+    schedule = build_schedule(ps, requests=12, warmup=0, seed=0)
+    assert {r.text[: len(lead)] for r in schedule} == {lead} and {r.system for r in schedule} == {"You are terse."}
+    assert {r.system for r in schedule.part(0, 2, warmup=False)} == {"You are terse."}
 
 
 def test_bad_options_fail_in_the_config() -> None:

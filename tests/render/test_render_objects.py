@@ -110,14 +110,7 @@ ALLOWED_DIFF_PATHS = (
     "spec.template.spec.containers[0].args",
     "spec.template.spec.containers[0].env",
 )
-SPECULATION_KEYS = {
-    "enable_fused_speculation",
-    "enable_eagle_speculation",
-    "is_medusa",
-    "medusa_speculation_length",
-    "num_medusa_heads",
-    "medusa_tree",
-}
+SPECULATION_KEYS = {"enable_fused_speculation", "enable_eagle_speculation"}
 
 
 def unexpected_paths(diff: list[str]) -> list[str]:
@@ -168,7 +161,7 @@ def test_deployments_differ_only_in_speculation(make_cfg, combo, resources_mode)
     changed = {n for n in b_env.keys() | s_env.keys() if b_env.get(n) != s_env.get(n)}
     assert changed <= {"DRAFT_MODEL_ID", "NEURON_COMPILED_ARTIFACTS"}
     assert "NEURON_COMPILED_ARTIFACTS" in changed
-    assert ("DRAFT_MODEL_ID" in changed) == (cfg.speculation_mode != "medusa")
+    assert "DRAFT_MODEL_ID" in changed  # every mode that runs has a draft model (medusa is refused)
 
 
 def test_sim_deployments_differ_only_in_speculation(make_cfg):
@@ -293,18 +286,6 @@ def test_legacy_modes(make_cfg, combo, expected, method):
     sc = json.loads(_flag(spec["args"], "--speculative-config"))
     assert sc.get("method") == method
     assert "--no-enable-prefix-caching" not in spec["args"]
-
-
-def test_medusa_has_heads_and_no_draft(make_cfg):
-    cfg = make_cfg(SUPPORTED["legacy-neuron-medusa"], num_speculative_tokens=4)
-    spec = _spec_container(cfg)
-    over = json.loads(_flag(spec["args"], "--override-neuron-config"))
-    assert over["is_medusa"] is True
-    assert over["num_medusa_heads"] == 4
-    assert over["medusa_speculation_length"] == 5
-    assert over["medusa_tree"] == [[0], [0, 0], [0, 0, 0], [0, 0, 0, 0]]
-    assert "--speculative-config" not in spec["args"]
-    assert "DRAFT_MODEL_ID" not in {e["name"] for e in spec["env"]}
 
 
 def test_artifact_paths_are_per_configuration(make_cfg):

@@ -92,11 +92,18 @@ def test_lnc_not_supported_on_instance(cli):
     assert "logical_neuron_cores: 2 is not supported on trn1.32xlarge" in err
 
 
-@pytest.mark.parametrize("mode", ["vanilla", "fused", "medusa"])
+@pytest.mark.parametrize("mode", ["vanilla", "fused"])
 def test_mode_unsupported_by_dialect(cli, mode):
     code, _, err = cli("render", "--set", "vllm_dialect=vllm-neuron", "--set", f"speculation_mode={mode}")
     assert code == 2
     assert f"speculation_mode: '{mode}' is not supported by vllm_dialect 'vllm-neuron'" in err
+
+
+@pytest.mark.parametrize("dialect", ["legacy-neuron", "vllm-neuron"])
+def test_medusa_is_refused_on_every_dialect(cli, dialect):
+    code, out, err = cli("render", "--set", f"vllm_dialect={dialect}", "--set", "speculation_mode=medusa")
+    assert (code, out) == (2, "")
+    assert f"speculation_mode: 'medusa' runs on no vLLM Neuron server (vllm_dialect '{dialect}'" in err
 
 
 def test_malformed_yaml(cli, tmp_path):

@@ -20,15 +20,10 @@ QWEN_EAGLE = {
     "architecture": "qwen3",
     "eagle_draft": True,
 }
-QWEN_MEDUSA = {
-    "hf_id": "example/Qwen3-32B-Medusa",
-    "params_b": 32.8,
-    "tokenizer": "qwen3",
-    "vocab_size": 151936,
-    "architecture": "qwen3",
-    "medusa_heads": 8,
-}
-MODELS = {**CUSTOM_MODELS, "qwen3-32b-eagle": QWEN_EAGLE, "qwen3-32b-medusa": QWEN_MEDUSA}
+# An EAGLE3 draft for a Qwen3 target with a Llama-style config: the plugin's draft class takes it, but no
+# vllm-neuron model recipe lists EAGLE3 for Qwen3.
+QWEN_EAGLE3_LLAMA_STYLE = {**QWEN_EAGLE, "hf_id": "example/Qwen3-32B-EAGLE3", "architecture": "llama"}
+MODELS = {**CUSTOM_MODELS, "qwen3-32b-eagle": QWEN_EAGLE, "qwen3-32b-eagle3": QWEN_EAGLE3_LLAMA_STYLE}
 
 # name -> (config, [text the error line must contain: field, fact, source], fix)
 REJECTED: dict[str, tuple[dict[str, object], list[str], str]] = {
@@ -48,7 +43,7 @@ REJECTED: dict[str, tuple[dict[str, object], list[str], str]] = {
             "only EAGLE",
             "vllm-project/vllm-neuron",
         ],
-        "vllm_dialect: legacy-neuron",
+        "vllm_dialect: legacy-neuron for draft-model speculation (the V0 fork, out of support since Neuron SDK 2.28)",
     ),
     "draft-model (fused) speculation on the plugin": (
         {"speculation_mode": "fused", "vllm_dialect": "vllm-neuron"},
@@ -57,32 +52,24 @@ REJECTED: dict[str, tuple[dict[str, object], list[str], str]] = {
             "no draft-model",
             "migration-nxdi-to-vllm-neuron.md",
         ],
-        "vllm_dialect: legacy-neuron",
+        "vllm_dialect: legacy-neuron for draft-model speculation (the V0 fork, out of support since Neuron SDK 2.28)",
+    ),
+    # Medusa runs on no server: the checks that used to accept a Llama target with heads at batch 1 are gone.
+    "medusa on the legacy fork": (
+        {"speculation_mode": "medusa", "target": "llama-3-8b", "max_num_seqs": 1},
+        [
+            "speculation_mode: 'medusa' runs on no vLLM Neuron server (vllm_dialect 'legacy-neuron')",
+            "no Medusa handling",
+            "token-generation model",
+            "aws-neuron/upstreaming-to-vllm",
+            "models/model_base.py",
+        ],
+        "speculation_mode: eagle with an EAGLE3 draft on vllm_dialect: vllm-neuron (supported)",
     ),
     "medusa on the plugin": (
-        {"speculation_mode": "medusa", "vllm_dialect": "vllm-neuron", "target": "llama-3-8b-medusa", "max_num_seqs": 1},
-        ["speculation_mode: 'medusa' is not supported by vllm_dialect 'vllm-neuron'", "Medusa"],
-        "legacy-neuron",
-    ),
-    "medusa on a Qwen3 target": (
-        {"speculation_mode": "medusa", "target": "qwen3-32b-medusa", "max_num_seqs": 1},
-        ["speculation_mode: 'medusa' needs a Llama target", "architecture 'qwen3'", "models/llama/modeling_llama.py"],
-        "medusa_heads: N",
-    ),
-    "medusa without declared heads": (
-        {"speculation_mode": "medusa", "target": "llama-3-8b", "max_num_seqs": 1},
-        ["medusa_heads: 0", "specifically fine-tuned for Medusa", "feature-guide.rst"],
-        "custom_models.llama-3-8b.medusa_heads",
-    ),
-    "medusa with more tokens than heads": (
-        {"speculation_mode": "medusa", "target": "llama-3-8b-medusa", "max_num_seqs": 1, "num_speculative_tokens": 9},
-        ["at least num_speculative_tokens (9) Medusa heads", "medusa_heads: 8"],
-        "lower num_speculative_tokens",
-    ),
-    "medusa at batch 4": (
-        {"speculation_mode": "medusa", "target": "llama-3-8b-medusa"},
-        ["max_num_seqs: 4 with speculation_mode 'medusa'", "only batch sizes of 1", "feature-guide.rst"],
-        "set max_num_seqs: 1",
+        {"speculation_mode": "medusa", "vllm_dialect": "vllm-neuron", "target": "llama-3-8b", "max_num_seqs": 1},
+        ["speculation_mode: 'medusa' runs on no vLLM Neuron server (vllm_dialect 'vllm-neuron'", "EAGLE only"],
+        "legacy-neuron (the V0 fork, out of support since Neuron SDK 2.28)",
     ),
     "eagle with a plain draft": (
         {"speculation_mode": "eagle"},
@@ -148,8 +135,30 @@ def test_supported_configuration_renders(cli, tmp_path, name):
     data = {k: v for k, v in SUPPORTED[name].items() if k != "custom_models"}
     code, out, err = cli("render", "--config", _write(tmp_path, data), "--set", "s3.bucket=my-models")
     assert code == 0, err
-    assert err == ""
     assert out.count("kind: Deployment") == 2
+    if data["vllm_dialect"] == "legacy-neuron":
+        # runs, but on the V0 fork Neuron dropped in SDK 2.28: one warning says so and names the way out
+        (line,) = err.splitlines()
+        assert line.startswith("warning: UNSUPPORTED STACK: vllm_dialect legacy-neuron is the Neuron fork of vLLM V0")
+        assert "announce-no-support-vllm-v0.rst" in line and "vllm-user-guide-v1.rst" in line
+        assert "vllm_dialect: vllm-neuron" in line and "EAGLE3" in line
+    else:
+        assert err == ""
+
+
+def test_eagle3_on_a_family_without_a_recipe_is_a_warning(cli, tmp_path):
+    """The plugin's recipes list EAGLE3 for Llama 3 and GPT-OSS only: a Qwen3 target renders, with a warning
+    naming that source; the recipe's own Llama pair renders without one."""
+    data = {"vllm_dialect": "vllm-neuron", "speculation_mode": "eagle", "draft": "qwen3-32b-eagle3"}
+    code, out, err = cli("render", "--config", _write(tmp_path, data), "--set", "s3.bucket=my-models")
+    assert code == 0, err
+    assert out.count("kind: Deployment") == 2
+    (line,) = err.splitlines()
+    assert line.startswith("warning: target: 'qwen3-32b' (architecture 'qwen3') with eagle3")
+    assert "EAGLE3 for Llama 3 and GPT-OSS only" in line and "vllm-neuron/docs/model-recipes/" in line
+    llama = {**data, "target": "llama-3.1-8b", "draft": "llama-3.1-8b-eagle3"}
+    code, _, err = cli("render", "--config", _write(tmp_path, llama), "--set", "s3.bucket=my-models")
+    assert (code, err) == (0, "")
 
 
 def test_window_semantics_are_in_the_config_reference(cli):

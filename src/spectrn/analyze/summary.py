@@ -634,6 +634,9 @@ def summarize(
         update={"rescaled": st.time_scale != 1.0, "engine": meta.engine, "load_shape": load_shape_text(meta)}
     )
     provenance = _with_semantics(provenance, meta, acceptance, findings)
+    stack = _stack_notice(meta, provenance)
+    if stack:
+        findings.append(Finding(code="unsupported_stack", severity="warning", message=stack))
     if st.time_scale != 1.0:
         findings.append(
             Finding(
@@ -677,6 +680,16 @@ def _with_semantics(
     if choice.evidence:
         update["semantics_evidence"] = choice.evidence
     return prov.model_copy(update={"servers": {**prov.servers, "speculative": spec.model_copy(update=update)}})
+
+
+def _stack_notice(meta: RunMeta, prov: Provenance) -> str | None:
+    """UNSUPPORTED STACK when the servers ran the Neuron fork of vLLM V0 (docs/neuron.md): their metric
+    families say so when recorded, else the recorded config's dialect."""
+    from spectrn.spec.stacks import run_stack_notice
+
+    server = prov.servers.get("speculative") or prov.servers.get("baseline")
+    style = server.metrics_style if server else None
+    return run_stack_notice(meta.config.vllm_dialect, meta.config.speculation_mode, style)
 
 
 def load_shape_text(meta: RunMeta) -> str | None:

@@ -34,7 +34,7 @@ from spectrn.cli.common import (
     shape_flags,
     slo_flag,
 )
-from spectrn.cli.show import finish_and_show, show_finished
+from spectrn.cli.show import finish_and_show, say, show_finished
 from spectrn.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -183,6 +183,16 @@ def bench(
     out_dir: OutDirOpt = Path("results"),
     publish: Annotated[bool, typer.Option("--publish", help="Publish to CloudWatch after the run is on disk.")] = False,
     report: Annotated[bool, typer.Option("--report/--no-report", help="Write the HTML/PNG report.")] = True,
+    repeats: Annotated[
+        int,
+        typer.Option(
+            "--repeats",
+            metavar="N",
+            help="Run the same config N times in sequence (local runs): OUT_DIR/RUN_ID/RUN_ID-r1..rN, each a run "
+            "folder, and OUT_DIR/RUN_ID/repeats.json with each figure's mean over the runs and a 95% interval that "
+            "includes the run-to-run variance.",
+        ),
+    ] = 1,
     output: OutputOpt = Output.table,
     context: ContextOpt = None,
     kubeconfig: KubeconfigOpt = None,
@@ -196,10 +206,11 @@ def bench(
     from spectrn.loadgen.bench import check_run_id, new_run_id
 
     console = err_console()
+    in_cluster = not (local or endpoint)  # the load runs as a Job next to the deployed services
+    check_repeats(repeats, in_cluster=in_cluster)
     flags = _bench_flags(prompts, concurrency, rate, requests, max_tokens, api, input_tokens, mode, ignore_eos)
     flags.update(shape_flags(duration, arrivals, burstiness, max_in_flight, trace))
     flags["bench__slo"] = slo_flag(slo)
-    in_cluster = not (local or endpoint)  # the load runs as a Job next to the deployed services
     cfg = config_from_cli(
         config,
         sets,
@@ -219,6 +230,27 @@ def bench(
     declared = draft is not None or window is not None
     unknown_setup = bool(endpoints) and not declared  # servers spectrn did not start and nobody described
     rid = check_run_id(run_id) if run_id else new_run_id(cfg, label="endpoints" if unknown_setup else None)
+    if repeats > 1:
+        from spectrn.cli.show import show_repeats
+
+        parent = _repeats_folder(out_dir, rid, repeats)
+        try:
+            runs = []
+            for i in range(1, repeats + 1):
+                say(console, f"run {i} of {repeats}: {rid}-r{i}", style="bold")
+                with EventView(console) as view:
+                    d = _bench_local(cfg, endpoints, runtime, f"{rid}-r{i}", parent, model, time_scale, view,
+                                     declared=declared)  # fmt: skip
+                finish_and_show(d, console, report=report, publish=publish, output=None)
+                runs.append(d)
+        finally:
+            if parent.is_dir() and not any(parent.iterdir()):  # no run started: leave nothing behind
+                parent.rmdir()
+        from spectrn.analyze.repeats import aggregate, write_repeats
+
+        agg = aggregate(runs, rid, parent=parent)
+        show_repeats(agg, write_repeats(parent, agg), output)
+        return
     if endpoints or local:
         with EventView(console) as view:
             run_dir = _bench_local(cfg, endpoints, runtime, rid, out_dir, model, time_scale, view, declared=declared)
@@ -238,6 +270,39 @@ def bench(
         with EventView(console) as view:
             run_dir = run_incluster_bench(cfg, rid, engine, view, kube, out_root=out_dir)
     finish_and_show(run_dir, console, report=report, publish=publish, output=output)
+
+
+def check_repeats(repeats: int, *, in_cluster: bool) -> None:
+    """``--repeats``: at least 1; above 1 only for local runs (the in-cluster bench runs one load Job per call)."""
+    if repeats < 1:
+        raise ConfigError(
+            f"--repeats {repeats} is below 1", hint="give --repeats N with N >= 1 (1, the default, is a single run)"
+        )
+    if repeats > 1 and in_cluster:
+        raise ConfigError(
+            f"--repeats {repeats} needs a local run (--local or --endpoint): the in-cluster bench runs one load Job "
+            "per call",
+            hint="add --local, or --endpoint baseline=URL --endpoint speculative=URL (e.g. port-forwarded "
+            "services); or run the in-cluster bench N times with distinct --run-id and `spectrn compare` them",
+        )
+
+
+def _repeats_folder(out_dir: Path, rid: str, repeats: int) -> Path:
+    """``OUT_DIR/RUN_ID``, which will hold ``RUN_ID-r1`` .. ``RUN_ID-rN`` and ``repeats.json``: refused when it
+    exists and is not empty (another run's folder, or an earlier repeat), or when the runs' ids are not usable."""
+    from spectrn.names import check_run_id
+
+    check_run_id(f"{rid}-r{repeats}", source=f"--run-id with --repeats {repeats}: run i is <run-id>-r<i>")
+    if ".." in out_dir.parts:
+        raise ConfigError(f"--out-dir {out_dir} contains '..'", hint="give a plain path without '..' components")
+    parent = out_dir / rid
+    if parent.exists() and (not parent.is_dir() or any(parent.iterdir())):
+        raise ConfigError(
+            f"--repeats {repeats}: {parent} already exists and is not an empty folder (it would hold the runs and "
+            "repeats.json)",
+            hint="choose another --run-id, or move that folder away",
+        )
+    return parent
 
 
 def _bench_local(

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from spectrn.finish import Finished
+    from spectrn.run.repeats import Repeats
     from spectrn.run.summary import Summary
 
 
@@ -91,15 +92,26 @@ def publish_progress(console: Console) -> Callable[[int, int], None]:
 
 
 def finish_and_show(
-    run_dir: Path, console: Console, *, report: bool = True, publish: bool = False, output: Output = Output.table
+    run_dir: Path,
+    console: Console,
+    *,
+    report: bool = True,
+    publish: bool = False,
+    output: Output | None = Output.table,
 ) -> None:
     """The one place a command finishes a run folder (analyzed once, reported), shows it and, when asked,
-    publishes it: local benches, the in-cluster bench (spectrn or llmperf), `spectrn collect`, `analyze`."""
+    publishes it: local benches, the in-cluster bench (spectrn or llmperf), `spectrn collect`, `analyze`.
+    ``output`` None: only the run's warnings and folder, on ``console`` (one of `bench --repeats`' runs, whose
+    aggregate is the command's result)."""
     from spectrn.finish import finish
     from spectrn.loadgen.bench import require_successes
 
     done = finish(run_dir, report=report)
-    show_finished(done, console, output)
+    if output is None:
+        warn_unclean(console, done.summary)
+        say(console, f"results: {done.folder.path}")
+    else:
+        show_finished(done, console, output)
     require_successes(done.summary, run_dir)
     if publish:
         from spectrn.publish.publisher import publish_run
@@ -204,3 +216,19 @@ def key_value_table(title: str, data: dict[str, Any]) -> Any:
     for k, v in data.items():
         t.add_row(Text(str(k)), Text(", ".join(map(str, v)) if isinstance(v, list) else str(v)))
     return t
+
+
+def show_repeats(repeats: Repeats, path: Path, output: Output = Output.table) -> None:
+    """The aggregate of repeated runs: its table on stdout (or one JSON / YAML document); warnings and where
+    it was written on stderr."""
+    from spectrn.cli.common import err_console, out_console
+    from spectrn.report.repeats import repeats_table
+
+    if output == Output.table:
+        print_table(out_console(), repeats_table(repeats))
+    else:
+        print_document(repeats.model_dump(mode="json"), output)
+    console = err_console()
+    for w in repeats.warnings:
+        say(console, f"WARNING: {w}", style="bold red")
+    say(console, f"repeats: {path}")

@@ -64,6 +64,12 @@ class PromptSet(BaseModel):
     class_weights: dict[str, float] = Field(
         default_factory=dict, description="class -> relative share of the schedule (unlisted classes: 1)"
     )
+    system_prompt: str = Field(
+        default="",
+        max_length=100_000,
+        description="Sent before every request's conversation: a system message (chat API), or the transcript's "
+        "first paragraph (completions API).",
+    )
 
     @field_validator("prompts")
     @classmethod
@@ -129,6 +135,8 @@ class ScheduledRequest:
     turns: tuple[str, ...] | None = None
     # the workload's output length for this prompt: the request's max_tokens (capped at bench.max_tokens)
     output_tokens: int | None = None
+    # the workload's shared system prompt ("": none), sent before the conversation
+    system: str = ""
 
     @property
     def turn_count(self) -> int:
@@ -142,20 +150,35 @@ class Schedule(Sequence[ScheduledRequest]):
     A ``Schedule`` is a view over global request indices (a ``range``): slicing and ``part`` return views."""
 
     def __init__(
-        self, prompts: Sequence[Prompt], order: array[int], warmup: int, nonce: str | None, view: range | None = None
+        self,
+        prompts: Sequence[Prompt],
+        order: array[int],
+        warmup: int,
+        nonce: str | None,
+        view: range | None = None,
+        *,
+        system: str = "",
     ) -> None:
         self._prompts = prompts
         self._order = order
         self._warmup = warmup
         self._nonce = nonce
         self._view = view if view is not None else range(len(order))
+        self.system = system  # the workload's shared system prompt, sent before every request
 
     def _make(self, i: int) -> ScheduledRequest:
         p = self._prompts[self._order[i]]
         text = f"[{self._nonce}-{i}] {p.text}" if self._nonce else p.text
         turns = (text, *p.turns[1:]) if p.turns and len(p.turns) > 1 else None
         return ScheduledRequest(
-            i, p.id, p.prompt_class, text, warmup=i < self._warmup, turns=turns, output_tokens=p.output_tokens
+            i,
+            p.id,
+            p.prompt_class,
+            text,
+            warmup=i < self._warmup,
+            turns=turns,
+            output_tokens=p.output_tokens,
+            system=self.system,
         )
 
     def turn_total(self) -> int:
@@ -174,7 +197,7 @@ class Schedule(Sequence[ScheduledRequest]):
     def __getitem__(self, i: slice) -> Schedule: ...
     def __getitem__(self, i: int | slice) -> ScheduledRequest | Schedule:
         if isinstance(i, slice):
-            return Schedule(self._prompts, self._order, self._warmup, self._nonce, self._view[i])
+            return Schedule(self._prompts, self._order, self._warmup, self._nonce, self._view[i], system=self.system)
         return self._make(self._view[i])
 
     def __iter__(self) -> Iterator[ScheduledRequest]:
@@ -197,7 +220,12 @@ class Schedule(Sequence[ScheduledRequest]):
             raise ValueError("part() is for a whole schedule")
         n_warm = len(range(shard, min(self._warmup, len(self._view)), shards))
         return Schedule(
-            self._prompts, self._order, self._warmup, self._nonce, mine[:n_warm] if warmup else mine[n_warm:]
+            self._prompts,
+            self._order,
+            self._warmup,
+            self._nonce,
+            mine[:n_warm] if warmup else mine[n_warm:],
+            system=self.system,
         )
 
 
@@ -223,14 +251,16 @@ def build_schedule(
     rng = random.Random(seed)
     total = warmup + requests
     if prompt_set.class_weights:
-        return Schedule(prompt_set.prompts, _weighted_order(prompt_set, total, rng), warmup, nonce)
+        return Schedule(
+            prompt_set.prompts, _weighted_order(prompt_set, total, rng), warmup, nonce, system=prompt_set.system_prompt
+        )
     order = array("I")
     positions = list(range(len(prompt_set.prompts)))
     while len(order) < total:
         batch = list(positions)
         rng.shuffle(batch)
         order.extend(batch[: total - len(order)])
-    return Schedule(prompt_set.prompts, order, warmup, nonce)
+    return Schedule(prompt_set.prompts, order, warmup, nonce, system=prompt_set.system_prompt)
 
 
 def _weighted_order(prompt_set: PromptSet, total: int, rng: random.Random) -> array[int]:

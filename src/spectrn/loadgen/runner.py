@@ -460,9 +460,15 @@ async def _send(
                 level=level.label,
                 warmup=req.warmup,
                 shard=plan.shard,
+                history=_system(req),
             )
         ]
     return await _conversation(session, name, url, plan, req, level, params)
+
+
+def _system(req: ScheduledRequest) -> list[dict[str, str]]:
+    """The workload's shared system prompt as the conversation's first message (none: empty)."""
+    return [{"role": "system", "content": req.system}] if req.system else []
 
 
 async def _conversation(
@@ -474,7 +480,7 @@ async def _conversation(
     figures are reported apart from first turns. A turn that fails ends the conversation: the turns it leaves
     unsent are records with the error ``conversation_ended`` (they were planned and could not be sent)."""
     assert req.turns is not None
-    history: list[dict[str, str]] = []
+    history: list[dict[str, str]] = list(_system(req))
     out: list[RequestRecord] = []
     keep = replace(params, keep_output=True)  # the answer is the next turn's context
     for n, text in enumerate(req.turns, 1):
@@ -494,7 +500,6 @@ async def _conversation(
             rec.output_text, rec.output_token_ids = None, None
         out.append(rec)
     return out
-
 
 
 def _params_for(plan: RunPlan, req: ScheduledRequest) -> RequestParams:

@@ -134,8 +134,7 @@ def load_workload(
             raise ConfigError(f"prompt file {path} ({fmt}) holds no prompt", hint=HINTS[fmt])
         base = PromptSet(name=path.name, description=f"{fmt} file {path}", prompts=prompts)
     shaped = shape(base, opts, seed=seed, source=name_or_path, notes=notes)
-    lead = (f"{opts.system_prompt}\n\n" if opts.system_prompt else "") + opts.prefix
-    return shaped, notes + ([] if packaged else workload_warnings(shaped, shared_prefix=lead))
+    return shaped, notes + ([] if packaged else workload_warnings(shaped, shared_prefix=opts.prefix))
 
 
 def shape(
@@ -164,7 +163,7 @@ def shape(
             f"bench.workload.class_weights names class(es) {', '.join(unknown)} that {source} does not have",
             hint=f"use the workload's classes: {', '.join(sorted(classes))}",
         )
-    lead = (f"{opts.system_prompt}\n\n" if opts.system_prompt else "") + opts.prefix
+    lead = opts.prefix
     if lead:
         try:
             prompts = [
@@ -173,12 +172,13 @@ def shape(
             ]
         except ValidationError as e:
             raise ConfigError(
-                f"bench.workload: with the system prompt and prefix a prompt of {source} is too long "
-                f"({e.errors()[0]['msg']})",
-                hint="shorten bench.workload.system_prompt / prefix, or filter with bench.workload.max_chars",
+                f"bench.workload: with the prefix a prompt of {source} is too long ({e.errors()[0]['msg']})",
+                hint="shorten bench.workload.prefix, or filter with bench.workload.max_chars",
             ) from None
     weights = {**prompt_set.class_weights, **opts.class_weights}
-    return PromptSet(name=prompt_set.name, description=prompt_set.description, prompts=prompts, class_weights=weights)
+    system = opts.system_prompt or prompt_set.system_prompt
+    return PromptSet(name=prompt_set.name, description=prompt_set.description, prompts=prompts, class_weights=weights,
+                     system_prompt=system)  # fmt: skip
 
 
 def workload_warnings(prompt_set: PromptSet, *, shared_prefix: str = "") -> list[str]:

@@ -181,18 +181,10 @@ def neuron_overrides(cfg: SpectrnConfig, speculative: bool) -> dict[str, Any]:
     out: dict[str, Any] = {"save_sharded_checkpoint": True}
     if not speculative or cfg.vllm_dialect != "legacy-neuron":
         return out
-    mode, k = cfg.speculation_mode, cfg.num_speculative_tokens
-    if mode == "fused":
+    if cfg.speculation_mode == "fused":
         out["enable_fused_speculation"] = True
-    elif mode == "eagle":
+    elif cfg.speculation_mode == "eagle":
         out.update(enable_fused_speculation=True, enable_eagle_speculation=True)
-    elif mode == "medusa":  # extra heads on the target, no draft model; a chain tree of k heads
-        out.update(
-            is_medusa=True,
-            medusa_speculation_length=k + 1,
-            num_medusa_heads=k,
-            medusa_tree=[[0] * depth for depth in range(1, k + 1)],
-        )
     return out
 
 

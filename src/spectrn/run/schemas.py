@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from spectrn.run.records import RequestRecord, RunMeta
+from spectrn.run.repeats import Repeats
 from spectrn.run.summary import SCHEMA_VERSION, Summary
 
 SCHEMAS: dict[str, Any] = {
     "summary.schema.json": Summary,
     "request-record.schema.json": RequestRecord,
     "run.schema.json": RunMeta,
+    "repeats.schema.json": Repeats,
 }
 
 

@@ -52,6 +52,7 @@ from pydantic import (
 from spectrn.errors import ConfigError
 from spectrn.names import check_name, name_problem
 from spectrn.spec.catalog import INSTANCES, MODELS, InstanceSpec, ModelSpec
+from spectrn.spec.stacks import LEGACY_CONSEQUENCE, eagle3_without_recipe, unsupported_stack
 
 DEFAULT_CONFIG_FILE = "spectrn.yaml"
 # Validation context key: the config being validated was recorded by a run (``run.json``), not given by a person.
@@ -423,7 +424,7 @@ class WorkloadConfig(Strict):
     system_prompt: str = Field(
         default="",
         max_length=100_000,
-        description="Text put before every prompt, followed by a blank line (spectrn sends one user message, so it is part of it), identical for every request.",
+        description="A system message sent before every request (chat API: role system; completions API: the first paragraph of the prompt), identical for every request.",
     )
     prefix: str = Field(
         default="",
@@ -1057,7 +1058,7 @@ class SpectrnConfig(Strict):
 
     def _neuron_rules(self) -> None:
         """Only configurations the chosen Neuron server can run; each rule cites its source (docs/neuron.md)."""
-        mode, k, dialect = self.speculation_mode, self.num_speculative_tokens, self.vllm_dialect
+        mode, dialect = self.speculation_mode, self.vllm_dialect
         fields = ("speculation_mode", "vllm_dialect")
         if mode == "vanilla" and dialect == "legacy-neuron":
             raise FieldError(
@@ -1079,8 +1080,7 @@ class SpectrnConfig(Strict):
                 "neuronx_distributed_inference/models/model_base.py]",
                 fields=fields,
                 fix="use speculation_mode: eagle with an EAGLE3 draft on vllm_dialect: vllm-neuron (supported), "
-                "or speculation_mode: fused with a draft model on vllm_dialect: legacy-neuron (the V0 fork, out "
-                "of support since Neuron SDK 2.28)",
+                f"or speculation_mode: fused with a draft model on vllm_dialect: legacy-neuron{LEGACY_CONSEQUENCE}",
             )
         allowed = DIALECT_MODES[dialect]
         if mode not in allowed:
@@ -1091,7 +1091,7 @@ class SpectrnConfig(Strict):
                 "aws-neuron/aws-neuron-sdk vllm-neuron/docs/getting-started/migration-nxdi-to-vllm-neuron.md]",
                 fields=fields,
                 fix="use speculation_mode: eagle with an EAGLE draft (supported), or vllm_dialect: legacy-neuron "
-                "for draft-model speculation (the V0 fork, out of support since Neuron SDK 2.28)",
+                f"for draft-model speculation{LEGACY_CONSEQUENCE}",
             )
         target, draft = self.target_spec, self.draft_spec
         if mode == "eagle":
@@ -1102,7 +1102,7 @@ class SpectrnConfig(Strict):
                     "[aws-neuron/aws-neuron-sdk libraries/nxd-inference/developer_guides/feature-guide.rst])",
                     fields=("speculation_mode", "draft"),
                     fix="declare the EAGLE checkpoint under custom_models with eagle_draft: true and use it as "
-                    "draft, or use speculation_mode: fused",
+                    f"draft, or use speculation_mode: fused with a plain draft{LEGACY_CONSEQUENCE}",
                 )
             if self.nxdi_speculation:
                 for role, key, spec in (("target", self.target, target), ("draft", self.draft, draft)):
@@ -1115,7 +1115,7 @@ class SpectrnConfig(Strict):
                             "llama/modeling_llama.py, models/qwen3/modeling_qwen3.py]",
                             fields=(role, "speculation_mode", "vllm_dialect"),
                             fix="use a Llama target with a Llama EAGLE draft (custom_models, architecture: llama), "
-                            "or speculation_mode: fused on legacy-neuron",
+                            f"or speculation_mode: fused on vllm_dialect: legacy-neuron{LEGACY_CONSEQUENCE}",
                         )
             elif draft.architecture not in PLUGIN_EAGLE3_DRAFT_ARCHITECTURES:
                 raise FieldError(
@@ -1162,6 +1162,13 @@ class SpectrnConfig(Strict):
                 f"resources.neuron_devices: two services of {self.resources.neuron_devices} devices do not fit one "
                 f"{self.instance_type}; they will need two nodes"
             )
+        stack = unsupported_stack(self.vllm_dialect, self.speculation_mode)
+        if stack:
+            out.append(stack)
+        if self.speculation_mode == "eagle" and not self.nxdi_speculation:
+            recipe = eagle3_without_recipe(self.target, self.target_spec.architecture)
+            if recipe:
+                out.append(recipe)
         return out
 
     def cluster_warnings(self) -> list[str]:
