@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,25 +18,26 @@ TTFT_SLO_S = 5.0  # generous: the per-request TPOT target is the one that separa
 TPOT_SLO_S = 0.030  # the simulator's baseline decodes at ~33 ms per token, speculation at a few ms
 
 
-def _oracle(records: list[dict[str, object]], variant: str) -> dict[str, float]:
+def _oracle(records: list[dict[str, Any]], variant: str) -> dict[str, float]:
     """Goodput of one variant from its raw records: real time = recorded time / time scale; TPOT = (e2e - TTFT) /
     (tokens - 1); a request meets ``ttft<=5s`` and ``tpot<=30ms`` when its own values do (one token: no TPOT, not
     met); wall time = first send to last completion of the completed requests."""
     mine = [r for r in records if r["variant"] == variant and not r.get("warmup")]
     ok = [r for r in mine if r.get("status") == 200 and not r.get("error")]
-    within, tokens, tpots = 0, 0.0, []
+    within, tokens = 0, 0.0
+    tpots: list[float] = []
     for r in ok:
-        n = r["completion_tokens"] if r.get("completion_tokens") is not None else sum(r["chunk_tokens"])  # type: ignore[arg-type]
-        ttft = float(r["ttft"]) / TIME_SCALE  # type: ignore[arg-type]
-        e2e = float(r["e2e"]) / TIME_SCALE  # type: ignore[arg-type]
-        tpot = (e2e - ttft) / (n - 1) if n > 1 else None  # type: ignore[operator]
+        n = r["completion_tokens"] if r.get("completion_tokens") is not None else sum(r["chunk_tokens"])
+        ttft = float(r["ttft"]) / TIME_SCALE
+        e2e = float(r["e2e"]) / TIME_SCALE
+        tpot = (e2e - ttft) / (n - 1) if n > 1 else None
         if tpot is not None:
             tpots.append(tpot)
         if ttft <= TTFT_SLO_S and tpot is not None and tpot <= TPOT_SLO_S:
             within += 1
-            tokens += float(n)  # type: ignore[arg-type]
-    first = min(float(r["sent_at"]) for r in ok)  # type: ignore[arg-type]
-    last = max(float(r["sent_at"]) + float(r["e2e"]) for r in ok)  # type: ignore[arg-type]
+            tokens += float(n)
+    first = min(float(r["sent_at"]) for r in ok)
+    last = max(float(r["sent_at"]) + float(r["e2e"]) for r in ok)
     wall = (last - first) / TIME_SCALE
     return {
         "within": within,

@@ -1,0 +1,61 @@
+"""A run on the Neuron fork of vLLM V0 says, wherever its results are read, that Neuron dropped that stack in
+SDK 2.28 and which stack replaces it; a run on the supported plugin says nothing of the kind
+(docs/neuron.md, "Where each stack stands")."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+import yaml
+
+from doubles.render_support import CUSTOM_MODELS
+
+# The facts, as the SDK documents word them (not as spectrn's code does).
+NO_V0 = "Starting with Neuron 2.28 release, vLLM V0 will no longer be supported"
+DRAFT_ONLY_ON_FORK = "only supported on the legacy Neuron fork of vLLM v0 architecture that is no longer supported"
+
+FAST = ["--time-scale", "0.05", "--prompts", "structured", "--requests", "4", "--max-tokens", "40"]
+
+
+def _bench(cli, tmp_path: Path, run_id: str, config: dict[str, object]) -> tuple[str, Path]:
+    path = tmp_path / f"{run_id}.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    code, _, err = cli("bench", "--local", "--config", str(path), *FAST, "--run-id", run_id, "--out-dir", str(tmp_path))
+    assert code == 0, err
+    return err, tmp_path / run_id
+
+
+def _stack_findings(run: Path) -> list[dict[str, str]]:
+    summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
+    return [f for f in summary["findings"] if f["code"] == "unsupported_stack"]
+
+
+def test_a_fork_run_says_it_is_out_of_support_everywhere(cli, tmp_path):
+    err, run = _bench(cli, tmp_path, "fork", {"runtime": "sim", "vllm_dialect": "legacy-neuron"})
+    terminal = " ".join(err.split())  # rich may wrap a long warning
+    assert "UNSUPPORTED STACK" in terminal and NO_V0 in terminal and DRAFT_ONLY_ON_FORK in terminal
+    (finding,) = _stack_findings(run)
+    assert finding["severity"] == "warning"
+    for text in (NO_V0, DRAFT_ONLY_ON_FORK, "announce-no-support-vllm-v0.rst", "vllm_dialect: vllm-neuron"):
+        assert text in finding["message"], text
+    assert finding["message"] in (run / "report" / "summary.md").read_text(encoding="utf-8")
+    page = html.unescape((run / "report" / "index.html").read_text(encoding="utf-8"))
+    assert finding["message"] in page
+
+
+def test_a_plugin_run_has_no_stack_notice(cli, tmp_path):
+    config = {
+        "runtime": "sim",
+        "vllm_dialect": "vllm-neuron",
+        "speculation_mode": "eagle",
+        "custom_models": CUSTOM_MODELS,
+        "target": "llama-3.1-8b",
+        "draft": "llama-3.1-8b-eagle3",
+    }
+    err, run = _bench(cli, tmp_path, "plugin", config)
+    assert "UNSUPPORTED STACK" not in err
+    assert _stack_findings(run) == []
+    assert "UNSUPPORTED STACK" not in (run / "report" / "summary.md").read_text(encoding="utf-8")
+    assert "UNSUPPORTED STACK" not in (run / "report" / "index.html").read_text(encoding="utf-8")
