@@ -10,8 +10,6 @@ from pathlib import Path
 
 import yaml
 
-from doubles.render_support import CUSTOM_MODELS
-
 # The facts, as the SDK documents word them (not as spectrn's code does).
 NO_V0 = "Starting with Neuron 2.28 release, vLLM V0 will no longer be supported"
 DRAFT_ONLY_ON_FORK = "only supported on the legacy Neuron fork of vLLM v0 architecture that is no longer supported"
@@ -45,17 +43,15 @@ def test_a_fork_run_says_it_is_out_of_support_everywhere(cli, tmp_path):
     assert finding["message"] in page
 
 
-def test_a_plugin_run_has_no_stack_notice(cli, tmp_path):
-    config = {
-        "runtime": "sim",
-        "vllm_dialect": "vllm-neuron",
-        "speculation_mode": "eagle",
-        "custom_models": CUSTOM_MODELS,
-        "target": "llama-3.1-8b",
-        "draft": "llama-3.1-8b-eagle3",
-    }
-    err, run = _bench(cli, tmp_path, "plugin", config)
-    assert "UNSUPPORTED STACK" not in err
+def test_a_v1_server_outranks_the_configs_dialect(cli, tmp_path):
+    """The config names the fork, but the server registers vLLM V1's spec-decode families (the simulator's
+    upstream profile): the config load still warns about the config, while the run's findings, summary.md
+    and the report describe the server that ran, which is not the fork."""
+    config = {"runtime": "sim", "vllm_dialect": "legacy-neuron", "sim": {"profile": "upstream"}}
+    err, run = _bench(cli, tmp_path, "v1", config)
+    assert "UNSUPPORTED STACK" in err  # about the config as written
+    summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
+    assert summary["provenance"]["servers"]["speculative"]["metrics_style"] == "v1"
     assert _stack_findings(run) == []
     assert "UNSUPPORTED STACK" not in (run / "report" / "summary.md").read_text(encoding="utf-8")
     assert "UNSUPPORTED STACK" not in (run / "report" / "index.html").read_text(encoding="utf-8")

@@ -50,7 +50,9 @@ async def _get_text(session: Any, url: str) -> str | None:
 
 # Spec-decode families only vLLM V0 registers (vllm/engine/metrics.py); V1 registers the counters instead.
 V0_SPEC_FAMILIES = ("vllm:spec_decode_draft_acceptance_rate", "vllm:spec_decode_efficiency")
-V1_SPEC_FAMILIES = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens")
+# Only V1's: V0 also declares ``vllm:spec_decode_num_draft_tokens_total``, which reads as
+# ``vllm:spec_decode_num_draft_tokens`` once ``_total`` is removed, so that family would call the fork V1.
+V1_SPEC_FAMILIES = ("vllm:spec_decode_num_drafts", SPEC_ACCEPTED_PER_POS)
 
 
 def _families(metrics_text: str) -> set[str]:

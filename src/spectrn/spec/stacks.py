@@ -21,7 +21,8 @@ EAGLE3_RECIPE_ARCHITECTURES = ("llama", "gpt-oss")
 
 SUPPORTED_ALTERNATIVE = (
     "the supported stack is vllm_dialect: vllm-neuron (vLLM V1 with the vllm-neuron plugin) with "
-    "speculation_mode: eagle and an EAGLE3 draft (`spectrn init --preset llama-3.1-8b-eagle3`)"
+    "speculation_mode: eagle and an EAGLE3 draft, e.g. the SDK tutorial's meta-llama/Llama-3.1-8B-Instruct with "
+    "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3 (docs/neuron.md)"
 )
 
 
