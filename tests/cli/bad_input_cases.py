@@ -314,6 +314,34 @@ CASES: list[Case] = [
     _c("sweep id with '..'", "sweep --local --sweep-id ../x", 2, "is not a safe folder name"),
     _c("sweep mix malformed", "sweep --local --mix bad", 2, "is not CLASS=WEIGHT"),
     _c("resume a sweep that does not exist", "sweep --local --resume --sweep-id nosuch", 2, "there is no sweep nosuch"),
+    # ---- capacity ----
+    _c(
+        "capacity without a percentile SLO",
+        ("capacity", *EP, "--slo", "tpot<=50ms"),
+        2,
+        "--slo: capacity needs at least one percentile SLO (given: tpot<=50ms)",
+    ),
+    _c("capacity with a bad SLO", ("capacity", *EP, "--slo", "p90:tpot<=50"), 2, "the limit 50 has no unit"),
+    _c("capacity with no server", ("capacity", "--slo", "p90:tpot<=50ms"), 2, "no server to search"),
+    _c(
+        "capacity endpoint not baseline or speculative",
+        ("capacity", "--endpoint", f"draft={DEAD}", "--slo", "p90:tpot<=50ms"),
+        2,
+        "--endpoint draft: capacity searches baseline and speculative only",
+    ),
+    _c("capacity --max below --start", ("capacity", *EP, "--start", "8", "--max", "4"), 2, "--max 4 is below --start 8"),
+    _c(
+        "capacity fractional concurrency",
+        ("capacity", *EP, "--start", "1.5"),
+        2,
+        "--start 1.5 is not a whole number of concurrent requests",
+    ),
+    _c(
+        "capacity rate precision not relative",
+        ("capacity", *EP, "--rate-search", "--precision", "2"),
+        2,
+        "--precision 2: a rate search's precision is relative",
+    ),
     _c("compile windows not numbers", "compile --dry-run --windows x", 2, "--windows 'x'"),
     _c("compile unknown draft", "compile --dry-run --drafts nosuch", 2, "unknown model 'nosuch'"),
     # ---- simulator ----

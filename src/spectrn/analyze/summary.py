@@ -687,6 +687,8 @@ def _stack_notice(meta: RunMeta, prov: Provenance) -> str | None:
     families say so when recorded, else the recorded config's dialect."""
     from spectrn.spec.stacks import run_stack_notice
 
+    if prov.runtime == "vllm-cpu":
+        return None  # spectrn started upstream vLLM on CPU itself: whatever the dialect says, no fork ran
     server = prov.servers.get("speculative") or prov.servers.get("baseline")
     style = server.metrics_style if server else None
     return run_stack_notice(meta.config.vllm_dialect, meta.config.speculation_mode, style)

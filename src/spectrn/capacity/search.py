@@ -113,7 +113,9 @@ class Bracket:
         it is kept in ``history`` and the bracket keeps the tighter, consistent side."""
         self.history.append((load, passed))
         if passed:
-            if (self.last_pass is None or load > self.last_pass) and (self.first_fail is None or load < self.first_fail):
+            if (self.last_pass is None or load > self.last_pass) and (
+                self.first_fail is None or load < self.first_fail
+            ):
                 self.last_pass = load
         elif (self.first_fail is None or load < self.first_fail) and (self.last_pass is None or load > self.last_pass):
             self.first_fail = load

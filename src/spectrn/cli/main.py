@@ -46,6 +46,7 @@ def _register() -> None:
         return
     from spectrn.cli import (
         bench_cmd,
+        capacity_cmd,
         config_ref_cmd,
         deploy_cmd,
         init_cmd,
@@ -62,6 +63,7 @@ def _register() -> None:
         render_cmd,
         deploy_cmd,
         bench_cmd,
+        capacity_cmd,
         report_cmd,
         publish_cmd,
         sweep_cmd,

@@ -232,3 +232,31 @@ def show_repeats(repeats: Repeats, path: Path, output: Output = Output.table) ->
     for w in repeats.warnings:
         say(console, f"WARNING: {w}", style="bold red")
     say(console, f"repeats: {path}")
+
+
+def show_capacity(result: Any, folder: Path, written: list[Path], output: Output = Output.table) -> None:
+    """A capacity search: its table and sentences on stdout (or one JSON / YAML document); where it was
+    written on stderr."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from spectrn.cli.common import err_console, out_console
+    from spectrn.report.capacity import capacity_rows, summary_lines
+
+    if output != Output.table:
+        print_document(result.model_dump(mode="json"), output)
+    else:
+        console = out_console()
+        header, rows = capacity_rows(result)
+        t = Table(title=Text(f"capacity at the SLO: {result.capacity_id}"), title_justify="left")
+        for i, h in enumerate(header):
+            t.add_column(Text(h), justify="left" if i == 0 else "right")
+        for r in rows:
+            t.add_row(*(Text(x) for x in r))
+        print_table(console, t)
+        for line in summary_lines(result):
+            say(console, line)
+    console = err_console()
+    say(console, f"capacity: {folder / 'capacity.json'}")
+    for p in written:
+        say(console, f"report: {p}")

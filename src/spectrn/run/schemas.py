@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from spectrn.run.capacity import Capacity
 from spectrn.run.records import RequestRecord, RunMeta
 from spectrn.run.repeats import Repeats
 from spectrn.run.summary import SCHEMA_VERSION, Summary
@@ -19,6 +20,7 @@ SCHEMAS: dict[str, Any] = {
     "request-record.schema.json": RequestRecord,
     "run.schema.json": RunMeta,
     "repeats.schema.json": Repeats,
+    "capacity.schema.json": Capacity,
 }
 
 

@@ -38,8 +38,8 @@ class ModelSpec(BaseModel):
         default=0,
         ge=0,
         le=64,
-        description="Medusa heads fine-tuned into this checkpoint (0: none); speculation_mode medusa needs a "
-        "target with at least num_speculative_tokens heads.",
+        description="Medusa heads fine-tuned into this checkpoint (0: none). Read but unused: speculation_mode medusa "
+        "runs on no vLLM Neuron server (docs/neuron.md).",
     )
 
 

@@ -701,19 +701,19 @@ class SpectrnConfig(Strict):
     )
     target: str = Field(default="qwen3-32b", description="Target model key (catalog or custom_models).")
     draft: str = Field(
-        default="qwen3-1.7b", description="Draft model key (catalog or custom_models); ignored for medusa."
+        default="qwen3-1.7b", description="Draft model key (catalog or custom_models)."
     )
     num_speculative_tokens: int = Field(
         default=7,
-        description="Speculation window k (1..32). legacy-neuron and vllm-neuron 0.2 (NxDI fused speculation): speculation_length = k, the draft proposes k-1 tokens and one step emits at most k tokens. vllm-neuron current (eagle3): k proposals, up to k+1 tokens per step. medusa: k heads. See docs/neuron.md.",
+        description="Speculation window k (1..32). legacy-neuron and vllm-neuron 0.2 (NxDI fused speculation): speculation_length = k, the draft proposes k-1 tokens and one step emits at most k tokens. vllm-neuron current (eagle3): k proposals, up to k+1 tokens per step. See docs/neuron.md.",
     )
     speculation_mode: SpeculationMode = Field(
         default="fused",
-        description="fused: draft + target compiled together (legacy-neuron). eagle: an EAGLE draft (legacy-neuron and vllm-neuron 0.2: EAGLE v1 with a Llama target; vllm-neuron current: eagle3). medusa: Medusa heads on a Llama target, batch 1 (legacy-neuron). vanilla (non-fused draft model) cannot run on either server and is rejected. See docs/neuron.md.",
+        description="fused: draft + target compiled together (legacy-neuron). eagle: an EAGLE draft (legacy-neuron and vllm-neuron 0.2: EAGLE v1 with a Llama target; vllm-neuron current: eagle3). vanilla (non-fused draft model) and medusa cannot run on either server and are rejected. legacy-neuron (fused, eagle) is out of support since Neuron SDK 2.28. See docs/neuron.md.",
     )
     vllm_dialect: Dialect = Field(
         default="legacy-neuron",
-        description="legacy-neuron: the Neuron fork of vLLM (DLC 0.9.x, --override-neuron-config); vllm-neuron: vLLM V1 with the vllm-neuron plugin (--additional-config, EAGLE only).",
+        description="legacy-neuron: the Neuron fork of vLLM V0 (DLC 0.9.x, --override-neuron-config; out of support since Neuron SDK 2.28: a warning says so); vllm-neuron: vLLM V1 with the vllm-neuron plugin (--additional-config, EAGLE only).",
     )
     plugin_release: PluginRelease = Field(
         default="current",
@@ -780,7 +780,7 @@ class SpectrnConfig(Strict):
     compile: CompileConfig = Field(default_factory=CompileConfig, description="Compile Jobs (`spectrn compile`).")
     custom_models: dict[str, ModelSpec] = Field(
         default_factory=dict,
-        description="User-declared models, keyed like the catalog (keys: letters, digits, '.', '_', '-'); eagle_draft and medusa_heads declare speculation checkpoints.",
+        description="User-declared models, keyed like the catalog (keys: letters, digits, '.', '_', '-'); eagle_draft declares an EAGLE draft checkpoint.",
     )
     bench: BenchConfig = Field(default_factory=BenchConfig, description="Load generation.")
     pricing: Pricing = Field(default_factory=Pricing, description="Cost per token inputs.")

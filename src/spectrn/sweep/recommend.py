@@ -87,6 +87,19 @@ class Row:
     acceptance_source: str | None = None  # counters or stream
     semantics: WindowSemantics = "upstream"
     requests: int = 0
+    # for the objectives (spectrn.sweep.objective): cost, SLO verdicts, TTFT and e2e of each variant
+    usd_spec: float | None = None
+    usd_spec_ci95: list[float] | None = None
+    usd_base: float | None = None
+    slo_spec: bool | None = None  # every percentile SLO met (None: no SLO set, or nothing to judge)
+    slo_base: bool | None = None
+    slo_missed: list[str] | None = None  # the speculative variant's missed SLOs, as "slo (observed ms)"
+    ttft_speedup: float | None = None  # baseline / speculative TTFT p50 (< 1: speculation slower to first token)
+    ttft_speedup_ci95: list[float] | None = None
+    ttft_base_s: float | None = None
+    ttft_spec_s: float | None = None
+    e2e_spec_s: dict[str, float | None] | None = None  # p50, p90, p95, p99
+    e2e_base_s: dict[str, float | None] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -116,6 +129,7 @@ def _row(cell: CellInput, cls: str, cs: ClassSummary) -> Row:
         requests=sp.paired_requests if sp else 0,
         semantics=cell.semantics,
     )
+    _objective_fields(row, base, spec, sp)
     acc = spec.acceptance if spec else None
     if acc is not None:
         row.length = acc.mean_accepted_length
@@ -123,6 +137,29 @@ def _row(cell: CellInput, cls: str, cs: ClassSummary) -> Row:
         row.acceptance_rate = acc.rate
         row.acceptance_source = acc.source
     return row
+
+
+def _objective_fields(row: Row, base: Any, spec: Any, sp: Any) -> None:
+    """What the objectives rank by: $/M, SLO verdicts, TTFT and e2e percentiles (``spectrn.sweep.objective``)."""
+
+    def e2e(vs: Any) -> dict[str, float | None] | None:
+        return {q: getattr(vs.e2e_s, q) for q in ("p50", "p90", "p95", "p99")} if vs else None
+
+    if spec is not None and spec.cost is not None:
+        row.usd_spec = spec.cost.usd_per_million_output_tokens
+        row.usd_spec_ci95 = _ci(spec.cost.usd_per_million_output_tokens_ci95)
+    if base is not None and base.cost is not None:
+        row.usd_base = base.cost.usd_per_million_output_tokens
+    if spec is not None and spec.goodput is not None and spec.goodput.checks:
+        row.slo_spec = spec.goodput.all_met
+        row.slo_missed = [f"{c.slo} ({'no value' if c.observed_s is None else f'{c.observed_s * 1e3:.4g} ms'})"
+                          for c in spec.goodput.checks if not c.met]  # fmt: skip
+    if base is not None and base.goodput is not None and base.goodput.checks:
+        row.slo_base = base.goodput.all_met
+    ttft = sp.ttft_p50 if sp else None
+    row.ttft_speedup, row.ttft_speedup_ci95 = (ttft.value, _ci(ttft.ci95)) if ttft else (None, None)
+    row.ttft_base_s, row.ttft_spec_s = (base.ttft_s.p50 if base else None), (spec.ttft_s.p50 if spec else None)
+    row.e2e_spec_s, row.e2e_base_s = e2e(spec), e2e(base)
 
 
 def build_matrix(cells: Iterable[CellInput]) -> list[Row]:
@@ -488,9 +525,15 @@ def explain(rows: Sequence[Row]) -> dict[str, Any]:
 
 
 def analyze_sweep(
-    cells: Iterable[CellInput], *, weights: Mapping[str, float] | None = None, min_gain: float = DEFAULT_MIN_GAIN
+    cells: Iterable[CellInput],
+    *,
+    weights: Mapping[str, float] | None = None,
+    min_gain: float = DEFAULT_MIN_GAIN,
+    objective: str | None = None,
 ) -> dict[str, Any]:
-    """Matrix, recommendations per class and for the mix at every level, crossovers and explanations."""
+    """Matrix, recommendations per class and for the mix at every level, crossovers, explanations, and the
+    decision by ``objective`` (``spectrn.sweep.objective``; None: cost when the runs set SLOs, else tpot)."""
+    from spectrn.sweep.objective import decide
     rows = build_matrix(cells)
     if not rows:
         raise AnalysisError("the sweep has no finished cell to analyze", hint="run `spectrn sweep` first")
@@ -524,4 +567,12 @@ def analyze_sweep(
         "recommendations": [r.to_dict() for r in recs],
         "crossovers": [c for scope in scopes for c in crossovers(rows + mixed, scope)] if len(levels) > 1 else [],
         "explanations": explain(rows),
+        "objective": decide(
+            [r.to_dict() for r in rows], objective, levels, recs=[r.to_dict() for r in recs], cheaper=_cheaper
+        ),
     }
+
+
+def _cheaper(row: Mapping[str, Any]) -> tuple[int, float, str]:
+    """``cost_key`` of a row given as a dict: smaller window, then smaller draft."""
+    return (int(row["window"]), draft_size(str(row["draft"])), str(row["draft"]))
