@@ -310,6 +310,7 @@ CASES: list[Case] = [
         2,
         "--slo: SLO 'tpot<=5us': unknown unit",
     ),
+    _c("sweep unknown objective", "sweep --local --objective speed", 2, "--objective 'speed' is not an objective"),
     _c("sweep negative gain threshold", "sweep --local --min-gain -1", 2, "Invalid value for '--min-gain'"),
     _c("sweep id with '..'", "sweep --local --sweep-id ../x", 2, "is not a safe folder name"),
     _c("sweep mix malformed", "sweep --local --mix bad", 2, "is not CLASS=WEIGHT"),
@@ -329,7 +330,12 @@ CASES: list[Case] = [
         2,
         "--endpoint draft: capacity searches baseline and speculative only",
     ),
-    _c("capacity --max below --start", ("capacity", *EP, "--start", "8", "--max", "4"), 2, "--max 4 is below --start 8"),
+    _c(
+        "capacity --max below --start",
+        ("capacity", *EP, "--start", "8", "--max", "4"),
+        2,
+        "--max 4 is below --start 8",
+    ),
     _c(
         "capacity fractional concurrency",
         ("capacity", *EP, "--start", "1.5"),

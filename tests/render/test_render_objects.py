@@ -499,7 +499,8 @@ def test_user_prompt_file_travels_in_the_configmap(make_cfg, tmp_path):
     cfg = make_cfg(bench={"prompts": str(f)})
     objs = render.render_objects(cfg, run_id="run-3")
     cms = {o["metadata"]["name"]: o for o in _by_kind(objs, "ConfigMap")}
-    assert cms["spectrn-prompts"]["data"]["user-prompts.yaml"] == f.read_text()
+    # the workload as read and shaped (here: nothing to shape), in spectrn's own prompt-set form
+    assert yaml.safe_load(cms["spectrn-prompts"]["data"]["user-prompts.yaml"]) == yaml.safe_load(f.read_text())
     assert yaml.safe_load(cms["spectrn-config-run-3"]["data"]["spectrn.yaml"])["bench"]["prompts"] == (
         "/etc/spectrn/prompts/user-prompts.yaml"
     )

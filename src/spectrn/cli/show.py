@@ -126,7 +126,7 @@ def print_sweep_analysis(analysis: dict[str, Any], console: Console, artifacts: 
     from rich.table import Table
     from rich.text import Text
 
-    from spectrn.report.sweep import PRED_HEADER, matrix_table, prediction_rows, refined_lines
+    from spectrn.report.sweep import PRED_HEADER, matrix_table, objective_lines, prediction_rows, refined_lines
 
     def table(title: str, header: list[str], rows: list[list[str]], left: tuple[str, ...] = ()) -> None:
         t = Table(title=Text(title), title_justify="left")
@@ -139,7 +139,12 @@ def print_sweep_analysis(analysis: dict[str, Any], console: Console, artifacts: 
     for level in analysis.get("levels", []):
         header, rows = matrix_table(analysis, level)
         table(f"TPOT p50 speedup (baseline / speculative) at {level}, 95% CI", header, rows, left=("draft",))
-    say(console, "recommendations", style="bold")
+    decision = objective_lines(analysis)
+    if decision:
+        say(console, decision[0], style="bold")
+        for line in decision[1:]:
+            say(console, f"  {line}", style="green" if "TTFT regresses" not in line else "yellow")
+    say(console, "recommendations (TPOT p50 speedup)", style="bold")
     for r in analysis.get("recommendations", []):
         say(console, f"  {r['text']}", style="green" if r["meaningful"] else "yellow")
         if r.get("weights"):

@@ -128,6 +128,15 @@ def sweep(
             "--min-gain", metavar="X", min=0.0, help="Smallest speedup over 1 that counts as a meaningful gain."
         ),
     ] = 0.05,
+    objective: Annotated[
+        str | None,
+        typer.Option(
+            "--objective",
+            metavar="cost|capacity|tpot|e2e[:pNN]",
+            help="Rank configurations by $/M output tokens at the SLO, capacity at the SLO, TPOT p50 speedup or "
+            "e2e at a percentile (e2e:p99; default p90). Default: cost when SLOs are set, else tpot (docs/sweeps.md).",
+        ),
+    ] = None,
     quiet: Annotated[
         bool, typer.Option("--quiet", help="No per-request progress (each cell is still announced).")
     ] = False,
@@ -156,9 +165,12 @@ def sweep(
     from spectrn.cli.progress import EventView
     from spectrn.cli.show import print_sweep_analysis, say
     from spectrn.sweep.grid import check_sweep_id, new_sweep_id
+    from spectrn.sweep.objective import parse_objective
     from spectrn.sweep.orchestrate import Sweep, SweepOptions
     from spectrn.sweep.recommend import parse_mix
     from spectrn.sweep.runners import local_runner
+
+    parse_objective(objective)  # a bad --objective stops the command before anything runs
 
     console = err_console()
     flags: dict[str, Any] = {
@@ -213,7 +225,8 @@ def sweep(
     )
     for msg in workload_warnings:
         console.print(f"[yellow]warning:[/] {escape(msg)}", highlight=False)
-    opts = SweepOptions(drafts=d, windows=w, predict=predict, weights=parse_mix(mix), quiet=quiet, min_gain=min_gain)
+    opts = SweepOptions(drafts=d, windows=w, predict=predict, weights=parse_mix(mix), quiet=quiet, min_gain=min_gain,
+                        objective=parse_objective(objective))  # fmt: skip
     kube = None
     if not local:
         kube = connect_cluster(context, kubeconfig)  # before anything is written: no cluster, no sweep folder

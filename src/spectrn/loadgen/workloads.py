@@ -112,6 +112,9 @@ def load_workload(
         made = shape(synthetic_prompts(opts.synthetic, seed), opts, seed=seed, source=SYNTHETIC, notes=notes)
         return made, [*notes, SYNTHETIC_NOTE]
     packaged = name_or_path in BUILTIN_SETS or name_or_path in COMBINED_SETS
+    path_like = "/" in name_or_path or bool(Path(name_or_path).suffix)  # else a set name: the loader names the sets
+    if not packaged and path_like and not Path(name_or_path).exists():
+        raise ConfigError(f"{what} {name_or_path} does not exist", hint="check the path")
     fmt = "yaml" if packaged else detect_format(Path(name_or_path), opts.format)
     if fmt == "yaml":
         base = load_prompt_set(name_or_path, what=what)

@@ -325,7 +325,7 @@ def prompts_data(cfg: SpectrnConfig) -> dict[str, str]:
     if user is not None:
         from spectrn.loadgen.workloads import load_workload
 
-        what = f"bench.prompts ({cfg.source_of('bench.prompts')})"
+        what = f"bench.prompts file ({cfg.source_of('bench.prompts')})"
         shaped, _ = load_workload(str(user), cfg.bench.workload, seed=cfg.bench.seed, what=what)
         dumped = shaped.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
         data[USER_PROMPTS_KEY] = yaml.safe_dump({"name": shaped.name, **dumped}, sort_keys=False, allow_unicode=True)

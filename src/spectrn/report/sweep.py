@@ -89,6 +89,21 @@ def _md_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
+def objective_lines(analysis: dict[str, Any]) -> list[str]:
+    """The decision by the sweep's objective: a title naming it, then its rule and one line per recommendation
+    (``spectrn.sweep.objective``); [] for an analysis written before objectives existed."""
+    obj = analysis.get("objective")
+    if not obj:
+        return []
+    name = {"cost": "$/M output tokens at the SLO", "capacity": "capacity at the SLO", "tpot": "TPOT p50 speedup",
+            "e2e": f"e2e {obj.get('percentile')}"}.get(obj["name"], obj["name"])  # fmt: skip
+    lines = [f"Decision by {name} (objective {obj['name']}, {obj['chosen_by']})", f"rule: {obj['rule']}"]
+    lines += [r["text"] for r in obj.get("recommendations", [])]
+    if obj.get("overall"):
+        lines.append(f"overall: {obj['overall']}")
+    return lines
+
+
 def sweep_markdown(analysis: dict[str, Any], artifacts: dict[str, str] | None = None) -> str:
     s = analysis.get("settings") or {}
     lines = [
@@ -126,7 +141,10 @@ def sweep_markdown(analysis: dict[str, Any], artifacts: dict[str, str] | None = 
     for level in analysis.get("levels", []):
         header, rows = matrix_table(analysis, level)
         lines += [f"## TPOT p50 speedup at {level} (95% CI)", "", _md_table(header, rows), ""]
-    lines += ["## Recommendations", ""]
+    decision = objective_lines(analysis)
+    if decision:
+        lines += [f"## {_md_cell(decision[0])}", "", *(f"- {_md_cell(x)}" for x in decision[1:]), ""]
+    lines += ["## Recommendations", "", "By TPOT p50 speedup (baseline / speculative), per prompt class and mix:", ""]
     lines += [f"- {r['text']}" for r in analysis.get("recommendations", [])]
     w = analysis.get("mix_weights")
     if w:

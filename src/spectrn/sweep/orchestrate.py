@@ -52,6 +52,7 @@ class SweepOptions:
     weights: dict[str, float] | None = None
     quiet: bool = False
     min_gain: float = 0.05
+    objective: tuple[str, str] | None = None  # (name, e2e percentile); None: cost with SLOs, else tpot
 
 
 @dataclass
@@ -375,7 +376,9 @@ class Sweep:
         cells = cell_inputs(self.sweep_dir, self.manifest)
         if not cells:
             raise AnalysisError(f"sweep {self.sweep_id} has no finished cell", hint="run `spectrn sweep` first")
-        analysis = analyze_sweep(cells, weights=self.opts.weights, min_gain=self.opts.min_gain)
+        analysis = analyze_sweep(
+            cells, weights=self.opts.weights, min_gain=self.opts.min_gain, objective=self.opts.objective
+        )
         analysis["sweep_id"] = self.sweep_id
         analysis["settings"] = self.manifest.data.get("settings")
         analysis["equivalence"] = aggregate_equivalence(cells)

@@ -529,7 +529,7 @@ def analyze_sweep(
     *,
     weights: Mapping[str, float] | None = None,
     min_gain: float = DEFAULT_MIN_GAIN,
-    objective: str | None = None,
+    objective: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
     """Matrix, recommendations per class and for the mix at every level, crossovers, explanations, and the
     decision by ``objective`` (``spectrn.sweep.objective``; None: cost when the runs set SLOs, else tpot)."""
