@@ -78,7 +78,7 @@ def test_html_is_self_contained(built: Path) -> None:
     text = built.read_text(encoding="utf-8")
     parser = _Refs()
     parser.feed(text)
-    assert parser.imgs == len(PNGS)
+    assert parser.imgs == len(PNGS) + 1  # and the throughput-per-instance vs speed-per-user view
     for tag, attr, value in parser.refs:
         assert value.startswith("data:image/png;base64,"), (tag, attr, value[:60])
     css = "".join(parser.styles)
@@ -258,3 +258,22 @@ def test_report_shows_the_schedules_numbers(tmp_path: Path) -> None:
     assert cells[5] == "1.13 → 0.77"  # e2e s: 0.05 + 24 x 0.045 = 1.13; 0.05 + 8 x 0.09 = 0.77
     assert cells[7] == "22.1 → 32.5"  # tokens/s per request: 25 / 1.13 and 25 / 0.77
     assert cells[9].startswith("3.00 (stream)")  # three tokens per decode event
+
+
+def test_the_headline_carries_cost_and_the_pareto_plot_every_level(tmp_path: Path) -> None:
+    from spectrn.report.format import headline_lines
+
+    recs = make_records(per_class=3, level="c1") + make_records(per_class=3, level="c8", seed=3, start=1_790_100_000)
+    index = html.build_report(make_run(tmp_path, records=recs))
+    summary = Summary.model_validate_json((index.parent.parent / "summary.json").read_text())
+    lines = headline_lines(summary)
+    assert len(lines) == len(summary.headline) == 4
+    for h, line in zip(summary.headline, lines, strict=True):
+        cs = summary.level(h.level).by_prompt_class[h.scope]
+        base, spec = (cs.variants[v].cost.usd_per_million_output_tokens for v in ("baseline", "speculative"))
+        # each headline line names both costs of its level and class as the summary has them
+        assert line.startswith(f"[{h.level}] {h.scope}: TPOT p50 speedup ")
+        assert line.endswith(f"; $/M output tokens ${base:.2f} -> ${spec:.2f}"), line
+    assert png_size(index.parent / "pareto.png")[0] >= 700
+    text = index.read_text()
+    assert "Throughput per instance vs speed per user" in text and text.count("data:image/png;base64,") == 7

@@ -150,8 +150,28 @@ def headline_lines(s: Summary) -> list[str]:
     for h in s.headline:
         where = f"[{h.level}] " if multi else ""
         scope = "declared mix" if h.scope == "mix" else h.scope
-        out.append(f"{where}{scope}: TPOT p50 speedup {h.speedup.text()}{significance(h.speedup)}")
+        cost = headline_cost(s, h.level, h.scope)
+        out.append(f"{where}{scope}: TPOT p50 speedup {h.speedup.text()}{significance(h.speedup)}{cost}")
     return out
+
+
+def headline_cost(s: Summary, level: str, scope: str) -> str:
+    """``; $/M output tokens $69.52 -> $24.61``: baseline and speculative cost of the headline's scope (the
+    pooled variants for the declared mix), empty where either is unknown."""
+    try:
+        lv = s.level(level)
+    except KeyError:
+        return ""
+    cls = lv.by_prompt_class.get(scope)
+    variants = cls.variants if cls is not None else lv.variants
+    usd = []
+    for v in ("baseline", "speculative"):
+        vs = variants.get(v)
+        value = vs.cost.usd_per_million_output_tokens if vs is not None and vs.cost is not None else None
+        if value is None:
+            return ""
+        usd.append(value)
+    return f"; $/M output tokens ${usd[0]:.2f} -> ${usd[1]:.2f}"
 
 
 def slo_verdict(met: bool | None) -> str:

@@ -37,6 +37,7 @@ from spectrn.report.plots import (
     plot_latency_by_class,
     plot_latency_cdfs,
     plot_load_levels,
+    plot_pareto,
     plot_speedups,
     plot_throughput,
     values_by_variant,
@@ -337,6 +338,15 @@ def build_report(run_dir: Path, out_dir: Path | None = None, *, metrics_fn: Metr
                 "TPOT and aggregate throughput across load levels (95% CIs): where speculation stops paying off.",
             )
         )
+    images.append(
+        (
+            "Throughput per instance vs speed per user",
+            plot_pareto(summary, out / "pareto.png"),
+            "Each point is a load level (all prompt classes pooled): output tokens/s per instance against the median "
+            "request's output tokens/s. Up and to the right is better; the curve with speculation lying above the "
+            "one without means more users served at the same speed.",
+        )
+    )
     markdown = summary_markdown(summary, folder.meta.config, ignore_eos=folder.meta.ignore_eos)
     atomic_write_text(out / "summary.md", markdown)
     index = out / "index.html"

@@ -306,6 +306,36 @@ def plot_load_levels(summary: Summary, path: Path) -> Path:
     return _save(fig, path)
 
 
+def plot_pareto(summary: Summary, path: Path) -> Path:
+    """Per-instance output throughput (x) against per-user output tokens/s (y), one curve per variant across the
+    load levels: the capacity / interactivity trade-off with and without speculation."""
+    fig = _figure(7.5, 4.8)
+    ax = fig.subplots()
+    for i, v in enumerate(summary.variant_names):
+        xs, ys, labels = [], [], []
+        for lv in summary.levels:
+            vs = lv.variants.get(v)
+            if vs is None or not vs.output_tokens_per_s.aggregate or vs.output_tokens_per_s.per_request.p50 is None:
+                continue
+            share = vs.cost.instances_per_service if vs.cost is not None and vs.cost.instances_per_service else 1.0
+            xs.append(vs.output_tokens_per_s.aggregate / share)
+            ys.append(vs.output_tokens_per_s.per_request.p50)
+            labels.append(lv.label)
+        if not xs:
+            continue
+        ax.plot(xs, ys, "o-", color=color(v, i), label=v)
+        for x, y, label in zip(xs, ys, labels, strict=True):
+            ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    ax.set_title("Per-instance throughput vs per-user speed, per load level")
+    ax.set_xlabel("output tokens/s per instance (aggregate / instances per service)")
+    ax.set_ylabel("output tokens/s per user (p50 per request)")
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
 def sweep_heatmap(
     matrix: Sequence[dict[str, Any]],
     path: Path,
