@@ -75,7 +75,7 @@ docs: venv
 
 # Rewrite the render golden files after a deliberate manifest change; review the diff it prints before committing.
 golden: venv
-	$(BIN)/python tests/render/update_golden.py
+	PYTHONPATH=tests $(BIN)/python tests/render/update_golden.py
 	git --no-pager diff --stat -- tests/render/golden
 
 # spectrn's own image (load Job, simulator). A cluster pulls it from a registry: build it with the registry's

@@ -356,7 +356,10 @@ class LengthDistribution(Strict):
     )
     mean: float = Field(gt=0, le=1_000_000, description="The mean (lognormal: the median).")
     spread: float = Field(
-        default=0.0, ge=0, le=1_000_000, description="uniform: half-width; normal: standard deviation; lognormal: sigma."
+        default=0.0,
+        ge=0,
+        le=1_000_000,
+        description="uniform: half-width; normal: standard deviation; lognormal: sigma.",
     )
     min: int = Field(default=1, ge=1, le=1_000_000, description="Smallest length drawn.")
     max: int = Field(default=100_000, ge=1, le=1_000_000, description="Largest length drawn.")
@@ -443,7 +446,8 @@ class WorkloadConfig(Strict):
         description="JSONL/CSV/hf-disk: the column holding an output length hint (unset: output_tokens, then max_tokens).",
     )
     id_field: str | None = Field(
-        default=None, description="JSONL/CSV/hf-disk: the column holding the prompt id (unset: id; else the row number)."
+        default=None,
+        description="JSONL/CSV/hf-disk: the column holding the prompt id (unset: id; else the row number).",
     )
     synthetic: SyntheticWorkload = Field(
         default_factory=SyntheticWorkload,
@@ -539,7 +543,7 @@ class BenchConfig(Strict):
     )
     ignore_eos: bool | None = Field(
         default=None,
-        description="Ask for max_tokens exactly (ignore_eos with min_tokens = max_tokens) instead of letting each answer end at its end-of-sequence token; unset: on for the built-in sets (structured, open, sample, all), off for a prompt file or dataset, whose natural lengths are part of the workload (docs/benchmarks.md, \"Natural output lengths\"). The llmperf engine sends it only when set.",
+        description='Ask for max_tokens exactly (ignore_eos with min_tokens = max_tokens) instead of letting each answer end at its end-of-sequence token; unset: on for the built-in sets (structured, open, sample, all), off for a prompt file or dataset, whose natural lengths are part of the workload (docs/benchmarks.md, "Natural output lengths"). The llmperf engine sends it only when set.',
     )
     input_tokens: int | None = Field(
         default=None,
@@ -700,9 +704,7 @@ class SpectrnConfig(Strict):
         description="neuron: real vLLM on Neuron; sim: spectrn's simulated Neuron vLLM server (local demo, kind smoke test).",
     )
     target: str = Field(default="qwen3-32b", description="Target model key (catalog or custom_models).")
-    draft: str = Field(
-        default="qwen3-1.7b", description="Draft model key (catalog or custom_models)."
-    )
+    draft: str = Field(default="qwen3-1.7b", description="Draft model key (catalog or custom_models).")
     num_speculative_tokens: int = Field(
         default=7,
         description="Speculation window k (1..32). legacy-neuron and vllm-neuron 0.2 (NxDI fused speculation): speculation_length = k, the draft proposes k-1 tokens and one step emits at most k tokens. vllm-neuron current (eagle3): k proposals, up to k+1 tokens per step. See docs/neuron.md.",
@@ -1006,8 +1008,10 @@ class SpectrnConfig(Strict):
         def given(key: str) -> str:
             flag = _flag_of(origins, _path(key))
             value = getattr(b, key.split(".")[1])
-            text = ",".join(f"{x:g}" if isinstance(x, float) else str(x) for x in value) if isinstance(value, list) else (
-                f"{value:g}" if isinstance(value, float) else str(value)
+            text = (
+                ",".join(f"{x:g}" if isinstance(x, float) else str(x) for x in value)
+                if isinstance(value, list)
+                else (f"{value:g}" if isinstance(value, float) else str(value))
             )
             return f"{flag or key} {text}"
 

@@ -534,6 +534,7 @@ def analyze_sweep(
     """Matrix, recommendations per class and for the mix at every level, crossovers, explanations, and the
     decision by ``objective`` (``spectrn.sweep.objective``; None: cost when the runs set SLOs, else tpot)."""
     from spectrn.sweep.objective import decide
+
     rows = build_matrix(cells)
     if not rows:
         raise AnalysisError("the sweep has no finished cell to analyze", hint="run `spectrn sweep` first")
