@@ -391,7 +391,11 @@ class CloudWatchProxy:
                 self.wfile.write(data)
 
             def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                declared = int(self.headers.get("Content-Length", 0))
+                body = self.rfile.read(declared)
+                if len(body) < declared:  # the client died mid-body: a real endpoint never processes a torn request
+                    self.close_connection = True
+                    return
                 raw = gzip.decompress(body) if self.headers.get("Content-Encoding") == "gzip" else body
                 is_put = "PutMetricData" in self.path + str(self.headers.get("X-Amz-Target")) or b"PutMetricData" in raw
                 if is_put:
