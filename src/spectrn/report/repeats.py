@@ -45,8 +45,9 @@ def _rows(sc: RepeatedScope) -> list[tuple[str, str, str, str]]:
 
 def repeats_table(rep: Repeats) -> Table:
     """Baseline vs speculative per prompt class ("all" = pooled, first): mean over the runs [95% CI] cv."""
-    from rich.table import Table
     from rich.text import Text
+
+    from spectrn.report.tables import comparison_table
 
     multi = len(rep.levels) > 1
     where = "" if multi or not rep.levels else f" at {rep.levels[0].label}"
@@ -54,13 +55,7 @@ def repeats_table(rep: Repeats) -> Table:
         f"spectrn {rep.run_id}{where}, {rep.repeats} runs: mean over runs [95% CI with the between-run variance] "
         "cv = between-run coefficient of variation"
     )
-    table = Table(title=Text(title))
-    columns = [("prompt class", "left"), ("metric", "left"), ("baseline", "right"), ("speculative", "right")]
-    columns.append(("speedup", "right"))
-    if multi:
-        columns.insert(0, ("load", "left"))
-    for col, justify in columns:
-        table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    table = comparison_table(title, "speedup", multi=multi)
     for lv in rep.levels:
         for n, (cls, sc) in enumerate(lv.scopes.items()):
             rows = _rows(sc)

@@ -59,21 +59,30 @@ def _slo_rows(cs: ClassSummary) -> list[tuple[str, str, str, str]]:
     return out
 
 
+def comparison_table(title: str, speedup_header: str, *, multi: bool) -> Table:
+    """The empty baseline-vs-speculative table every comparison fills: (load,) class, metric, the two variants and
+    the speedup."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text(title))
+    columns = [("prompt class", "left"), ("metric", "left"), ("baseline", "right"), ("speculative", "right")]
+    columns.append((speedup_header, "right"))
+    if multi:
+        columns.insert(0, ("load", "left"))
+    for col, justify in columns:
+        table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    return table
+
+
 def render_table(summary: Summary) -> Table:
     """Baseline vs speculative per prompt class ("all" = pooled, first): p50s, acceptance, cost, speedups."""
-    from rich.table import Table
     from rich.text import Text
 
     multi = len(summary.levels) > 1
     where = "" if multi else f" at {summary.levels[0].label}"
     title = f"spectrn {summary.run_id}{where}: baseline vs speculative (p50; speedup with 95% CI)"
-    table = Table(title=Text(title))
-    columns = [("prompt class", "left"), ("metric", "left"), ("baseline", "right"), ("speculative", "right")]
-    columns.append(("speedup [95% CI]", "right"))
-    if multi:
-        columns.insert(0, ("load", "left"))
-    for col, justify in columns:
-        table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    table = comparison_table(title, "speedup [95% CI]", multi=multi)
     for lv in summary.levels:
         for n, (cls, cs) in enumerate(lv.scopes()):
             rows = _rows(cs)
