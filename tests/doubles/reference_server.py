@@ -134,6 +134,9 @@ def make_app(schedule: Schedule, log: ServerLog) -> Any:
                     log.per_pos[pos] = log.per_pos.get(pos, 0) + 1
         usage = {"prompt_tokens": 8, "completion_tokens": n, "total_tokens": n + 8}
         await resp.write(b"data: " + json.dumps({"id": "x", "choices": [], "usage": usage}).encode() + b"\n\n")
+        # the client may read [DONE] and send its next request before this handler runs again: "ending" is
+        # stamped before the write, so no later arrival can precede it (what an in-flight count needs)
+        entry["ending"] = time.perf_counter()
         await resp.write(b"data: [DONE]\n\n")
         entry["done"] = time.perf_counter()
         await resp.write_eof()

