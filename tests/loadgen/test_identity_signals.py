@@ -107,3 +107,17 @@ def test_config_and_server_disagreeing_is_a_finding_and_the_server_wins(
     assert f"plugin_release '{release}'" in finding.message
     stream = s.levels[0].variants["speculative"].acceptance.stream  # type: ignore[union-attr]
     assert stream is not None and len(stream.per_position) == (WINDOW - 1 if EXPECTED[profile] == "nxdi" else WINDOW)
+
+
+def test_a_server_declared_window_beyond_what_spectrn_accepts_is_ignored() -> None:
+    from spectrn.loadgen.identity import _positions
+    from spectrn.loadgen.metrics import SPEC_ACCEPTED_PER_POS
+
+    def exposition(n: int) -> str:
+        lines = [f"# TYPE {SPEC_ACCEPTED_PER_POS} counter"]
+        lines += [f'{SPEC_ACCEPTED_PER_POS}_total{{model_name="m",position="{i}"}} 0.0' for i in range(n)]
+        return "\n".join(lines) + "\n"
+
+    assert _positions(exposition(7)) == 7
+    assert _positions(exposition(32)) == 32
+    assert _positions(exposition(30_000)) is None  # a hostile or broken server's count is not a window

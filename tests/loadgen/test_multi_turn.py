@@ -146,3 +146,18 @@ def test_a_failed_turn_ends_its_conversation_and_the_rest_count_as_failed(tmp_pa
     summary = summarize(folder.records(), folder.meta)
     rq = summary.levels[0].variants["baseline"].requests
     assert (rq.planned, rq.completed, rq.errors) == (6, 2, 4)  # every planned turn accounted for
+
+
+def test_a_class_too_long_for_its_turn_suffix_is_refused_before_anything_is_sent(tmp_path: Path) -> None:
+    from spectrn.errors import ConfigError
+    from spectrn.loadgen.workloads import load_workload
+
+    long = "c" * 62  # a safe name; "<long>-t2" is not
+    source = tmp_path / "question.jsonl"
+    source.write_text(json.dumps({"question_id": 1, "category": long, "turns": ["a question", "a follow-up"]}) + "\n")
+    with pytest.raises(ConfigError) as e:
+        load_workload(str(source))
+    assert "leaves no room for the turn suffix" in e.value.message and "line 1" in e.value.message
+    single = tmp_path / "single.jsonl"
+    single.write_text(json.dumps({"question_id": 1, "category": long, "turns": ["a question"]}) + "\n")
+    assert load_workload(str(single))[0].prompts[0].prompt_class == long  # one turn: no suffix, no limit

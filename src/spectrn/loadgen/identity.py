@@ -78,12 +78,16 @@ def metrics_style(metrics_text: str | None) -> str | None:
     return None
 
 
+MAX_DECLARED_WINDOW = 32
+
+
 def _positions(metrics_text: str | None) -> int | None:
     if not metrics_text:
         return None
     snap: MetricsSnapshot = parse_metrics(metrics_text)
     labels = snap.by_label(SPEC_ACCEPTED_PER_POS, "position")
-    return len(labels) or None
+    # a window spectrn would not accept in its own config (num_speculative_tokens 1..32) is no window: ignored
+    return len(labels) if 1 <= len(labels) <= MAX_DECLARED_WINDOW else None
 
 
 def _int(value: Any) -> int | None:

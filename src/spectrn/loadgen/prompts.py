@@ -18,7 +18,7 @@ from typing import overload
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from spectrn.errors import ConfigError
-from spectrn.names import check_name
+from spectrn.names import check_name, is_safe_name
 from spectrn.paths import data_dir
 from spectrn.spec.config import format_validation_error, load_yaml
 
@@ -29,8 +29,8 @@ MAX_PROMPT_FILE_BYTES = 5_000_000
 
 class Prompt(BaseModel):
     """One prompt. ``text`` is what a request sends; ``turns`` (multi-turn workloads) holds every user message,
-    the first being ``text``, for a runner that replays conversations; ``output_tokens`` is the file's hint of
-    the natural answer length (requests still ask for bench.max_tokens)."""
+    the first being ``text``, replayed as a conversation; ``output_tokens`` is the workload's output length
+    for it (the request's max_tokens, capped at bench.max_tokens)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -52,6 +52,14 @@ class Prompt(BaseModel):
         # the single-turn view (text) and the conversation (turns) must never disagree on what is sent first
         if self.turns is not None and self.turns[0] != self.text:
             raise ValueError("turns[0] must be the prompt's text")
+        # later turns are reported as <class>-t<N>, which becomes a file name and a label like the class itself
+        if self.turns is not None and len(self.turns) > 1:
+            last = turn_class(self.prompt_class, len(self.turns))
+            if not is_safe_name(last):
+                raise ValueError(
+                    f"class {self.prompt_class!r} leaves no room for the turn suffix: its turn {len(self.turns)} "
+                    f"would be reported as {last!r}, over the name limit; map it to a shorter class (class_map)"
+                )
         return self
 
 

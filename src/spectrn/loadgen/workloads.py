@@ -473,8 +473,9 @@ def _make(pid: str, cls: str, turns: list[str], output_tokens: int | None, seen:
         )  # fmt: skip
     except ValidationError as e:
         err = e.errors()[0]
-        name = {"text": "prompt", "class": "class", "id": id_field}.get(str(err["loc"][0]), str(err["loc"][0]))
-        raise RowError(name, err["msg"]) from None
+        field = str(err["loc"][0]) if err["loc"] else "class"  # the model's own rule: the class and its turns
+        name = {"text": "prompt", "class": "class", "id": id_field}.get(field, field)
+        raise RowError(name, err["msg"].removeprefix("Value error, ")) from None
     return prompt
 
 
