@@ -138,9 +138,82 @@ def test_cli_wiring_runs_one_way() -> None:
     for name, deps in g.items():
         if name.startswith("spectrn.cli.") and name != "spectrn.cli.main":
             assert "spectrn.cli.main" not in deps, f"{name} imports the app: wiring must run one way"
-    # only the CLI prints results: the core emits values
-    core = [n for n in g if not n.startswith(("spectrn.cli", "spectrn.sim"))]
-    assert core
+
+
+# the terminal's writers: only the CLI holds them; the core reports through spectrn.events and return values.
+# rich's renderables (rich.table, rich.text) are values the CLI prints, so the report may build them.
+TERMINAL_MODULES = ("typer", "click", "logging", "rich.console", "rich.print", "rich.progress", "rich.live",
+                    "rich.status", "rich.prompt", "rich.logging")  # fmt: skip
+
+
+def _is_terminal_module(name: str) -> bool:
+    return name == "rich" or any(name == m or name.startswith(m + ".") for m in TERMINAL_MODULES)
+
+
+TERMINAL_STREAMS = ("stdout", "stderr", "__stdout__", "__stderr__")
+
+
+def terminal_writes(source: str) -> list[str]:
+    """Every place ``source`` prints or reaches a terminal writer: ``print(...)``, ``sys.stdout``/``sys.stderr``,
+    an import of a terminal library, ``os.write`` to fd 1 or 2."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
+            found.append(f"{line}: print()")
+        elif isinstance(node, ast.Attribute) and node.attr in TERMINAL_STREAMS:
+            found.append(f"{line}: .{node.attr}")
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module] if node.module != "rich" else [f"rich.{a.name}" for a in node.names]
+            if any(_is_terminal_module(n) for n in names):
+                found.append(f"{line}: from {node.module} import")
+            if node.module == "sys" and any(a.name in TERMINAL_STREAMS for a in node.names):
+                found.append(f"{line}: from sys import stdout/stderr")
+        elif isinstance(node, ast.Import):
+            found += [f"{line}: import {a.name}" for a in node.names if _is_terminal_module(a.name)]
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "write"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "os"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and node.args[0].value in (1, 2)
+        ):
+            found.append(f"{line}: os.write to a terminal fd")
+    return found
+
+
+def test_only_the_cli_prints() -> None:
+    """The core never writes to the terminal (docs/architecture.md): progress goes through ``spectrn.events``,
+    results are returned and shown by ``cli/``. Code inside string constants (a probe script rendered into a
+    manifest) is data, not a call, and is not counted."""
+    bad = {}
+    for path in SRC.rglob("*.py"):
+        rel = str(path.relative_to(SRC))
+        if rel.startswith("cli/") or rel == "__main__.py":
+            continue
+        found = terminal_writes(path.read_text(encoding="utf-8"))
+        if found:
+            bad[rel] = found
+    assert bad == {}, f"only src/spectrn/cli may write to the terminal: {bad}"
+
+
+def test_terminal_check_sees_every_writer() -> None:
+    planted = {
+        "print('x')": "print()",
+        "import sys\nsys.stderr.write('x')": ".stderr",
+        "from sys import stdout": "from sys import stdout/stderr",
+        "from rich.console import Console": "from rich.console import",
+        "import logging": "import logging",
+        "from rich import print": "from rich import",
+        "import rich": "import rich",
+        "import os\nos.write(2, b'x')": "os.write to a terminal fd",
+    }
+    for code, what in planted.items():
+        assert any(what in f for f in terminal_writes(code)), code
+    assert terminal_writes("CODE = \"print('ready')\"\nfh.write('x')\nfrom rich.table import Table\n") == []
 
 
 def test_nothing_in_src_exists_only_for_tests() -> None:
@@ -153,23 +226,46 @@ def test_nothing_in_src_exists_only_for_tests() -> None:
     assert orphans == [], f"modules no product module imports (test-only code belongs in tests/doubles): {orphans}"
 
 
+# Import layers, lowest first: a module may import its own rank or lower. Every top-level name has a rank (the
+# test below checks it), finer keys ("package.module") where one module of a package sits lower than the rest.
+RANK = {
+    "errors": 0,
+    "names": 1, "paths": 1, "events": 1, "windows": 1, "analyze.slo": 1,
+    "spec": 2,
+    "run": 3,
+    # what a run is made of, below everything that runs one: the cluster API, the simulated server, the traffic
+    # definitions, the IAM policy the publisher needs (render writes it into the service account's role)
+    "kube": 4, "sim": 4, "loadgen.arrivals": 4, "loadgen.prompts": 4, "loadgen.workloads": 4,
+    "loadgen.synthetic": 4, "publish.iam": 4, "publish.limits": 4,
+    "analyze": 5, "runtimes": 5,
+    "loadgen": 6, "publish": 6, "twin": 6, "sweep": 6,
+    "render": 7, "report": 7,
+    "deploy": 8,
+    "finish": 9, "collect": 9,
+    "sweep.orchestrate": 10, "sweep.runners": 10, "capacity": 10,
+    "cli": 11, "__main__": 11,
+}  # fmt: skip
+
+
+def rank_of(name: str) -> int | None:
+    parts = name.split(".")[1:]
+    for n in (2, 1):
+        key = ".".join(parts[:n])
+        if key in RANK:
+            return RANK[key]
+    return None
+
+
+def test_every_module_has_a_layer() -> None:
+    unranked = sorted(n for n in graph() if n != "spectrn" and rank_of(n) is None)
+    assert unranked == [], f"give each top-level package a rank in RANK: {unranked}"
+
+
 def test_layers_do_not_reach_up() -> None:
-    """The pipeline's lower stages never import a higher one: the contracts (run/) and the spec import no stage;
-    analysis imports no output stage; publish never imports the report; sweep analysis (recommend, predict) is
-    below the report that shows it, sweep orchestration above finish, which it calls per cell; only cli/ is on
-    top. The SLO language (``analyze.slo``) is pure and imports no stage: the spec parses SLOs with it at load."""
-    rank = {"run": 0, "spec": 0, "windows": 0, "names": 0, "errors": 0, "paths": 0, "analyze.slo": 0, "analyze": 1,
-            "publish": 2,
-            "sweep": 2, "report": 3, "finish": 4, "sweep.orchestrate": 5, "sweep.runners": 5, "cli": 9}  # fmt: skip
-
-    def rank_of(name: str) -> int | None:
-        parts = name.split(".")[1:]
-        for n in (2, 1):
-            key = ".".join(parts[:n])
-            if key in rank:
-                return rank[key]
-        return None
-
+    """The pipeline's lower stages never import a higher one (RANK): the contracts (run/) and the spec import no
+    stage; analysis imports no output stage; publish never imports the report; sweep analysis (recommend,
+    predict) is below the report that shows it, sweep orchestration above finish, which it calls per cell; only
+    cli/ is on top. The SLO language (``analyze.slo``) is pure: the spec parses SLOs with it at load."""
     bad = defaultdict(list)
     for name, deps in graph().items():
         mine = rank_of(name)
