@@ -40,3 +40,22 @@ def spectrn(*args: str, timeout: float = 600, env: dict[str, str] | None = None)
         stdin=subprocess.DEVNULL,
         check=False,
     )
+
+
+def minimal_record(variant: str, index: int) -> dict[str, object]:
+    """One valid ``requests.jsonl`` line (a record of 10 tokens in 4 chunks), for folders built by hand."""
+    return {
+        "variant": variant,
+        "index": index,
+        "prompt_id": f"p{index}",
+        "prompt_class": "structured",
+        "level": "c4",
+        "sent_at": 1_800_000_000.0 + index,
+        "ttft": 0.05,
+        "e2e": 0.5,
+        "chunk_times": [0.05, 0.2, 0.35, 0.5],
+        "chunk_tokens": [1, 3, 3, 3],
+        "completion_tokens": 10,
+        "prompt_tokens": 8,
+        "status": 200,
+    }

@@ -18,6 +18,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+if __name__ == "__main__":  # run as a script to write the doc: the tests folder is not on the path then
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from support import minimal_record  # noqa: E402
+
 DEAD = "http://127.0.0.1:9"  # the discard port: nothing listens there on a test machine
 EP = ("--endpoint", f"baseline={DEAD}")
 ID = ("--run-id", "r")
@@ -363,24 +368,6 @@ CASES: list[Case] = [
 ]
 
 
-def _record(variant: str, index: int) -> dict[str, object]:
-    return {
-        "variant": variant,
-        "index": index,
-        "prompt_id": f"p{index}",
-        "prompt_class": "structured",
-        "level": "c4",
-        "sent_at": 1_800_000_000.0 + index,
-        "ttft": 0.05,
-        "e2e": 0.5,
-        "chunk_times": [0.05, 0.2, 0.35, 0.5],
-        "chunk_tokens": [1, 3, 3, 3],
-        "completion_tokens": 10,
-        "prompt_tokens": 8,
-        "status": 200,
-    }
-
-
 def make_inputs(root: Path) -> None:
     """Write every file the cases refer to into ``root``."""
     (root / "alias.yaml").write_text("a: &a [1, 2]\nb: [*a, *a]\n")
@@ -409,7 +396,7 @@ def make_inputs(root: Path) -> None:
         (root / name / "run.json").write_text(json.dumps(meta))
     (root / "corrupt_run" / "run.json").write_text("{not json")
     (root / "empty_run" / "requests.jsonl").write_text("")
-    good = "".join(json.dumps(_record(v, i)) + "\n" for v in ("baseline", "speculative") for i in range(6))
+    good = "".join(json.dumps(minimal_record(v, i)) + "\n" for v in ("baseline", "speculative") for i in range(6))
     (root / "good_run" / "requests.jsonl").write_text(good)
     for name in ("list_acc_run", "price_run", "old_summary_run"):  # hand-edited copies of a good run
         (root / name / "requests.jsonl").write_text(good)
@@ -418,7 +405,10 @@ def make_inputs(root: Path) -> None:
     (root / "price_run" / "run.json").write_text(json.dumps(priced))
     (root / "old_summary_run" / "summary.json").write_text(json.dumps({"run_id": "r", "clean": True}))
     (root / "damaged_run" / "requests.jsonl").write_text(
-        json.dumps(_record("baseline", 0)) + '\n{"variant": "bas\n' + json.dumps(_record("baseline", 1)) + "\n"
+        json.dumps(minimal_record("baseline", 0))
+        + '\n{"variant": "bas\n'
+        + json.dumps(minimal_record("baseline", 1))
+        + "\n"
     )
 
 

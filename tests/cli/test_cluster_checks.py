@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from spectrn.kube.client import KubeApiError
+from spectrn.kube.api import KubeApiError
 
 BUCKET = ("--set", "s3.bucket=my-models")
 PRELOADED = ("--set", "spectrn_image_preloaded=true")

@@ -9,7 +9,7 @@ import yaml
 
 from doubles.kube_fake import FakeKube
 from doubles.kubehelp import add_slices
-from spectrn.kube.client import KubeApiError
+from spectrn.kube.api import KubeApiError
 from support import run_cli
 
 SIM = ["--set", "runtime=sim", "--set", "resources_mode=device-plugin"]

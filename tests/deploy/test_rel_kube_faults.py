@@ -111,13 +111,12 @@ def test_api_lost_during_an_in_cluster_bench_then_collect_fetches_the_results(cl
     the Job keeps its results, and `spectrn collect` fetches and analyzes them once the API is back."""
     import json
 
-    from bad_input_cases import _record
-
     from spectrn.run.records import RunMeta
+    from support import minimal_record
 
     def job_files(pod: str, index: int) -> dict[str, bytes]:
         meta = RunMeta(run_id="r-x", spectrn_version="0.1.0", started_at=1.8e9, finished_at=1.8e9 + 100)
-        recs = "".join(json.dumps(_record(v, i)) + "\n" for v in ("baseline", "speculative") for i in range(6))
+        recs = "".join(json.dumps(minimal_record(v, i)) + "\n" for v in ("baseline", "speculative") for i in range(6))
         return {"/results/r-x/run.json": meta.model_dump_json().encode(), "/results/r-x/requests.jsonl": recs.encode()}
 
     assert run_cli(["deploy", *SIM], capsys)[0] == 0

@@ -9,7 +9,7 @@ from doubles.kubehelp import run_deploy
 from spectrn.deploy.diagnose import diagnose_pod
 from spectrn.deploy.wait import wait_ready
 from spectrn.errors import DeployError
-from spectrn.kube.client import KubeApiError
+from spectrn.kube.api import KubeApiError
 
 
 def phases_seen(fake, cfg, **kw):

@@ -46,18 +46,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doubles import kube_rules as rules
-from spectrn.kube.client import (
+from spectrn.kube.api import (
     KNOWN_KINDS,
     KubeApiError,
     Obj,
     ObjList,
     Propagation,
-    RealKube,
     StrList,
     api_error,
     connection_error,
     describe,
 )
+from spectrn.kube.client import RealKube
 
 SCENARIOS = (
     "ready",

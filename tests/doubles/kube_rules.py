@@ -10,7 +10,7 @@ Status bodies have the real shape (apimachinery ``pkg/api/errors/errors.go``)::
     {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
      "message": "...", "reason": "<Reason>", "details": {...}, "code": <http status>}
 
-and go through ``spectrn.kube.client.api_error``, the same translation ``RealKube`` applies to a real
+and go through ``spectrn.kube.api.api_error``, the same translation ``RealKube`` applies to a real
 server's answer.
 """
 
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
-from spectrn.kube.client import KNOWN_KINDS, KubeApiError, Obj, api_error
+from spectrn.kube.api import KNOWN_KINDS, KubeApiError, Obj, api_error
 
 K8S_SCHEMA_VERSION = "1.34.0"
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from doubles.kube_fake import FakeKube
-from spectrn.kube.client import KubeApiError
+from spectrn.kube.api import KubeApiError
 
 NS = "spectrn"
 

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from doubles.mock_apiserver import MockApiServer
-from spectrn.kube.client import KubeApiError, RealKube, api_error, translate_api_exception
+from spectrn.kube.api import KubeApiError, api_error, translate_api_exception
+from spectrn.kube.client import RealKube
 
 
 @pytest.fixture

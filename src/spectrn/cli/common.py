@@ -23,7 +23,7 @@ from rich.markup import escape
 from spectrn.errors import ConfigError
 
 if TYPE_CHECKING:  # pydantic models and the kubernetes client load only when a command runs, not for --help
-    from spectrn.kube.client import KubeApi
+    from spectrn.kube.api import KubeApi
     from spectrn.spec.config import SpectrnConfig
 
 ConfigOpt = Annotated[

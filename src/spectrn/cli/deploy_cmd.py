@@ -178,7 +178,7 @@ def deploy_cmd(
     from spectrn.deploy.plan import Plan, PlanItem
     from spectrn.deploy.preflight import Finding
     from spectrn.deploy.service import deploy, render_for_deploy
-    from spectrn.kube.client import KubeApiError
+    from spectrn.kube.api import KubeApiError
     from spectrn.render.manifests import to_yaml
 
     console = err_console()

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from spectrn.errors import AnalysisError, BenchError, Interrupted
 from spectrn.events import PROGRESS_LINE, Emitter, OnEvent
-from spectrn.kube.client import COMPONENT_LABEL, KubeApi, KubeApiError, Obj
+from spectrn.kube.api import COMPONENT_LABEL, KubeApi, KubeApiError, Obj
 from spectrn.paths import atomic_write_text
 
 if TYPE_CHECKING:

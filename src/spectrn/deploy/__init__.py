@@ -1,4 +1,4 @@
-"""Deploy, watch, diagnose, report and tear down spectrn's services, through ``spectrn.kube.client.KubeApi``.
+"""Deploy, watch, diagnose, report and tear down spectrn's services, through ``spectrn.kube.api.KubeApi``.
 
 
 The flow of ``spectrn deploy``:

@@ -10,12 +10,7 @@ from typing import TYPE_CHECKING
 from spectrn.deploy.objects import Clock, Sleep
 from spectrn.deploy.plan import Plan, PlanItem
 from spectrn.errors import DeployError, Interrupted
-from spectrn.kube.client import (
-    KubeApi,
-    KubeApiError,
-    Obj,
-    describe,
-)
+from spectrn.kube.api import KubeApi, KubeApiError, Obj, describe
 
 if TYPE_CHECKING:
     pass

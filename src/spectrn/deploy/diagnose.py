@@ -6,9 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from spectrn.kube.client import (
-    Obj,
-)
+from spectrn.kube.api import Obj
 
 if TYPE_CHECKING:
     pass

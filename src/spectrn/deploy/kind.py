@@ -7,9 +7,7 @@ from typing import TYPE_CHECKING
 
 from spectrn.deploy.objects import NEURON_RESOURCE, NEURONCORE_RESOURCE
 from spectrn.errors import ConfigError, DeployError
-from spectrn.kube.client import (
-    KubeApi,
-)
+from spectrn.kube.api import KubeApi
 
 if TYPE_CHECKING:
     pass

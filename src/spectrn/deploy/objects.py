@@ -8,12 +8,7 @@ import json
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Literal
 
-from spectrn.kube.client import (
-    MANAGED_BY_LABEL,
-    MANAGED_BY_VALUE,
-    Obj,
-    labels_of,
-)
+from spectrn.kube.api import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Obj, labels_of
 
 if TYPE_CHECKING:
     pass

@@ -13,12 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from spectrn.deploy.objects import SPEC_HASH, Action, _managed, order_objects, stamp
-from spectrn.kube.client import (
-    KubeApi,
-    KubeApiError,
-    Obj,
-    describe,
-)
+from spectrn.kube.api import KubeApi, KubeApiError, Obj, describe
 
 if TYPE_CHECKING:
     pass

@@ -8,12 +8,7 @@ from typing import TYPE_CHECKING
 
 from spectrn.deploy.objects import NEURON_DRIVER, NEURON_RESOURCE, Severity, _managed
 from spectrn.deploy.plan import Plan
-from spectrn.kube.client import (
-    KubeApi,
-    KubeApiError,
-    Obj,
-    neuron_quantity,
-)
+from spectrn.kube.api import KubeApi, KubeApiError, Obj, neuron_quantity
 
 if TYPE_CHECKING:
     from spectrn.spec.config import SpectrnConfig
@@ -221,7 +216,7 @@ def preflight(kube: KubeApi, cfg: SpectrnConfig, plan: Plan) -> list[Finding]:
 
 
 def _resource_of(obj: Obj) -> tuple[str, str]:
-    from spectrn.kube.client import KNOWN_KINDS
+    from spectrn.kube.api import KNOWN_KINDS
 
     info = KNOWN_KINDS.get(obj["kind"])
     plural = info.plural if info else obj["kind"].lower() + "s"

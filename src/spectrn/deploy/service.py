@@ -14,13 +14,7 @@ from spectrn.deploy.preflight import Finding, preflight
 from spectrn.deploy.teardown import terminating, wait_namespace_gone
 from spectrn.deploy.wait import ServiceState, observe_service, wait_ready
 from spectrn.errors import ConfigError, DeployError
-from spectrn.kube.client import (
-    COMPONENT_LABEL,
-    KubeApi,
-    KubeApiError,
-    Obj,
-    labels_of,
-)
+from spectrn.kube.api import COMPONENT_LABEL, KubeApi, KubeApiError, Obj, labels_of
 
 if TYPE_CHECKING:
     from spectrn.spec.config import SpectrnConfig

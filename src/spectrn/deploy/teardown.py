@@ -8,14 +8,7 @@ from typing import TYPE_CHECKING
 
 from spectrn.deploy.objects import NAMESPACE_LABEL, Clock, Sleep, _managed
 from spectrn.errors import DeployError
-from spectrn.kube.client import (
-    MANAGED_SELECTOR,
-    KubeApi,
-    KubeApiError,
-    Obj,
-    describe,
-    labels_of,
-)
+from spectrn.kube.api import MANAGED_SELECTOR, KubeApi, KubeApiError, Obj, describe, labels_of
 
 if TYPE_CHECKING:
     from spectrn.spec.config import SpectrnConfig

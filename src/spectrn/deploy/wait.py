@@ -11,12 +11,7 @@ from typing import TYPE_CHECKING
 from spectrn.deploy.diagnose import Diagnosis, _event_lines, _statuses, _tail, diagnose_deployment, diagnose_pod
 from spectrn.deploy.objects import Clock, Sleep
 from spectrn.errors import DeployError
-from spectrn.kube.client import (
-    MANAGED_SELECTOR,
-    KubeApi,
-    KubeApiError,
-    Obj,
-)
+from spectrn.kube.api import MANAGED_SELECTOR, KubeApi, KubeApiError, Obj
 
 if TYPE_CHECKING:
     pass
