@@ -86,7 +86,7 @@ TARGETS: tuple[Target, ...] = (
     ),
     Target(
         "client",
-        "spectrn.loadgen.client",
+        "spectrn.loadgen.stream",
         (_m("StreamParser", "chunk_tokens"), "x__apportion"),
         ("tests/loadgen/test_client.py", "tests/loadgen/test_token_counting.py"),
     ),
@@ -126,7 +126,7 @@ MANUAL: tuple[Manual, ...] = (
     # the three bugs that once survived the whole suite
     Manual(
         "usage-cumulative-not-difference",
-        "src/spectrn/loadgen/client.py",
+        "src/spectrn/loadgen/stream.py",
         "counts.append(c - prev)",
         "counts.append(c)",
         ("tests/loadgen/test_client.py", "tests/loadgen/test_token_counting.py"),
@@ -199,7 +199,7 @@ MANUAL: tuple[Manual, ...] = (
     ),
     Manual(
         "parser-fatal-malformed",
-        "src/spectrn/loadgen/client.py",
+        "src/spectrn/loadgen/stream.py",
         'return self.error is not None and self.error != "malformed_sse"',
         "return self.error is not None",
         ("tests/loadgen/test_client.py", "tests/loadgen/test_hostile.py"),

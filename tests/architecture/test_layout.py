@@ -16,7 +16,6 @@ ONE_JOB = {
     "render/manifests.py": "config -> Kubernetes objects",
     "spec/config.py": "the strict run spec with its validation and sources",
     "sim/server.py": "the simulator's HTTP protocol",
-    "loadgen/client.py": "one streaming request, measured per chunk, with every protocol check",
 }
 
 

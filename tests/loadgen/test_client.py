@@ -13,7 +13,8 @@ from aiohttp import web
 from doubles.reference_server import Schedule, serve_in_thread
 from doubles.replay import FIXTURES, replay_app, serve_app
 from spectrn.analyze.metrics import request_metrics
-from spectrn.loadgen.client import RequestParams, _apportion, build_body, endpoint_url, run_request
+from spectrn.loadgen.client import RequestParams, build_body, endpoint_url, run_request
+from spectrn.loadgen.stream import _apportion
 
 REAL = FIXTURES / "vllm-real"
 

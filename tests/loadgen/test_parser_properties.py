@@ -14,8 +14,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spectrn.loadgen.client import (
-    ERROR_CLASSES,
+from spectrn.loadgen.client import ERROR_CLASSES
+from spectrn.loadgen.stream import (
     MAX_EVENT_BYTES,
     MAX_TOKEN_COUNT,
     SseDecoder,

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from spectrn.loadgen.client import MAX_TOKEN_COUNT, StreamParser, _apportion
+from spectrn.loadgen.stream import MAX_TOKEN_COUNT, StreamParser, _apportion
 
 
 def ev(text: str | None = None, ids: list[int] | None = None, cum: int | None = None, chat: bool = False) -> bytes:

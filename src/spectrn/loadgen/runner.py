@@ -45,16 +45,11 @@ from spectrn.loadgen.arrivals import (
 )
 from spectrn.loadgen.arrivals import poisson_arrivals as poisson_arrivals  # re-exported: older imports
 from spectrn.loadgen.arrivals import poisson_offsets as poisson_offsets
-from spectrn.loadgen.client import (
-    MAX_TOKEN_COUNT,
-    RequestParams,
-    endpoint_url,
-    request_trace_config,
-    run_request,
-)
+from spectrn.loadgen.client import RequestParams, endpoint_url, request_trace_config, run_request
 from spectrn.loadgen.identity import identify
 from spectrn.loadgen.metrics import acceptance_delta, parse_metrics, scrape
 from spectrn.loadgen.prompts import Schedule, ScheduledRequest, split_schedule, turn_class
+from spectrn.loadgen.stream import MAX_TOKEN_COUNT
 from spectrn.names import check_name
 from spectrn.paths import atomic_write_text
 from spectrn.run.records import RequestRecord, RunMeta
