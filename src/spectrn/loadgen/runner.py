@@ -57,6 +57,7 @@ from spectrn.loadgen.metrics import acceptance_delta, parse_metrics, scrape
 from spectrn.loadgen.prompts import Schedule, ScheduledRequest, split_schedule, turn_class
 from spectrn.names import check_name
 from spectrn.paths import atomic_write_text
+from spectrn.run.load_shape import LoadShape
 from spectrn.run.records import RequestRecord, RunMeta
 from spectrn.run.summary import Provenance
 from spectrn.spec.config import SpectrnConfig
@@ -706,7 +707,7 @@ class _RunState:
     notes: list[str] = field(default_factory=list)
     planned: dict[str, dict[str, int]] = field(default_factory=dict)
     planned_warmup: dict[str, int] = field(default_factory=dict)
-    load_shape: dict[str, dict[str, object]] = field(default_factory=dict)
+    load_shape: dict[str, LoadShape] = field(default_factory=dict)
     token_sources: dict[str, dict[str, int]] = field(default_factory=dict)
     interrupted: bool = False
     stop_reason: str | None = None
@@ -763,7 +764,7 @@ async def _shape_to_trace(
     return out
 
 
-def _load_shape(plan: RunPlan, level: Level, ramp_s: float, why: str) -> dict[str, object]:
+def _load_shape(plan: RunPlan, level: Level, ramp_s: float, why: str) -> LoadShape:
     if level.open_loop:
         return open_loop_shape(
             level,
@@ -774,19 +775,17 @@ def _load_shape(plan: RunPlan, level: Level, ramp_s: float, why: str) -> dict[st
             trace_file=plan.trace_file,
         )
     streams = level.concurrency or 1
-    shape: dict[str, object] = {
-        "kind": "closed-loop",
-        "concurrency": streams,
-        "concurrency_this_shard": max(1, -(-streams // plan.shards)),
-        "mode": plan.mode,
-        "ramp_s": round(ramp_s, 6),
-        "ramp": why,
-        "start_interval_s": round(ramp_s / streams, 6) if streams > 1 else 0.0,
-        "first_wave": "measured",
-    }
-    if plan.duration_s is not None:
-        shape["duration_s"] = plan.duration_s
-    return shape
+    return LoadShape(
+        kind="closed-loop",
+        concurrency=streams,
+        concurrency_this_shard=max(1, -(-streams // plan.shards)),
+        mode=plan.mode,
+        ramp_s=round(ramp_s, 6),
+        ramp=why,
+        start_interval_s=round(ramp_s / streams, 6) if streams > 1 else 0.0,
+        first_wave="measured",
+        duration_s=plan.duration_s,
+    )
 
 
 def _level_ended(
@@ -800,7 +799,7 @@ def _level_ended(
         state.planned.setdefault(name, {})[level.label] = sent.get(name, 0)
     shape = state.load_shape.get(level.label)
     if shape is not None:
-        shape["sent"] = {name: sent.get(name, 0) for name in plan.endpoints}
+        shape.sent = {name: sent.get(name, 0) for name in plan.endpoints}
     if took < plan.duration_s and all(sent.get(name, 0) >= planned for name in plan.endpoints):
         state.notes.append(
             f"level {level.label} ended after all {planned} scheduled request(s) in {took:.3g} s, before "

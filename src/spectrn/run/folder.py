@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from spectrn.errors import AnalysisError, one_line
+from spectrn.run.publish_ledger import PublishLedger, read_publish_ledger
 from spectrn.run.records import RequestRecord, RunMeta, iter_records, read_run_meta
 from spectrn.run.summary import SCHEMA_VERSION, Acceptance, Summary
 
@@ -138,6 +139,24 @@ class RunFolder:
             return None
         return vs.acceptance if vs is not None else None
 
+    def publish_ledger(self) -> PublishLedger:
+        """``publish.json`` as a ``PublishLedger`` (empty when the run was never published); PublishError when
+        it cannot be read, since publishing over an unreadable ledger would send its calls twice."""
+        from spectrn.errors import PublishError
+
+        path = self.file(PUBLISH_STATE)
+        if not path.exists():
+            return PublishLedger()
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise PublishError(
+                f"{path} is not valid JSON: {e}",
+                hint="restore it, or delete it and publish with --force knowing that already sent data is counted "
+                "twice",
+            ) from None
+        return read_publish_ledger(raw, str(path))
+
     def _json(self, name: str) -> Any:
         path = self.file(name)
         if not path.exists():
@@ -156,6 +175,13 @@ class RunFolder:
 
         path = self.file(SUMMARY)
         atomic_write_text(path, summary.model_dump_json(indent=2) + "\n")
+        return path
+
+    def write_publish_ledger(self, ledger: PublishLedger) -> Path:
+        from spectrn.paths import atomic_write_text
+
+        path = self.file(PUBLISH_STATE)
+        atomic_write_text(path, json.dumps(ledger.model_dump(mode="json"), indent=2, sort_keys=True) + "\n")
         return path
 
     def write_meta(self, meta: RunMeta) -> Path:
