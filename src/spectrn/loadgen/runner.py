@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import json
 import statistics
 import time
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +56,7 @@ from spectrn.loadgen.identity import identify
 from spectrn.loadgen.metrics import acceptance_delta, parse_metrics, scrape
 from spectrn.loadgen.prompts import Schedule, ScheduledRequest, split_schedule, turn_class
 from spectrn.names import check_name
-from spectrn.paths import atomic_write_text
+from spectrn.run.folder import ACCEPTANCE, METRICS, REQUESTS, RUN_JSON, RunFolder
 from spectrn.run.load_shape import LoadShape
 from spectrn.run.records import RequestRecord, RunMeta
 from spectrn.run.summary import Provenance
@@ -156,9 +156,10 @@ def write_error(path: Path, e: OSError) -> BenchError:
     )
 
 
-def _write_text(path: Path, text: str) -> None:
+def _as_bench_error(path: Path, write: Callable[[], object]) -> None:
+    """One write through the run folder (``RunFolder``), its OSError a BenchError naming ``path``."""
     try:
-        atomic_write_text(path, text)
+        write()
     except OSError as e:
         raise write_error(path, e) from None
 
@@ -166,10 +167,10 @@ def _write_text(path: Path, text: str) -> None:
 class RecordSink:
     """Appends each record as one JSON line and flushes, so a killed process loses at most one line."""
 
-    def __init__(self, path: Path, on_record: OnRecord | None) -> None:
-        self.path = path
+    def __init__(self, folder: RunFolder, on_record: OnRecord | None) -> None:
+        self.path = path = folder.file(REQUESTS)
         try:
-            self._f = path.open("a", encoding="utf-8")
+            self._f = folder.append_records()
         except OSError as e:
             raise write_error(path, e) from None
         self._on_record = on_record
@@ -682,7 +683,7 @@ async def _prewarm(session: Any, endpoints: dict[str, str], connections: int) ->
 
 async def _scrape_all(session: Any, plan: RunPlan, tag: str, notes: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    mdir = plan.out_dir / "metrics"
+    mdir = plan.out_dir / METRICS
     try:
         mdir.mkdir(exist_ok=True)
     except OSError as e:
@@ -693,7 +694,8 @@ async def _scrape_all(session: Any, plan: RunPlan, tag: str, notes: list[str]) -
             notes.append(f"{name}: {problem}; acceptance not reported")
             out[name] = None
             continue
-        _write_text(mdir / f"{name}.{tag}.prom", text)  # name: checked by check_name before the run
+        scrape_name = f"{name}.{tag}.prom"  # name: checked by check_name before the run
+        _as_bench_error(mdir / scrape_name, partial(RunFolder(plan.out_dir).write_scrape, scrape_name, text))
         snap = parse_metrics(text)
         for p in snap.problems:
             notes.append(f"{name}: {p}; acceptance not reported")
@@ -739,7 +741,8 @@ def write_run_meta(plan: RunPlan, state: _RunState, finished: float | None) -> N
         planned_warmup=state.planned_warmup,
         provenance=plan.provenance or Provenance(),
     )
-    _write_text(plan.out_dir / "run.json", meta.model_dump_json(indent=2))
+    folder = RunFolder(plan.out_dir)
+    _as_bench_error(folder.file(RUN_JSON), lambda: folder.write_meta(meta))
 
 
 async def _shape_to_trace(
@@ -866,7 +869,7 @@ async def run_bench(
             except OSError as e:
                 raise write_error(plan.out_dir, e) from None
             write_run_meta(plan, state, None)
-            sink = RecordSink(plan.out_dir / "requests.jsonl", on_record)
+            sink = RecordSink(RunFolder(plan.out_dir), on_record)
             if input_tokens:
                 phase(f"shaping prompts to {input_tokens} input tokens")
                 first = next(iter(plan.endpoints.values()))
@@ -916,7 +919,8 @@ async def run_bench(
                 sink.close()
                 state.token_sources = sink.token_sources
                 state.notes.extend(sink.token_notes())
-                _write_text(plan.out_dir / "acceptance.json", json.dumps(acceptance, indent=2, allow_nan=False))
+                folder = RunFolder(plan.out_dir)
+                _as_bench_error(folder.file(ACCEPTANCE), lambda: folder.write_acceptance(acceptance))
                 write_run_meta(plan, state, time.time())
             except BenchError:
                 if not failing:  # a run already failing keeps its first error

@@ -287,7 +287,7 @@ def build_report(run_dir: Path, out_dir: Path | None = None, *, metrics_fn: Metr
     Uses the run's summary.json (analyzing the run first when it has none). Files are replaced atomically: a symlink
     planted where a plot goes is replaced, never followed.
     """
-    from spectrn.paths import atomic_write_text, safe_output_dir
+    from spectrn.paths import safe_output_dir
 
     folder = RunFolder.open(run_dir)
     summary = ensure_summary(folder)
@@ -346,9 +346,7 @@ def build_report(run_dir: Path, out_dir: Path | None = None, *, metrics_fn: Metr
         )
     )
     markdown = summary_markdown(summary, folder.meta.config, ignore_eos=folder.meta.ignore_eos)
-    atomic_write_text(out / "summary.md", markdown)
-    index = out / "index.html"
-    atomic_write_text(index, report_html(folder, summary, images, markdown))
-    for f in (index, out / "summary.md", *(img for _, img, _ in images)):
-        f.chmod(0o644)  # a report is meant to be shared (atomic writes create 0600 files)
+    index = folder.write_report(out, markdown, report_html(folder, summary, images, markdown))
+    for _, img, _ in images:
+        img.chmod(0o644)  # a report is meant to be shared (atomic writes create 0600 files)
     return index
