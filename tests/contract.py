@@ -33,3 +33,17 @@ def assert_valid_run_folder(run_dir: Path) -> dict[str, Any]:
             errs = list(records.iter_errors(json.loads(line)))
             assert not errs, f"requests.jsonl line {n}: {errs[0].message}"
     return summary
+
+
+def assert_valid(document: Any, schema_name: str) -> None:
+    """One document validates against ``docs/schemas/<schema_name>``."""
+    errors = sorted(_validator(schema_name).iter_errors(document), key=str)
+    assert not errors, [f"{'/'.join(map(str, e.path))}: {e.message}" for e in errors[:5]]
+
+
+def assert_valid_sweep_folder(sweep_dir: Path) -> dict[str, Any]:
+    """sweep.json and analysis.json validate against the published schemas; returns the analysis."""
+    assert_valid(json.loads((sweep_dir / "sweep.json").read_text(encoding="utf-8")), "sweep.schema.json")
+    analysis: dict[str, Any] = json.loads((sweep_dir / "analysis.json").read_text(encoding="utf-8"))
+    assert_valid(analysis, "analysis.schema.json")
+    return analysis

@@ -320,6 +320,12 @@ CASES: list[Case] = [
     _c("sweep id with '..'", "sweep --local --sweep-id ../x", 2, "is not a safe folder name"),
     _c("sweep mix malformed", "sweep --local --mix bad", 2, "is not CLASS=WEIGHT"),
     _c("resume a sweep that does not exist", "sweep --local --resume --sweep-id nosuch", 2, "there is no sweep nosuch"),
+    _c(
+        "resume a sweep written by a newer spectrn",
+        "sweep --local --resume --sweep-id newer --out-dir sweeps",
+        5,
+        "sweep.json was written by a newer spectrn (sweep schema 99",
+    ),
     # ---- capacity ----
     _c(
         "capacity without a percentile SLO",
@@ -390,6 +396,9 @@ def make_inputs(root: Path) -> None:
     (root / "good.csv").write_text("prompt,class\nhello,greeting\nworld,greeting\n")
     (root / "bad_trace.csv").write_text("timestamp,output_tokens\n0,5\n0.5,many\n")
     (root / "latin1.jsonl").write_bytes('{"prompt": "caf\xe9"}\n'.encode("latin-1"))
+    (root / "sweeps" / "newer").mkdir(parents=True)
+    newer = {"schema_version": 99, "sweep_id": "newer", "created_at": 1_800_000_000.0, "fingerprint": "f", "cells": {}}
+    (root / "sweeps" / "newer" / "sweep.json").write_text(json.dumps(newer))
     meta = {"run_id": "r", "spectrn_version": "0.1.0", "started_at": 1_800_000_000.0, "finished_at": 1_800_000_100.0}
     for name in ("corrupt_run", "empty_run", "damaged_run", "good_run", "list_acc_run", "price_run", "old_summary_run"):
         (root / name).mkdir()

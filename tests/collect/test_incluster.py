@@ -78,7 +78,7 @@ def test_sharded_bench_merges_every_shard(tmp_path):
     assert len(recs) == 24 and {r.shard for r in recs} == {0, 1, 2}
     assert sorted({r.index for r in recs}) == list(range(12))
     meta = json.loads((run_dir / "run.json").read_text())
-    assert meta["shards"] == 3 and "shard" not in meta
+    assert meta["shards"] == 3 and meta["shard"] == 0  # as a merged run.json always read: the default shard
     assert (meta["started_at"], meta["finished_at"]) == (100.0, 202.0)
     assert meta["notes"] == ["shard 0: note from 0", "shard 1: note from 1", "shard 2: note from 2"]
     # acceptance spans the run: earliest "before" (shard 0: 0 drafts) to latest "after" (shard 2: 250)

@@ -15,7 +15,7 @@ import pytest
 
 from doubles.reference_server import Schedule, serve_in_thread
 from spectrn.errors import ConfigError
-from spectrn.loadgen.arrivals import Level, arrival_times, read_trace, shape_text
+from spectrn.loadgen.arrivals import Level, arrival_times, read_trace
 from spectrn.loadgen.client import RequestParams
 from spectrn.loadgen.prompts import build_schedule, load_prompt_set
 from spectrn.loadgen.runner import RunPlan, run_bench
@@ -78,7 +78,7 @@ def test_poisson_arrivals_have_the_rate_within_a_999_bound_and_end_with_the_dura
     assert 0.7 < _cv(_gaps(seen)) < 1.3
     meta = read_run_meta(json.loads((out.run_dir / "run.json").read_text()), "run.json")
     assert meta.planned["baseline"]["r150"] == len(seen)  # a duration run records what it really sent
-    assert meta.load_shape["r150"]["duration_s"] == duration
+    assert meta.load_shape["r150"].duration_s == duration
 
 
 def test_gamma_arrivals_below_1_are_burstier_than_poisson(tmp_path: Path) -> None:
@@ -137,8 +137,8 @@ def test_the_in_flight_cap_is_never_exceeded_and_waiting_is_recorded(tmp_path: P
     # a quiet one, 10 seen under a full test run): that waits are recorded, and long ones, is what is asserted
     assert len(queued) >= 3 and max(queued) > 0.05 and all(q >= 0 for q in queued)
     shape = read_run_meta(json.loads((out.run_dir / "run.json").read_text()), "run.json").load_shape["r300"]
-    assert shape["max_in_flight"] == 3 and shape["max_in_flight_set"] is True and shape["ttft_from"] == "send"
-    assert "at most 3 in flight" in shape_text("r300", shape)
+    assert shape.max_in_flight == 3 and shape.max_in_flight_set is True and shape.ttft_from == "send"
+    assert "at most 3 in flight" in shape.text("r300")
 
 
 def test_a_trace_is_replayed_at_its_offsets_with_its_output_lengths(tmp_path: Path) -> None:
@@ -156,7 +156,7 @@ def test_a_trace_is_replayed_at_its_offsets_with_its_output_lengths(tmp_path: Pa
     assert max(abs(s - o) for s, o in zip(seen, offsets, strict=True)) < 0.02
     assert [n for _, n in got] == [1, 2, 3, 4, 5]  # each row's output_tokens became its request's max_tokens
     shape = read_run_meta(json.loads((out.run_dir / "run.json").read_text()), "run.json").load_shape["trace"]
-    assert shape["trace_rows"] == 5 and shape["trace_span_s"] == 0.45
+    assert shape.trace_rows == 5 and shape.trace_span_s == 0.45
 
 
 def test_a_csv_trace_reads_and_a_bad_row_names_file_line_and_field(tmp_path: Path) -> None:

@@ -68,10 +68,10 @@ def test_report_flags_divergence_prominently(sweep_cfg: SpectrnConfig, tmp_path:
         sweep_cfg, "div", tmp_path, SweepOptions(drafts=["qwen3-1.7b"], windows=[5, 7], quiet=True), quiet_console
     )
     result = sw.run(lambda: FakeRunner(diverge={"qwen3-1.7b-k7@c4"}))
-    eq = result.analysis["equivalence"]
-    assert eq["compared"] == 24 and eq["matched"] == 23
-    (d,) = eq["divergences"]
-    assert (d["window"], d["prompt_id"], d["first_divergence"]) == (7, "p0", 5)
+    eq = result.analysis.equivalence
+    assert eq.compared == 24 and eq.matched == 23
+    (d,) = eq.divergences
+    assert (d.window, d.prompt_id, d.first_divergence) == (7, "p0", 5)
     html = write_report(sw.sweep_dir, result.analysis).read_text()
     assert "OUTPUT DIVERGENCE: 1 of 24" in html
     assert html.count("data:image/png;base64,") >= 1
@@ -102,10 +102,10 @@ def test_report_outlines_the_recommended_cells_and_references_nothing(
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(plots, "sweep_heatmap", spy)
-    chosen = {r["scope"]: (r["chosen"]["draft"], r["chosen"]["window"]) for r in analysis["recommendations"]
-              if r["chosen"] and r["level"] == "c4"}  # fmt: skip
+    chosen = {r.scope: (r.chosen.draft, r.chosen.window) for r in analysis.recommendations
+              if r.chosen and r.level == "c4"}  # fmt: skip
     assert chosen and recommended_cells(analysis, "c4") == chosen
-    analysis["recommendations"][0]["text"] += " <script>alert(1)</script> ![x](http://evil.invalid/x.png)"
+    analysis.recommendations[0].text += " <script>alert(1)</script> ![x](http://evil.invalid/x.png)"
     html = write_report(sw.sweep_dir, analysis).read_text()
     assert seen == [chosen]  # the heatmap outlines the sweep's own recommendation per class
     assert "<script>" not in html and "&lt;script&gt;" in html

@@ -61,5 +61,5 @@ def test_cluster_sweep_redeploys_speculative_per_configuration(tmp_path: Path) -
     # results landed in the sweep's cell folders and were analyzed
     run_dir = tmp_path / "results" / "cl" / "cells" / "qwen3-1.7b-k7" / runner.run_id(Cell("qwen3-1.7b", 7, "c4"))
     assert (run_dir / "summary.json").exists()
-    assert result.analysis["levels"] == ["c1", "c4"]
-    assert {c["crossover"] for c in result.analysis["crossovers"]} >= {None}
+    assert result.analysis.levels == ["c1", "c4"]
+    assert {c.crossover for c in result.analysis.crossovers} >= {None}

@@ -89,21 +89,22 @@ def test_a_sweep_with_slos_recommends_by_cost_at_the_slo(tmp_path: Path) -> None
                         "prompts": "all", "slo": ["structured/p90:tpot<=20ms"]}}, environ={})  # fmt: skip
     sw = Sweep(cfg, "obj", tmp_path, SweepOptions(drafts=["qwen3-0.6b", "qwen3-1.7b"], windows=[5, 7], quiet=True))
     analysis = sw.run(lambda: FakeRunner()).analysis
-    obj = analysis["objective"]
-    assert obj["name"] == "cost" and obj["chosen_by"] == "default: SLOs are set"
+    obj = analysis.objective
+    assert obj is not None and obj.name == "cost" and obj.chosen_by == "default: SLOs are set"
     # the oracle: each cell's own summary, the SLO verdict and $/M read from it
     eligible = {}
-    for cell in analysis["cells"]:
-        s = Summary.model_validate(json.loads((sw.sweep_dir / cell["run_dir"] / "summary.json").read_text()))
+    for cell in analysis.cells:
+        s = Summary.model_validate(json.loads((sw.sweep_dir / cell.run_dir / "summary.json").read_text()))
         spec = s.levels[0].variants["speculative"]
         assert spec.goodput is not None and spec.cost is not None
         if spec.goodput.all_met:
-            eligible[cell["key"]] = spec.cost.usd_per_million_output_tokens
+            eligible[cell.key] = spec.cost.usd_per_million_output_tokens
     assert eligible and all(k.startswith("qwen3-1.7b") for k in eligible)
-    (rec,) = obj["recommendations"]
+    (rec,) = obj.recommendations
     best = min(eligible, key=lambda k: eligible[k] or 0.0)
-    assert f"{rec['chosen']['draft']}-k{rec['chosen']['window']}@c4" == best or "ties with the best" in rec["text"]
-    assert {f"{m['draft']}-k{m['window']}" for m in rec["ineligible"]} == {"qwen3-0.6b-k5", "qwen3-0.6b-k7"}
+    assert rec.chosen is not None
+    assert f"{rec.chosen.draft}-k{rec.chosen.window}@c4" == best or "ties with the best" in rec.text
+    assert {f"{m.draft}-k{m.window}" for m in rec.ineligible} == {"qwen3-0.6b-k5", "qwen3-0.6b-k7"}
     write_report(sw.sweep_dir, analysis)
     md = (sw.sweep_dir / "sweep.md").read_text()
     assert "## Decision by $/M output tokens at the SLO (objective cost, default: SLOs are set)" in md

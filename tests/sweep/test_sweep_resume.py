@@ -51,10 +51,10 @@ def test_interrupted_sweep_resumes_only_unfinished_cells(
     # Finished cells were not touched: their summaries are still the first run's.
     assert done_summary.stat().st_mtime_ns == stamp
     a = result.analysis
-    assert {r["scope"] for r in a["recommendations"]} == {"structured", "open", "mix"}
-    structured = next(r for r in a["recommendations"] if r["scope"] == "structured")
-    assert structured["best"]["draft"] == "qwen3-1.7b" and structured["best"]["window"] == 7
-    assert a["equivalence"]["match_rate"] == 1.0
+    assert {r.scope for r in a.recommendations} == {"structured", "open", "mix"}
+    structured = next(r for r in a.recommendations if r.scope == "structured")
+    assert structured.best is not None and (structured.best.draft, structured.best.window) == ("qwen3-1.7b", 7)
+    assert a.equivalence.match_rate == 1.0
 
     # A third run of the finished sweep runs nothing and does not even start the runtime.
     third = FakeRunner()

@@ -24,7 +24,7 @@ from typing import Any
 
 from spectrn.analyze.metrics import request_metrics
 from spectrn.errors import AnalysisError
-from spectrn.run.folder import REQUESTS, RunFolder
+from spectrn.run.folder import RunFolder
 from spectrn.run.records import RequestRecord, RunMeta
 from spectrn.run.summary import Provenance
 
@@ -90,11 +90,10 @@ def individual_response(rec: RequestRecord, time_scale: float = 1.0) -> dict[str
 class _VariantWriter:
     """One variant's individual responses streamed to disk, with the columns its summary needs."""
 
-    def __init__(self, folder: Path, variant: str) -> None:
-        self.dir = folder / variant
-        self.dir.mkdir(exist_ok=True)
-        self.tmp = self.dir / ".individual_responses.json.tmp"
-        self.f = self.tmp.open("w", encoding="utf-8")
+    def __init__(self, folder: RunFolder, variant: str) -> None:
+        self.folder = folder
+        self.variant = variant
+        self.f, self.tmp = folder.open_llmperf_responses(variant)
         self.f.write("[")
         self.count = self.errors = 0
         self.cols: dict[str, array[float]] = {k: array("d") for k, _ in FIELDS}
@@ -119,8 +118,6 @@ class _VariantWriter:
         del time_scale
 
     def close(self, meta: RunMeta, model: str, out_tokens: int, time_scale: float) -> list[Path]:
-        from spectrn.paths import atomic_write_text
-
         self.f.write("\n]\n")
         self.f.close()
         mean_in = int(self.inputs / self.count) if self.count else 0
@@ -148,10 +145,7 @@ class _VariantWriter:
             results_num_completed_requests=ok,
             results_num_completed_requests_per_min=ok / duration * 60 if duration > 0 else 0.0,
         )
-        p1, p2 = self.dir / f"{stem}_summary.json", self.dir / f"{stem}_individual_responses.json"
-        atomic_write_text(p1, json.dumps(summary, indent=2))
-        self.tmp.replace(p2)
-        return [p1, p2]
+        return self.folder.write_llmperf(self.variant, stem, summary, self.tmp)
 
 
 def write_llmperf_files(folder: RunFolder) -> list[Path]:
@@ -163,7 +157,7 @@ def write_llmperf_files(folder: RunFolder) -> list[Path]:
         for rec in folder.records():
             w = writers.get(rec.variant)
             if w is None:
-                w = writers[rec.variant] = _VariantWriter(folder.path, rec.variant)
+                w = writers[rec.variant] = _VariantWriter(folder, rec.variant)
             w.add(rec, individual_response(rec, scale), scale)
     except BaseException:
         for w in writers.values():
@@ -251,7 +245,6 @@ def ingest(results_dir: Path, run_dir: Path, *, run_id: str | None = None, meta:
     sample's ``results_dir/<test case>/<variant>/``; each with llmperf's ``*_individual_responses.json``.
     """
     from spectrn.names import check_name
-    from spectrn.paths import atomic_write_text
 
     if not results_dir.is_dir():
         raise AnalysisError(f"{results_dir} is not a folder", hint="pass the folder holding one sub-folder per variant")
@@ -280,12 +273,8 @@ def ingest(results_dir: Path, run_dir: Path, *, run_id: str | None = None, meta:
         for variant, folder in variants.items():
             check_name(variant, what="llmperf variant folder", source=str(folder))
             records += _records(folder, variant, cls, level, base.started_at)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if (run_dir / REQUESTS).exists():
-        (run_dir / REQUESTS).unlink()  # re-ingest replaces what an earlier ingest wrote
-    with (run_dir / REQUESTS).open("w", encoding="utf-8") as f:
-        for r in records:
-            f.write(r.model_dump_json(exclude_none=True) + "\n")
+    out = RunFolder(run_dir)
+    out.write_records(records)  # re-ingest replaces what an earlier ingest wrote
     from spectrn import __version__
 
     meta_out = base.model_copy(
@@ -302,5 +291,5 @@ def ingest(results_dir: Path, run_dir: Path, *, run_id: str | None = None, meta:
                       "(per-token ITL unavailable), llmperf's own token counts, speedups unpaired"],
         }
     )  # fmt: skip
-    atomic_write_text(run_dir / "run.json", meta_out.model_dump_json(indent=2) + "\n")
+    out.write_meta(meta_out)
     return RunFolder.open(run_dir)

@@ -696,9 +696,7 @@ def _stack_notice(meta: RunMeta, prov: Provenance) -> str | None:
 
 def load_shape_text(meta: RunMeta) -> str | None:
     """How load was applied, per level, in one line (run.json's ``load_shape``)."""
-    from spectrn.loadgen.arrivals import shape_text
-
-    parts = [shape_text(lv, shape) for lv, shape in meta.load_shape.items() if shape.get("kind")]
+    parts = [shape.text(lv) for lv, shape in meta.load_shape.items()]
     return "; ".join(parts) or meta.provenance.load_shape
 
 

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from spectrn.finish import Finished
     from spectrn.run.repeats import Repeats
     from spectrn.run.summary import Summary
+    from spectrn.run.sweep_analysis import SweepAnalysis
 
 
 def say(console: Console, text: str, style: str | None = None) -> None:
@@ -121,7 +122,7 @@ def finish_and_show(
             say(console, line)
 
 
-def print_sweep_analysis(analysis: dict[str, Any], console: Console, artifacts: dict[str, str] | None = None) -> None:
+def print_sweep_analysis(analysis: SweepAnalysis, console: Console, artifacts: dict[str, str] | None = None) -> None:
     """A sweep's matrix per load level, recommendations, crossovers, explanations, predictions, equivalence."""
     from rich.table import Table
     from rich.text import Text
@@ -136,7 +137,7 @@ def print_sweep_analysis(analysis: dict[str, Any], console: Console, artifacts: 
             t.add_row(*(Text(c) for c in row))
         print_table(console, t)
 
-    for level in analysis.get("levels", []):
+    for level in analysis.levels:
         header, rows = matrix_table(analysis, level)
         table(f"TPOT p50 speedup (baseline / speculative) at {level}, 95% CI", header, rows, left=("draft",))
     decision = objective_lines(analysis)
@@ -145,59 +146,58 @@ def print_sweep_analysis(analysis: dict[str, Any], console: Console, artifacts: 
         for line in decision[1:]:
             say(console, f"  {line}", style="green" if "TTFT regresses" not in line else "yellow")
     say(console, "recommendations (TPOT p50 speedup)", style="bold")
-    for r in analysis.get("recommendations", []):
-        say(console, f"  {r['text']}", style="green" if r["meaningful"] else "yellow")
-        if r.get("weights"):
-            say(console, "    (mix weights " + ", ".join(f"{c}={x:.2f}" for c, x in r["weights"].items()) + ")")
-    if analysis.get("crossovers"):
+    for r in analysis.recommendations:
+        say(console, f"  {r.text}", style="green" if r.meaningful else "yellow")
+        if r.weights:
+            say(console, "    (mix weights " + ", ".join(f"{c}={x:.2f}" for c, x in r.weights.items()) + ")")
+    if analysis.crossovers:
         say(console, "load crossover", style="bold")
-        for c in analysis["crossovers"]:
-            say(console, f"  {c['text']}")
-    expl = analysis.get("explanations", {})
-    for f in expl.get("cost_fits", []):
-        if "draft_s" in f:
-            ratio = f.get("draft_to_target")
+        for c in analysis.crossovers:
+            say(console, f"  {c.text}")
+    expl = analysis.explanations
+    for f in expl.cost_fits:
+        if f.draft_s is not None:
+            ratio = f.draft_to_target
             say(
                 console,
-                f"  cost model {f['draft']} @ {f['level']}: step(k) = {_ms(f['intercept_s'])} ms + k x "
-                f"{_ms(f['draft_s'])} ms" + (f" (one window token = {ratio:.3f} target steps)" if ratio else ""),
+                f"  cost model {f.draft} @ {f.level}: step(k) = {_ms(f.intercept_s)} ms + k x "
+                f"{_ms(f.draft_s)} ms" + (f" (one window token = {ratio:.3f} target steps)" if ratio else ""),
             )
-    flagged = [e for e in expl.get("cells", []) if e["disagreements"]]
+    flagged = [e for e in expl.cells if e.disagreements]
     if flagged:
         say(console, "where the textbook expectation and the measurement disagree", style="bold")
         for e in flagged[:12]:
-            say(console, f"  {e['text']}")
+            say(console, f"  {e.text}")
         if len(flagged) > 12:
             say(console, f"  ... {len(flagged) - 12} more in analysis.json")
-    pred = analysis.get("prediction")
-    if pred and pred.get("comparison"):
+    pred = analysis.prediction
+    if pred.comparison:
         table("prediction vs measurement (TPOT)", PRED_HEADER, prediction_rows(pred), left=tuple(PRED_HEADER))
-        if pred.get("choice"):
-            ch = pred["choice"]
-            say(console, f"  predicted optimum: {ch['draft']} window {ch['window']}")
+        if pred.choice:
+            ch = pred.choice
+            say(console, f"  predicted optimum: {ch.draft} window {ch.window}")
         for line in refined_lines(pred):
             say(console, f"  {line}")
-    eq = analysis.get("equivalence", {})
-    if eq.get("compared"):
-        if eq["matched"] == eq["compared"]:
+    eq = analysis.equivalence
+    if eq.compared:
+        if eq.matched == eq.compared:
             say(
                 console,
-                f"output equivalence: {eq['matched']}/{eq['compared']} greedy outputs identical (100%) across all "
-                "cells",
+                f"output equivalence: {eq.matched}/{eq.compared} greedy outputs identical (100%) across all cells",
                 style="green",
             )
         else:
             say(
                 console,
-                f"OUTPUT DIVERGENCE: {eq['compared'] - eq['matched']} of {eq['compared']} greedy outputs differ "
-                f"between baseline and speculative ({eq['match_rate']:.1%} match)",
+                f"OUTPUT DIVERGENCE: {eq.compared - eq.matched} of {eq.compared} greedy outputs differ "
+                f"between baseline and speculative ({eq.match_rate or 0.0:.1%} match)",
                 style="bold red",
             )
-            for d in eq["divergences"][:10]:
+            for d in eq.divergences[:10]:
                 say(
                     console,
-                    f"  {d['draft']} k{d['window']} @ {d['level']}: prompt {d.get('prompt_id')} (index "
-                    f"{d.get('index')}) first differs at token {d.get('first_divergence')}",
+                    f"  {d.draft} k{d.window} @ {d.level}: prompt {d.prompt_id} (index "
+                    f"{d.index}) first differs at token {d.first_divergence}",
                     style="red",
                 )
     if artifacts:

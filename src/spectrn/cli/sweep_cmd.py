@@ -245,16 +245,18 @@ def sweep(
             result = sw.run(lambda: ClusterRunner(kube, cfg, sid, view))
     from spectrn.report.sweep import write_report
     from spectrn.sweep.manifest import finite
+    from spectrn.sweep.orchestrate import ANALYSIS
 
     say(console, f"ran {len(result.ran)} cell(s), skipped {len(result.skipped)} finished cell(s)")
+    analysis = result.analysis
     if output == Output.table:
-        print_sweep_analysis(result.analysis, console, artifacts)
+        print_sweep_analysis(analysis, console, artifacts)
     else:
-        print_document({**finite(result.analysis), "artifacts": artifacts}, output)
+        print_document({**finite(analysis.model_dump(mode="json")), "artifacts": artifacts}, output)
     if report:
-        html = write_report(sw.sweep_dir, result.analysis, artifacts)
+        html = write_report(sw.sweep_dir, analysis, artifacts)
         say(console, f"report: {html}")
-    say(console, f"analysis: {sw.sweep_dir / 'analysis.json'}")
+    say(console, f"analysis: {sw.sweep_dir / ANALYSIS}")
 
 
 def _latest_sweep(out_dir: Path) -> str:

@@ -26,10 +26,9 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 import tarfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -37,7 +36,8 @@ from typing import TYPE_CHECKING, Any
 from spectrn.errors import AnalysisError, BenchError, Interrupted
 from spectrn.events import PROGRESS_LINE, Emitter, OnEvent
 from spectrn.kube.api import COMPONENT_LABEL, KubeApi, KubeApiError, Obj
-from spectrn.paths import atomic_write_text
+from spectrn.run.folder import ACCEPTANCE, METRICS, REQUESTS, RunFolder
+from spectrn.run.records import RequestRecord, RunMeta
 
 if TYPE_CHECKING:
     from spectrn.spec.config import SpectrnConfig
@@ -293,16 +293,13 @@ def _safe_extract(data: bytes, dest: Path) -> list[str]:
                     raise BenchError(f"results archive holds an unsafe path {member.name!r}")
                 if not (member.isfile() or member.isdir()):
                     continue  # links and devices are never part of a result folder
-                target = dest.joinpath(*[p for p in rel.parts if p != "."]) if rel.parts != (".",) else dest
                 if member.isdir():
-                    target.mkdir(parents=True, exist_ok=True)
+                    dest.joinpath(*[p for p in rel.parts if p != "."]).mkdir(parents=True, exist_ok=True)
                     continue
-                target.parent.mkdir(parents=True, exist_ok=True)
                 src = tar.extractfile(member)
                 if src is None:
                     continue
-                with target.open("wb") as f:
-                    shutil.copyfileobj(src, f)
+                target = RunFolder(dest).copy_in(str(rel), src)
                 names.append(str(target.relative_to(dest)))
     except tarfile.TarError as e:
         raise BenchError(f"results archive from the pod is corrupt: {e}", hint="re-run `spectrn collect`") from None
@@ -334,93 +331,91 @@ def mark_collected(kube: KubeApi, job: LoadJob, pods: list[Obj]) -> None:
 
 
 def merge_shards(run_dir: Path, shards: dict[int, Path]) -> None:
-    """Unite shard folders into ``run_dir`` (see the module docstring)."""
+    """Unite shard folders into ``run_dir`` (see the module docstring): their ``RunMeta`` and ``RequestRecord``s
+    read as any run folder is, the result written through ``RunFolder``."""
     if not shards:
         raise AnalysisError(f"no shard folders to merge into {run_dir}")
-    metas: dict[int, dict[str, Any]] = {}
+    metas: dict[int, RunMeta] = {}
     for idx, folder in sorted(shards.items()):
         try:
-            metas[idx] = json.loads((folder / "run.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            raise AnalysisError(f"shard {idx}: run.json unreadable: {e}", hint="re-run the bench") from None
-    with (run_dir / "requests.jsonl").open("w", encoding="utf-8") as out:
-        for idx, folder in sorted(shards.items()):
-            path = folder / "requests.jsonl"
-            if not path.exists():
-                continue
-            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-            for n, line in enumerate(lines, 1):
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                except ValueError:
-                    if n == len(lines):
-                        break  # torn last line of a killed writer
-                    raise AnalysisError(f"shard {idx}: requests.jsonl line {n} is corrupt") from None
-                rec.setdefault("shard", idx)
-                out.write(json.dumps(rec, separators=(",", ":")) + "\n")
+            metas[idx] = RunFolder(folder).meta
+        except AnalysisError as e:
+            raise AnalysisError(f"shard {idx}: {e.message}", hint="re-run the bench") from None
+    out = RunFolder(run_dir)
+    out.write_records(_shard_records(shards))
     first = metas[min(metas)]
-    merged = dict(first)
-    merged.pop("shard", None)
-    merged["shards"] = len(shards)
-    merged["started_at"] = min(float(m.get("started_at") or 0) for m in metas.values())
-    ends = [m.get("finished_at") for m in metas.values()]
-    merged["finished_at"] = None if any(e is None for e in ends) else max(float(e or 0) for e in ends)
-    merged["interrupted"] = any(bool(m.get("interrupted")) for m in metas.values())
+    ends = [m.finished_at for m in metas.values()]
     endpoints: dict[str, str] = {}
     notes: list[str] = []
     for idx, m in sorted(metas.items()):
-        endpoints.update(m.get("endpoints") or {})
-        notes += [f"shard {idx}: {note}" for note in m.get("notes") or []]
-    merged["endpoints"] = endpoints
-    merged["notes"] = notes
-    atomic_write_text(run_dir / "run.json", json.dumps(merged, indent=2))
-    _merge_metrics(run_dir, shards, metas)
+        endpoints.update(m.endpoints)
+        notes += [f"shard {idx}: {note}" for note in m.notes]
+    merged = first.model_copy(
+        update={
+            "shard": 0,
+            "shards": len(shards),
+            "started_at": min(m.started_at for m in metas.values()),
+            "finished_at": None if any(e is None for e in ends) else max(e or 0.0 for e in ends),
+            "interrupted": any(m.interrupted for m in metas.values()),
+            "endpoints": endpoints,
+            "notes": notes,
+        }
+    )
+    out.write_meta(merged)
+    _merge_metrics(out, shards, metas)
 
 
-def _merge_metrics(run_dir: Path, shards: dict[int, Path], metas: dict[int, dict[str, Any]]) -> None:
+def _shard_records(shards: dict[int, Path]) -> Iterator[RequestRecord]:
+    """Every shard's records in shard order; a record that does not name its shard gets the folder's index."""
+    for idx, folder in sorted(shards.items()):
+        if not (folder / REQUESTS).exists():
+            continue
+        try:
+            for rec in RunFolder(folder).records(measured=False):  # a torn last line is skipped
+                yield rec if "shard" in rec.model_fields_set else rec.model_copy(update={"shard": idx})
+        except AnalysisError as e:
+            raise AnalysisError(f"shard {idx}: {e.message}", hint=e.hint) from None
+
+
+def _merge_metrics(out: RunFolder, shards: dict[int, Path], metas: dict[int, RunMeta]) -> None:
     # Counters are server-wide: the earliest "before" and the latest "after" span every shard's requests.
-    earliest = min(metas, key=lambda i: float(metas[i].get("started_at") or 0))
-    latest = max(metas, key=lambda i: float(metas[i].get("finished_at") or 0))
-    mdir = run_dir / "metrics"
+    earliest = min(metas, key=lambda i: metas[i].started_at)
+    latest = max(metas, key=lambda i: metas[i].finished_at or 0.0)
     chosen: dict[str, Path] = {}
     for idx, folder in shards.items():
-        for prom in sorted((folder / "metrics").glob("*.prom")):
+        for prom in sorted((folder / METRICS).glob("*.prom")):
             tag = "before" if prom.name.endswith(".before.prom") else "after"
             if (tag == "before" and idx == earliest) or (tag == "after" and idx == latest):
                 chosen[prom.name] = prom
     if not chosen:
-        src = shards[earliest] / "acceptance.json"
-        if src.exists():
-            shutil.copyfile(src, run_dir / "acceptance.json")
+        if (shards[earliest] / ACCEPTANCE).exists():
+            out.write_acceptance(RunFolder(shards[earliest]).acceptance())
         return
-    mdir.mkdir(exist_ok=True)
-    for name, path in chosen.items():
-        shutil.copyfile(path, mdir / name)
+    texts = {name: path.read_text(encoding="utf-8") for name, path in chosen.items()}
+    for name, text in texts.items():
+        out.write_scrape(name, text)
     try:
         from spectrn.loadgen.metrics import acceptance_delta, parse_metrics
     except ImportError:
-        shutil.copyfile(shards[earliest] / "acceptance.json", run_dir / "acceptance.json")
+        out.write_acceptance(RunFolder(shards[earliest]).acceptance())
         return
     acceptance: dict[str, Any] = {}
-    for name in sorted(chosen):
+    for name in sorted(texts):
         if not name.endswith(".before.prom"):
             continue
         key = name.removesuffix(".before.prom")  # <variant>.<level>
-        after = mdir / f"{key}.after.prom"
+        after = texts.get(f"{key}.after.prom")
         variant, _, level = key.partition(".")
-        before_snap = parse_metrics((mdir / name).read_text(encoding="utf-8"))
-        after_snap = parse_metrics(after.read_text(encoding="utf-8")) if after.exists() else None
+        before_snap = parse_metrics(texts[name])
+        after_snap = parse_metrics(after) if after is not None else None
         acceptance[f"{variant}@{level}"] = acceptance_delta(before_snap, after_snap)
-    atomic_write_text(run_dir / "acceptance.json", json.dumps(acceptance, indent=2))
+    out.write_acceptance(acceptance)
 
 
 def ingest_llmperf_results(run_dir: Path, run_id: str) -> None:
     """The llmperf pod's result folders (``llmperf/<test case>/<variant>/``) as the run's records, so the run
     is finished, reported and published like any other (``spectrn.finish``)."""
     from spectrn.analyze.llmperf import ingest
-    from spectrn.run.folder import RunFolder
 
     meta = RunFolder(run_dir).meta if (run_dir / "run.json").exists() else None
     source = run_dir / "llmperf" if (run_dir / "llmperf").is_dir() else run_dir

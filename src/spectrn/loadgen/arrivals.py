@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from spectrn.errors import ConfigError
+from spectrn.run.load_shape import LoadShape
 
 ARRIVALS = ("poisson", "constant", "gamma")
 # An open-loop level without bench.max_in_flight: a backstop against unbounded tasks, not a load setting.
@@ -254,9 +255,9 @@ def read_trace(path: Path, what: str = "bench.trace") -> list[TraceRow]:
 
 def open_loop_shape(
     level: Level, *, shards: int, seed: int, duration_s: float | None, trace: Sequence[TraceRow] | None, trace_file: str
-) -> dict[str, object]:
+) -> LoadShape:
     """run.json's ``load_shape`` of an open-loop level: everything needed to regenerate its arrival times."""
-    shape: dict[str, object] = {"kind": "open-loop"}
+    shape: dict[str, Any] = {"kind": "open-loop"}
     if level.trace:
         rows = trace or ()
         shape.update(
@@ -280,31 +281,6 @@ def open_loop_shape(
         max_in_flight_set=level.capped,
         # an arrival that finds the cap reached is sent late; its TTFT counts from the send (queued_s in the record)
         ttft_from="send",
+        duration_s=duration_s,
     )
-    if duration_s is not None:
-        shape["duration_s"] = duration_s
-    return shape
-
-
-def shape_text(label: str, shape: dict[str, Any]) -> str:
-    """One level's shape in words, for the report (``load_shape_text``)."""
-    duration = f", {shape['duration_s']:g} s per level" if isinstance(shape.get("duration_s"), int | float) else ""
-    if shape.get("kind") == "closed-loop":
-        ramp = shape.get("ramp_s")
-        start = "all streams start at once" if not ramp else f"streams start over {ramp} s ({shape.get('ramp')})"
-        return f"{label}: closed loop, {shape.get('concurrency')} streams, {start}{duration}"
-    if shape.get("kind") != "open-loop":
-        return f"{label}: {shape.get('kind', 'unknown shape')}"
-    kind = shape.get("arrivals", "poisson")
-    if kind == "trace":
-        what = (
-            f"trace replay of {shape.get('trace')} ({shape.get('trace_rows')} rows over {shape.get('trace_span_s')} s)"
-        )
-    elif kind == "gamma":
-        what = f"gamma arrivals (burstiness {shape.get('burstiness')}) at {shape.get('rate_per_s')} req/s"
-    elif kind == "constant":
-        what = f"constant arrivals at {shape.get('rate_per_s')} req/s"
-    else:
-        what = f"Poisson {shape.get('rate_per_s')} req/s"
-    cap = f", at most {shape['max_in_flight']} in flight" if shape.get("max_in_flight_set") else ""
-    return f"{label}: open loop, {what}{cap}{duration}"
+    return LoadShape.model_validate(shape)

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import json
 import statistics
 import time
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,8 @@ from spectrn.loadgen.metrics import acceptance_delta, parse_metrics, scrape
 from spectrn.loadgen.prompts import Schedule, ScheduledRequest, split_schedule, turn_class
 from spectrn.loadgen.stream import MAX_TOKEN_COUNT
 from spectrn.names import check_name
-from spectrn.paths import atomic_write_text
+from spectrn.run.folder import ACCEPTANCE, METRICS, REQUESTS, RUN_JSON, RunFolder
+from spectrn.run.load_shape import LoadShape
 from spectrn.run.records import RequestRecord, RunMeta
 from spectrn.run.summary import Provenance
 from spectrn.spec.config import SpectrnConfig
@@ -150,9 +151,10 @@ def write_error(path: Path, e: OSError) -> BenchError:
     )
 
 
-def _write_text(path: Path, text: str) -> None:
+def _as_bench_error(path: Path, write: Callable[[], object]) -> None:
+    """One write through the run folder (``RunFolder``), its OSError a BenchError naming ``path``."""
     try:
-        atomic_write_text(path, text)
+        write()
     except OSError as e:
         raise write_error(path, e) from None
 
@@ -160,10 +162,10 @@ def _write_text(path: Path, text: str) -> None:
 class RecordSink:
     """Appends each record as one JSON line and flushes, so a killed process loses at most one line."""
 
-    def __init__(self, path: Path, on_record: OnRecord | None) -> None:
-        self.path = path
+    def __init__(self, folder: RunFolder, on_record: OnRecord | None) -> None:
+        self.path = path = folder.file(REQUESTS)
         try:
-            self._f = path.open("a", encoding="utf-8")
+            self._f = folder.append_records()
         except OSError as e:
             raise write_error(path, e) from None
         self._on_record = on_record
@@ -676,7 +678,7 @@ async def _prewarm(session: Any, endpoints: dict[str, str], connections: int) ->
 
 async def _scrape_all(session: Any, plan: RunPlan, tag: str, notes: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    mdir = plan.out_dir / "metrics"
+    mdir = plan.out_dir / METRICS
     try:
         mdir.mkdir(exist_ok=True)
     except OSError as e:
@@ -687,7 +689,8 @@ async def _scrape_all(session: Any, plan: RunPlan, tag: str, notes: list[str]) -
             notes.append(f"{name}: {problem}; acceptance not reported")
             out[name] = None
             continue
-        _write_text(mdir / f"{name}.{tag}.prom", text)  # name: checked by check_name before the run
+        scrape_name = f"{name}.{tag}.prom"  # name: checked by check_name before the run
+        _as_bench_error(mdir / scrape_name, partial(RunFolder(plan.out_dir).write_scrape, scrape_name, text))
         snap = parse_metrics(text)
         for p in snap.problems:
             notes.append(f"{name}: {p}; acceptance not reported")
@@ -701,7 +704,7 @@ class _RunState:
     notes: list[str] = field(default_factory=list)
     planned: dict[str, dict[str, int]] = field(default_factory=dict)
     planned_warmup: dict[str, int] = field(default_factory=dict)
-    load_shape: dict[str, dict[str, object]] = field(default_factory=dict)
+    load_shape: dict[str, LoadShape] = field(default_factory=dict)
     token_sources: dict[str, dict[str, int]] = field(default_factory=dict)
     interrupted: bool = False
     stop_reason: str | None = None
@@ -733,7 +736,8 @@ def write_run_meta(plan: RunPlan, state: _RunState, finished: float | None) -> N
         planned_warmup=state.planned_warmup,
         provenance=plan.provenance or Provenance(),
     )
-    _write_text(plan.out_dir / "run.json", meta.model_dump_json(indent=2))
+    folder = RunFolder(plan.out_dir)
+    _as_bench_error(folder.file(RUN_JSON), lambda: folder.write_meta(meta))
 
 
 async def _shape_to_trace(
@@ -758,7 +762,7 @@ async def _shape_to_trace(
     return out
 
 
-def _load_shape(plan: RunPlan, level: Level, ramp_s: float, why: str) -> dict[str, object]:
+def _load_shape(plan: RunPlan, level: Level, ramp_s: float, why: str) -> LoadShape:
     if level.open_loop:
         return open_loop_shape(
             level,
@@ -769,19 +773,17 @@ def _load_shape(plan: RunPlan, level: Level, ramp_s: float, why: str) -> dict[st
             trace_file=plan.trace_file,
         )
     streams = level.concurrency or 1
-    shape: dict[str, object] = {
-        "kind": "closed-loop",
-        "concurrency": streams,
-        "concurrency_this_shard": max(1, -(-streams // plan.shards)),
-        "mode": plan.mode,
-        "ramp_s": round(ramp_s, 6),
-        "ramp": why,
-        "start_interval_s": round(ramp_s / streams, 6) if streams > 1 else 0.0,
-        "first_wave": "measured",
-    }
-    if plan.duration_s is not None:
-        shape["duration_s"] = plan.duration_s
-    return shape
+    return LoadShape(
+        kind="closed-loop",
+        concurrency=streams,
+        concurrency_this_shard=max(1, -(-streams // plan.shards)),
+        mode=plan.mode,
+        ramp_s=round(ramp_s, 6),
+        ramp=why,
+        start_interval_s=round(ramp_s / streams, 6) if streams > 1 else 0.0,
+        first_wave="measured",
+        duration_s=plan.duration_s,
+    )
 
 
 def _level_ended(
@@ -795,7 +797,7 @@ def _level_ended(
         state.planned.setdefault(name, {})[level.label] = sent.get(name, 0)
     shape = state.load_shape.get(level.label)
     if shape is not None:
-        shape["sent"] = {name: sent.get(name, 0) for name in plan.endpoints}
+        shape.sent = {name: sent.get(name, 0) for name in plan.endpoints}
     if took < plan.duration_s and all(sent.get(name, 0) >= planned for name in plan.endpoints):
         state.notes.append(
             f"level {level.label} ended after all {planned} scheduled request(s) in {took:.3g} s, before "
@@ -862,7 +864,7 @@ async def run_bench(
             except OSError as e:
                 raise write_error(plan.out_dir, e) from None
             write_run_meta(plan, state, None)
-            sink = RecordSink(plan.out_dir / "requests.jsonl", on_record)
+            sink = RecordSink(RunFolder(plan.out_dir), on_record)
             if input_tokens:
                 phase(f"shaping prompts to {input_tokens} input tokens")
                 first = next(iter(plan.endpoints.values()))
@@ -912,7 +914,8 @@ async def run_bench(
                 sink.close()
                 state.token_sources = sink.token_sources
                 state.notes.extend(sink.token_notes())
-                _write_text(plan.out_dir / "acceptance.json", json.dumps(acceptance, indent=2, allow_nan=False))
+                folder = RunFolder(plan.out_dir)
+                _as_bench_error(folder.file(ACCEPTANCE), lambda: folder.write_acceptance(acceptance))
                 write_run_meta(plan, state, time.time())
             except BenchError:
                 if not failing:  # a run already failing keeps its first error

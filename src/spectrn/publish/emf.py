@@ -18,7 +18,7 @@ from spectrn.publish.datums import (
     goodput_values,
 )
 from spectrn.publish.limits import EMF_MAX_VALUES, validate_namespace
-from spectrn.run.folder import EMF, RunFolder, dim_value
+from spectrn.run.folder import RunFolder, dim_value
 
 
 def emf_lines(
@@ -114,14 +114,10 @@ def write_emf(
     metrics_fn: MetricsFn | None = None,
 ) -> Path:
     """Write ``<run_dir>/metrics.emf.jsonl`` (the CloudWatch agent can ship it as-is); returns its path."""
-    from spectrn.paths import atomic_write_text
-
     run = RunFolder.open(run_dir)
     cw = run.meta.config.cloudwatch
     ns = namespace or cw.namespace
     lines, _ = emf_lines(
         run, namespace=ns, run_id=run_id, storage_resolution=cw.storage_resolution, metrics_fn=metrics_fn
     )
-    path = run.file(EMF)
-    atomic_write_text(path, "".join(f"{ln}\n" for ln in lines))
-    return path
+    return run.write_emf(lines)

@@ -18,10 +18,8 @@ from spectrn.publish.aws import Boto3Sink, MetricsSink, require_aws
 from spectrn.publish.dashboard import build_dashboard, dashboard_name, dashboard_run
 from spectrn.publish.datums import MetricsFn, batch_datums, batch_hash, build_metric_datums
 from spectrn.publish.limits import MAX_DATUMS_PER_CALL, _iso, check_timestamps
-from spectrn.run.folder import PUBLISH_STATE as STATE_FILE
 from spectrn.run.folder import RunFolder
-
-STATE_VERSION = 1
+from spectrn.run.publish_ledger import DashboardRecord, LastError, PublishTarget, SentCall
 
 
 @dataclass
@@ -58,33 +56,6 @@ class PublishResult:
         lines += [f"dashboard note: {m}" for m in self.dashboard_messages]
         lines += [f"warning: {w}" for w in self.warnings]
         return lines
-
-
-def _load_state(path: Path) -> dict[str, Any]:
-    if not path.exists():
-        return {"version": STATE_VERSION, "targets": {}}
-    try:
-        state = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as e:
-        raise PublishError(
-            f"{path} is not valid JSON: {e}",
-            hint="restore it, or delete it and publish with --force knowing that already sent data is counted twice",
-        ) from None
-    targets = state.get("targets") if isinstance(state, dict) else None
-    if not isinstance(targets, dict) or not all(
-        isinstance(t, dict) and isinstance(t.get("sent", {}), dict) for t in targets.values()
-    ):
-        raise PublishError(
-            f"{path} has an unknown layout (each target must be an object with a 'sent' map)",
-            hint="restore it, or delete it and publish with --force knowing that already sent data is counted twice",
-        )
-    return dict(state)
-
-
-def _save_state(path: Path, state: dict[str, Any]) -> None:
-    from spectrn.paths import atomic_write_text
-
-    atomic_write_text(path, json.dumps(state, indent=2, sort_keys=True) + "\n")
 
 
 def _run_lock(run_dir: Path) -> AbstractContextManager[None]:
@@ -177,16 +148,18 @@ def publish_run(
     prefix = dashboard_prefix or cw.dashboard_prefix
     now = time.time() if now is None else now
     with _run_lock(run_dir):
-        state_path = run_dir / STATE_FILE
-        state = _load_state(state_path)
+        ledger = run.publish_ledger()
         key = f"{ns}@{sink.target}"
-        target = state["targets"].setdefault(key, {"namespace": ns, "target": sink.target, "sent": {}})
+        target = ledger.targets.setdefault(key, PublishTarget(namespace=ns, target=sink.target))
         warnings: list[str] = []
+
+        def save() -> Path:
+            return run.write_publish_ledger(ledger)
 
         # Once calls went out, keep their timestamps: a re-run reproduces the same batches (and hashes) whether
         # or not --retime is repeated; re-timing data already sent at its own times would count it twice.
-        recorded = float(target.get("time_shift_s") or 0.0)
-        if target.get("sent") and not force:
+        recorded = target.time_shift_s
+        if target.sent and not force:
             if retime and not recorded:
                 raise PublishError(
                     f"run {run.run_id} was already published to {ns} ({sink.target}) with its original timestamps; "
@@ -200,17 +173,19 @@ def publish_run(
         else:
             shift = 0.0
         per_call = min(max_datums_per_call, MAX_DATUMS_PER_CALL)
-        if target.get("sent") and not force:
+        if target.sent and not force:
             # Calls are identified by content: other batch boundaries or resolution would resend sent samples.
-            for name, value in (("max_datums_per_call", per_call), ("storage_resolution", res)):
-                earlier = target.get(name)
+            for name, earlier, value in (
+                ("max_datums_per_call", target.max_datums_per_call, per_call),
+                ("storage_resolution", target.storage_resolution, res),
+            ):
                 if earlier is not None and earlier != value:
                     warnings.append(
                         f"kept {name}={earlier} of the earlier publish (not {value}): "
                         "changing it now would send samples twice"
                     )
-            per_call = int(target.get("max_datums_per_call") or per_call)
-            res = int(target.get("storage_resolution") or res)
+            per_call = target.max_datums_per_call or per_call
+            res = target.storage_resolution or res
         plan = build_metric_datums(
             run,
             namespace=ns,
@@ -227,28 +202,26 @@ def publish_run(
         hashes = [batch_hash(b, ns) for b in batches]
         digest = hashlib.sha256("".join(hashes).encode()).hexdigest()[:32]
         if force:
-            target["sent"] = {}
-        elif target.get("plan_digest") and target["plan_digest"] != digest and target["sent"]:
+            target.sent = {}
+        elif target.plan_digest and target.plan_digest != digest and target.sent:
             warnings.append(
                 "the run's data changed since the last publish to this target; batches whose content changed are sent "
                 "again and CloudWatch keeps the earlier values too"
             )
-        target.update(
-            run_id=plan.run_id,
-            plan_digest=digest,
-            batches=len(batches),
-            datums=len(plan.datums),
-            samples=plan.samples,
-            time_shift_s=shift,
-            max_datums_per_call=per_call,
-            storage_resolution=res,
-            nonfinite_dropped=plan.nonfinite_dropped,
-            updated_at=_iso(now),
-        )
-        sent: dict[str, Any] = target["sent"]
+        target.run_id = plan.run_id
+        target.plan_digest = digest
+        target.batches = len(batches)
+        target.datums = len(plan.datums)
+        target.samples = plan.samples
+        target.time_shift_s = shift
+        target.max_datums_per_call = per_call
+        target.storage_resolution = res
+        target.nonfinite_dropped = list(plan.nonfinite_dropped)
+        target.updated_at = _iso(now)
+        sent = target.sent
         already = sum(1 for h in hashes if h in sent)
         sent_now = 0
-        _save_state(state_path, state)
+        state_path = save()
         stop = _CtrlC()
         for i, (batch, h) in enumerate(zip(batches, hashes, strict=True)):
             if h in sent:
@@ -260,8 +233,8 @@ def publish_run(
                     missing = [j for j, hh in enumerate(hashes) if hh not in sent]
                     miss_datums = sum(len(batches[j]) for j in missing)
                     done = len(batches) - len(missing)
-                    target["last_error"] = {"batch": i, "message": e.message, "at": _iso(time.time())}
-                    _save_state(state_path, state)
+                    target.last_error = LastError(batch=i, message=e.message, at=_iso(time.time()))
+                    save()
                     sent_part = (
                         f"Sent: {done}/{len(batches)} batches ({sent_now} in this attempt, {already} earlier, "
                         f"{len(plan.datums) - miss_datums} datums)"
@@ -275,10 +248,10 @@ def publish_run(
                     err.sent_batches = done  # type: ignore[attr-defined]
                     err.unsent_batches = len(missing)  # type: ignore[attr-defined]
                     raise err from e
-                sent[h] = {"index": i, "datums": len(batch), "sent_at": _iso(time.time())}
+                sent[h] = SentCall(index=i, datums=len(batch), sent_at=_iso(time.time()))
                 sent_now += 1
-                target.pop("last_error", None)
-                _save_state(state_path, state)
+                target.last_error = None
+                save()
             if progress:
                 progress(i + 1, len(batches))
             if stop.requested:  # Ctrl-C during that call: it went through and is recorded; stop here
@@ -290,8 +263,8 @@ def publish_run(
             dash_name, messages = publish_dashboard(
                 run, sink, namespace=ns, prefix=prefix, run_id=run_id, time_shift_s=shift
             )
-            target["dashboard"] = {"name": dash_name, "published_at": _iso(time.time())}
-            _save_state(state_path, state)
+            target.dashboard = DashboardRecord(name=dash_name, published_at=_iso(time.time()))
+            save()
         result = PublishResult(
             run_id=plan.run_id,
             namespace=ns,
@@ -314,13 +287,9 @@ def publish_run(
 def recorded_time_shift(run_dir: Path, namespace: str, target: str | None = None) -> float:
     """The ``--retime`` shift an earlier publish of this run used (0 when none), so the dashboard's time range
     matches the data."""
-    path = RunFolder(run_dir).file(STATE_FILE)
-    if not path.exists():
-        return 0.0
-    targets = _load_state(path)["targets"]
-    for t in targets.values():
-        if t.get("namespace") == namespace and (target is None or t.get("target") == target):
-            return float(t.get("time_shift_s") or 0.0)
+    for t in RunFolder(run_dir).publish_ledger().targets.values():
+        if t.namespace == namespace and (target is None or t.target == target):
+            return t.time_shift_s
     return 0.0
 
 

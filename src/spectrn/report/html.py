@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 import re
 import time
 from collections.abc import Sequence
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spectrn.analyze.run import ensure_summary
+from spectrn.errors import PublishError
 from spectrn.publish.datums import MetricsFn, default_metrics_fn
 from spectrn.report.format import (
     GOODPUT_DEFINITION,
@@ -42,7 +42,7 @@ from spectrn.report.plots import (
     plot_throughput,
     values_by_variant,
 )
-from spectrn.run.folder import EMF, PUBLISH_STATE, REPORT, RunFolder
+from spectrn.run.folder import EMF, REPORT, RunFolder
 from spectrn.run.summary import LevelSummary, Summary
 
 if TYPE_CHECKING:
@@ -261,18 +261,16 @@ def _publish_rows(run_dir: Path) -> list[list[str]]:
     if (run_dir / EMF).exists():
         rows.append(["EMF metrics", EMF])
     try:
-        targets = json.loads((run_dir / PUBLISH_STATE).read_text(encoding="utf-8")).get("targets", {})
-    except (OSError, ValueError, AttributeError):
+        targets = RunFolder(run_dir).publish_ledger().targets
+    except PublishError:  # an unreadable ledger: the report still shows the run; `spectrn publish` names the fix
         return rows
-    for t in targets.values() if isinstance(targets, dict) else []:
-        if not isinstance(t, dict):
-            continue
-        sent, total = len(t.get("sent") or {}), t.get("batches", "?")
-        dash = (t.get("dashboard") or {}).get("name")
+    for t in targets.values():
+        total = "?" if t.batches is None else t.batches
+        dash = t.dashboard.name if t.dashboard else None
         rows.append(
             [
                 "CloudWatch",
-                f"namespace {t.get('namespace')} ({_display_url(str(t.get('target')))}): {sent}/{total} calls sent"
+                f"namespace {t.namespace} ({_display_url(t.target)}): {len(t.sent)}/{total} calls sent"
                 + (f", dashboard {dash}" if dash else ""),
             ]
         )
@@ -289,7 +287,7 @@ def build_report(run_dir: Path, out_dir: Path | None = None, *, metrics_fn: Metr
     Uses the run's summary.json (analyzing the run first when it has none). Files are replaced atomically: a symlink
     planted where a plot goes is replaced, never followed.
     """
-    from spectrn.paths import atomic_write_text, safe_output_dir
+    from spectrn.paths import safe_output_dir
 
     folder = RunFolder.open(run_dir)
     summary = ensure_summary(folder)
@@ -348,9 +346,7 @@ def build_report(run_dir: Path, out_dir: Path | None = None, *, metrics_fn: Metr
         )
     )
     markdown = summary_markdown(summary, folder.meta.config, ignore_eos=folder.meta.ignore_eos)
-    atomic_write_text(out / "summary.md", markdown)
-    index = out / "index.html"
-    atomic_write_text(index, report_html(folder, summary, images, markdown))
-    for f in (index, out / "summary.md", *(img for _, img, _ in images)):
-        f.chmod(0o644)  # a report is meant to be shared (atomic writes create 0600 files)
+    index = folder.write_report(out, markdown, report_html(folder, summary, images, markdown))
+    for _, img, _ in images:
+        img.chmod(0o644)  # a report is meant to be shared (atomic writes create 0600 files)
     return index

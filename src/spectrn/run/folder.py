@@ -11,18 +11,23 @@
     report/             index.html, *.png, summary.md
 
 Every reader asks this module, so a missing or damaged file gives the same error everywhere. Records are
-streamed, never loaded whole: a run of a million requests is read in bounded memory.
+streamed, never loaded whole: a run of a million requests is read in bounded memory. Every writer asks it too
+(``write_*``, ``append_records``, ``copy_in``): no other module names these files when writing, which
+``tests/architecture/test_run_folder_writes.py`` checks. Whole files are replaced atomically (readers see the old
+file or the new one); ``requests.jsonl`` is appended a line at a time while a run goes.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import shutil
+from collections.abc import Iterable, Iterator, Mapping
 from functools import cached_property
-from pathlib import Path
-from typing import Any
+from pathlib import Path, PurePosixPath
+from typing import IO, Any
 
 from spectrn.errors import AnalysisError, one_line
+from spectrn.run.publish_ledger import PublishLedger, read_publish_ledger
 from spectrn.run.records import RequestRecord, RunMeta, iter_records, read_run_meta
 from spectrn.run.summary import SCHEMA_VERSION, Acceptance, Summary
 
@@ -34,6 +39,8 @@ EMF = "metrics.emf.jsonl"
 PUBLISH_STATE = "publish.json"
 REPORT = "report"
 METRICS = "metrics"
+REPORT_MARKDOWN = "summary.md"
+REPORT_HTML = "index.html"
 
 
 class RunFolder:
@@ -138,6 +145,24 @@ class RunFolder:
             return None
         return vs.acceptance if vs is not None else None
 
+    def publish_ledger(self) -> PublishLedger:
+        """``publish.json`` as a ``PublishLedger`` (empty when the run was never published); PublishError when
+        it cannot be read, since publishing over an unreadable ledger would send its calls twice."""
+        from spectrn.errors import PublishError
+
+        path = self.file(PUBLISH_STATE)
+        if not path.exists():
+            return PublishLedger()
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise PublishError(
+                f"{path} is not valid JSON: {e}",
+                hint="restore it, or delete it and publish with --force knowing that already sent data is counted "
+                "twice",
+            ) from None
+        return read_publish_ledger(raw, str(path))
+
     def _json(self, name: str) -> Any:
         path = self.file(name)
         if not path.exists():
@@ -158,6 +183,13 @@ class RunFolder:
         atomic_write_text(path, summary.model_dump_json(indent=2) + "\n")
         return path
 
+    def write_publish_ledger(self, ledger: PublishLedger) -> Path:
+        from spectrn.paths import atomic_write_text
+
+        path = self.file(PUBLISH_STATE)
+        atomic_write_text(path, json.dumps(ledger.model_dump(mode="json"), indent=2, sort_keys=True) + "\n")
+        return path
+
     def write_meta(self, meta: RunMeta) -> Path:
         from spectrn.paths import atomic_write_text
 
@@ -165,6 +197,103 @@ class RunFolder:
         atomic_write_text(path, meta.model_dump_json(indent=2) + "\n")
         vars(self).pop("meta", None)  # the cached_property reads the new file next time
         return path
+
+    def write_acceptance(self, deltas: Mapping[str, Any]) -> Path:
+        """``acceptance.json``: {``variant@level``: counter delta or null}."""
+        from spectrn.paths import atomic_write_text
+
+        path = self.file(ACCEPTANCE)
+        atomic_write_text(path, json.dumps(dict(deltas), indent=2, allow_nan=False))
+        return path
+
+    def write_scrape(self, name: str, text: str) -> Path:
+        """One raw ``/metrics`` scrape, ``metrics/<variant>.<level>.before|after.prom``."""
+        from spectrn.paths import atomic_write_text
+
+        if not name.endswith((".before.prom", ".after.prom")) or "/" in name or name.startswith("."):
+            raise ValueError(f"{name!r} is not a scrape file name (<variant>.<level>.before|after.prom)")
+        path = self.file(METRICS) / name
+        atomic_write_text(path, text)
+        return path
+
+    def append_records(self) -> IO[str]:
+        """``requests.jsonl`` opened for appending (one ``RequestRecord`` JSON line per finished request); the
+        caller flushes each line, so a killed writer loses at most the line it was writing."""
+        return self.file(REQUESTS).open("a", encoding="utf-8")
+
+    def write_records(self, records: Iterable[RequestRecord]) -> Path:
+        """Replace ``requests.jsonl`` with ``records`` (a merge or an ingest), atomically: a reader sees the old
+        file or the whole new one."""
+        import os
+        import tempfile
+
+        path = self.file(REQUESTS)
+        self.path.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=f".{REQUESTS}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                for r in records:
+                    f.write(r.model_dump_json(exclude_none=True) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return path
+
+    def write_emf(self, lines: Iterable[str]) -> Path:
+        """``metrics.emf.jsonl``: one CloudWatch Embedded Metric Format document per line."""
+        from spectrn.paths import atomic_write_text
+
+        path = self.file(EMF)
+        atomic_write_text(path, "".join(f"{ln}\n" for ln in lines))
+        return path
+
+    def open_llmperf_responses(self, variant: str) -> tuple[IO[str], Path]:
+        """A temporary file in ``<variant>/`` to stream llmperf's individual responses to, and its path (then
+        ``write_llmperf`` moves it into place: a reader never sees half a file)."""
+        folder = self.file(variant)
+        folder.mkdir(exist_ok=True)
+        tmp = folder / ".individual_responses.json.tmp"
+        return tmp.open("w", encoding="utf-8"), tmp
+
+    def write_llmperf(self, variant: str, stem: str, summary: Mapping[str, Any], responses: Path) -> list[Path]:
+        """``<variant>/<stem>_summary.json`` and ``<variant>/<stem>_individual_responses.json`` (the latter
+        streamed by the caller to ``responses``, a temporary file in that folder, and moved into place here)."""
+        from spectrn.paths import atomic_write_text
+
+        folder = self.file(variant)
+        if responses.parent.resolve() != folder.resolve():
+            raise ValueError(f"{responses} is not in {folder}")
+        p1, p2 = folder / f"{stem}_summary.json", folder / f"{stem}_individual_responses.json"
+        atomic_write_text(p1, json.dumps(dict(summary), indent=2))
+        responses.replace(p2)
+        return [p1, p2]
+
+    def write_report(self, out: Path, markdown: str, page: str) -> Path:
+        """The report's ``summary.md`` and ``index.html`` in ``out`` (the run's ``report/`` unless the user named
+        another folder), readable by everyone (a report is meant to be shared); returns the HTML path."""
+        from spectrn.paths import atomic_write_text
+
+        index = out / REPORT_HTML
+        atomic_write_text(out / REPORT_MARKDOWN, markdown)
+        atomic_write_text(index, page)
+        for f in (index, out / REPORT_MARKDOWN):
+            f.chmod(0o644)  # atomic writes create 0600 files
+        return index
+
+    def copy_in(self, rel: str, src: IO[bytes]) -> Path:
+        """Copy one file from outside (a load pod's results) to ``rel`` below this folder; a path that is absolute
+        or climbs out with '..' is refused (ValueError)."""
+        parts = PurePosixPath(rel)
+        if parts.is_absolute() or ".." in parts.parts:
+            raise ValueError(f"{rel!r} is not a path inside the run folder")
+        target = self.path.joinpath(*[p for p in parts.parts if p != "."])
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with target.open("wb") as f:
+            shutil.copyfileobj(src, f)
+        return target
 
 
 def dim_value(v: str | None) -> str:

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from spectrn.errors import AnalysisError, one_line
 from spectrn.names import name_problem
+from spectrn.run.load_shape import LoadShape
 from spectrn.run.summary import Provenance
 from spectrn.spec.config import RECORDED, SpectrnConfig
 
@@ -146,7 +147,7 @@ class RunMeta(BaseModel):
     planned_warmup: dict[str, int] = Field(
         default_factory=dict, description="endpoint -> warm-up requests this process planned."
     )
-    load_shape: dict[str, dict[str, object]] = Field(
+    load_shape: dict[str, LoadShape] = Field(
         default_factory=dict, description="load level -> how requests were started (closed-loop ramp, open-loop)."
     )
     token_sources: dict[str, dict[str, int]] = Field(

@@ -11,9 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from spectrn.run.capacity import Capacity
+from spectrn.run.publish_ledger import PublishLedger
 from spectrn.run.records import RequestRecord, RunMeta
 from spectrn.run.repeats import Repeats
 from spectrn.run.summary import SCHEMA_VERSION, Summary
+from spectrn.run.sweep_analysis import SweepAnalysis
+from spectrn.run.sweep_manifest import SweepManifest
 
 SCHEMAS: dict[str, Any] = {
     "summary.schema.json": Summary,
@@ -21,6 +24,9 @@ SCHEMAS: dict[str, Any] = {
     "run.schema.json": RunMeta,
     "repeats.schema.json": Repeats,
     "capacity.schema.json": Capacity,
+    "publish.schema.json": PublishLedger,
+    "sweep.schema.json": SweepManifest,
+    "analysis.schema.json": SweepAnalysis,
 }
 
 

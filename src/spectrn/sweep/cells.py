@@ -16,7 +16,7 @@ def cell_inputs(sweep_dir: Path, manifest: Manifest) -> list[CellInput]:
     out = []
     for cell, entry in manifest.finished_cells():
         try:
-            summary = RunFolder.open(sweep_dir / entry["run_dir"]).require_summary()
+            summary = RunFolder.open(sweep_dir / entry.run_dir).require_summary()
         except AnalysisError as e:
             raise AnalysisError(
                 f"cell {cell.key}: {e.message}",

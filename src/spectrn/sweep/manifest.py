@@ -1,4 +1,4 @@
-"""sweep.json: the resumable record of a sweep's cells and their runs."""
+"""sweep.json: the resumable record of a sweep's cells and their runs (the ``SweepManifest`` contract)."""
 
 from __future__ import annotations
 
@@ -11,68 +11,65 @@ from typing import Any
 
 from spectrn.errors import AnalysisError, ConfigError
 from spectrn.paths import atomic_write_text
+from spectrn.run.sweep_manifest import SweepCell, SweepManifest, SweepSettings, read_sweep_manifest
 from spectrn.sweep.grid import Cell
 
 MANIFEST = "sweep.json"
 
 
-MANIFEST_VERSION = 1
+def read_manifest(sweep_dir: Path) -> SweepManifest:
+    """``<sweep_dir>/sweep.json`` as a ``SweepManifest``; AnalysisError naming the problem otherwise."""
+    path = sweep_dir / MANIFEST
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise AnalysisError(f"{path} is missing", hint="pass a sweep folder written by `spectrn sweep`") from None
+    except (OSError, ValueError) as e:
+        raise AnalysisError(f"{path} is corrupt: {e}", hint="move it away to start the sweep afresh") from None
+    return read_sweep_manifest(raw, str(path))
 
 
 @dataclass
 class Manifest:
     path: Path
-    data: dict[str, Any]
+    model: SweepManifest
 
     @classmethod
-    def open(cls, sweep_dir: Path, sweep_id: str, settings: dict[str, Any], fp: str, *, resume: bool) -> Manifest:
+    def open(cls, sweep_dir: Path, sweep_id: str, settings: SweepSettings, fp: str, *, resume: bool) -> Manifest:
         path = sweep_dir / MANIFEST
         if path.exists():
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except ValueError as e:
-                raise AnalysisError(f"{path} is corrupt: {e}", hint="move it away to start the sweep afresh") from None
+            model = read_manifest(sweep_dir)
             if not resume:
                 raise ConfigError(
-                    f"sweep {sweep_id} already exists ({len(data.get('cells', {}))} finished cell(s))",
+                    f"sweep {sweep_id} already exists ({len(model.cells)} finished cell(s))",
                     hint="pass --resume to continue it, or choose another --sweep-id",
                 )
-            if data.get("fingerprint") != fp:
+            if model.fingerprint != fp:
                 raise ConfigError(
                     f"sweep {sweep_id} was run with different settings (config fingerprint "
-                    f"{data.get('fingerprint')} vs now {fp}); its cells would not be comparable",
+                    f"{model.fingerprint} vs now {fp}); its cells would not be comparable",
                     hint="resume with the same config and flags (only --drafts/--windows/--concurrency may change), "
                     "or start a new --sweep-id",
                 )
-            data["settings"] = settings
-            return cls(path, data)
-        data = {
-            "version": MANIFEST_VERSION,
-            "sweep_id": sweep_id,
-            "created_at": time.time(),
-            "fingerprint": fp,
-            "settings": settings,
-            "cells": {},
-        }
-        m = cls(path, data)
+            model.settings = settings
+            return cls(path, model)
+        m = cls(path, SweepManifest(sweep_id=sweep_id, created_at=time.time(), fingerprint=fp, settings=settings))
         m.save()
         return m
 
     def save(self) -> None:
-        atomic_write_text(self.path, json.dumps(finite(self.data), indent=2, allow_nan=False))
+        data = finite(self.model.model_dump(mode="json"))
+        atomic_write_text(self.path, json.dumps(data, indent=2, allow_nan=False) + "\n")
 
     def done(self, cell: Cell) -> bool:
-        return cell.key in self.data["cells"]
+        return cell.key in self.model.cells
 
-    def record(self, cell: Cell, entry: dict[str, Any]) -> None:
-        self.data["cells"][cell.key] = entry
+    def record(self, cell: Cell, entry: SweepCell) -> None:
+        self.model.cells[cell.key] = entry
         self.save()
 
-    def finished_cells(self) -> list[tuple[Cell, dict[str, Any]]]:
-        out = []
-        for entry in self.data["cells"].values():
-            out.append((Cell(entry["draft"], int(entry["window"]), entry["level"]), entry))
-        return out
+    def finished_cells(self) -> list[tuple[Cell, SweepCell]]:
+        return [(Cell(e.draft, e.window, e.level), e) for e in self.model.cells.values()]
 
 
 def finite(o: Any) -> Any:

@@ -14,6 +14,8 @@ from typing import Any
 from spectrn.errors import AnalysisError, ConfigError, Interrupted, SpectrnError
 from spectrn.events import Emitter, OnEvent, fmt_duration
 from spectrn.paths import atomic_write_text, safe_output_dir
+from spectrn.run.sweep_analysis import SweepAnalysis, SweepPrediction
+from spectrn.run.sweep_manifest import CellEquivalence, SweepCell, SweepSettings
 from spectrn.spec.config import SpectrnConfig
 from spectrn.sweep.cells import aggregate_equivalence, cell_inputs
 from spectrn.sweep.grid import (
@@ -56,11 +58,19 @@ class SweepOptions:
 
 
 @dataclass
-class SweepResult:
-    sweep_dir: Path
+class CellsRun:
+    """Which cells this invocation ran and which it found finished."""
+
     ran: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
-    analysis: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class SweepResult:
+    sweep_dir: Path
+    ran: list[str]
+    skipped: list[str]
+    analysis: SweepAnalysis
 
 
 class Sweep:
@@ -83,17 +93,17 @@ class Sweep:
         self.on_event = on_event
         self.emit = Emitter(on_event)
         self.levels = levels_of(cfg)
-        settings = {
-            "drafts": opts.drafts,
-            "windows": opts.windows,
-            "levels": self.levels,
-            "prompts": cfg.bench.prompts,
-            "requests": cfg.bench.requests,
-            "max_tokens": cfg.bench.max_tokens,
-            "predict": opts.predict,
-            "target": cfg.target,
-            "runtime": cfg.runtime,
-        }
+        settings = SweepSettings(
+            drafts=opts.drafts,
+            windows=opts.windows,
+            levels=self.levels,
+            prompts=cfg.bench.prompts,
+            requests=cfg.bench.requests,
+            max_tokens=cfg.bench.max_tokens,
+            predict=opts.predict,
+            target=cfg.target,
+            runtime=cfg.runtime,
+        )
         for d in opts.drafts:  # fail before anything runs on an invalid draft or window
             for w in opts.windows:
                 cell_config(cfg, Cell(d, w, self.levels[0]))
@@ -104,7 +114,7 @@ class Sweep:
     def _cell_dir(self, cell: Cell) -> Path:
         return self.sweep_dir / "cells" / cell.config_dir
 
-    def run_cells(self, cells: Sequence[Cell], lazy: _LazyRunner, result: SweepResult, *, phase: str = "") -> None:
+    def run_cells(self, cells: Sequence[Cell], lazy: _LazyRunner, result: CellsRun, *, phase: str = "") -> None:
         todo = [c for c in cells if not self.manifest.done(c)]
         for c in cells:
             if self.manifest.done(c) and c.key not in result.skipped:
@@ -145,7 +155,7 @@ class Sweep:
             try:
                 self.run_one(cell, runner)
             except (KeyboardInterrupt, Interrupted):
-                done = len(self.manifest.data["cells"])
+                done = len(self.manifest.model.cells)
                 raise Interrupted(
                     f"sweep {self.sweep_id} stopped during {cell.key}; {done} finished cell(s) are kept",
                     hint=resume,
@@ -170,19 +180,22 @@ class Sweep:
         summary = finish(run_dir, report=False).summary  # the same finish as every run; one report for the sweep
         view = summary.level(cell.level) if cell.level in summary.level_labels else summary.levels[0]
         eq = view.equivalence
+        finished = time.time()
         self.manifest.record(
             cell,
-            {
-                "draft": cell.draft,
-                "window": cell.window,
-                "level": cell.level,
-                "run_dir": str(run_dir.relative_to(self.sweep_dir)),
-                "started_at": t0,
-                "finished_at": time.time(),
-                "duration_s": time.time() - t0,
-                "clean": summary.clean,
-                "equivalence": eq.model_dump(include={"compared", "matched", "match_rate"}) if eq else {},
-            },
+            SweepCell(
+                draft=cell.draft,
+                window=cell.window,
+                level=cell.level,
+                run_dir=str(run_dir.relative_to(self.sweep_dir)),
+                started_at=t0,
+                finished_at=finished,
+                duration_s=finished - t0,
+                clean=summary.clean,
+                equivalence=CellEquivalence(compared=eq.compared, matched=eq.matched, match_rate=eq.match_rate)
+                if eq
+                else CellEquivalence(),
+            ),
         )
         for cls, cs in sorted(view.by_prompt_class.items()):
             sp = cs.speedup.tpot_p50 if cs.speedup else None
@@ -199,7 +212,7 @@ class Sweep:
     def run(self, runner_factory: Callable[[], AbstractContextManager[CellRunner]]) -> SweepResult:
         """Run every unfinished cell (or the predict flow), then analyze everything finished. The runtime is
         started only when a cell actually needs to run, and always stopped."""
-        result = SweepResult(self.sweep_dir)
+        result = CellsRun()
         cells = grid(self.opts.drafts, self.opts.windows, self.levels)
         with ExitStack() as stack:
             stack.enter_context(_sweep_lock(self.sweep_dir, self.sweep_id))
@@ -208,10 +221,9 @@ class Sweep:
                 self._predict_flow(runner, result)
             else:
                 self.run_cells(cells, runner, result)
-        result.analysis = self.analyze()
-        return result
+        return SweepResult(self.sweep_dir, result.ran, result.skipped, self.analyze())
 
-    def _predict_flow(self, runner: _LazyRunner, result: SweepResult) -> None:
+    def _predict_flow(self, runner: _LazyRunner, result: CellsRun) -> None:
         k_max = max(self.opts.windows)
         level = self.levels[0]
         if len(self.levels) > 1:
@@ -223,8 +235,7 @@ class Sweep:
             f"(instead of {len(self.opts.drafts) * len(self.opts.windows)} grid cells)",
         )
         self.run_cells(first, runner, result, phase=f"predict: measuring window {k_max}")
-        pred = self.prediction()
-        choice = pred.get("choice")
+        choice = self.prediction().choice
         if choice is None:
             raise AnalysisError(
                 "no prediction could be made from the large-window run(s)",
@@ -232,13 +243,13 @@ class Sweep:
             )
         self.emit(
             "info",
-            f"predicted optimum: {choice['draft']} window {choice['window']} "
-            f"(predicted TPOT {choice['tpot_s'] * 1e3:.2f} ms on the mix); confirming",
+            f"predicted optimum: {choice.draft} window {choice.window} "
+            f"(predicted TPOT {choice.tpot_s * 1e3:.2f} ms on the mix); confirming",
         )
-        self.run_cells([Cell(choice["draft"], int(choice["window"]), level)], runner, result, phase="predict: confirm")
+        self.run_cells([Cell(choice.draft, choice.window, level)], runner, result, phase="predict: confirm")
 
     # ---- analysis ----
-    def prediction(self) -> dict[str, Any]:
+    def prediction(self) -> SweepPrediction:
         """Predictions from the largest measured window per draft; compared with every measured window."""
         from spectrn.sweep.predict import StepPoint, compare_prediction, fit_costs, mix_prediction, predict_tpot
         from spectrn.sweep.recommend import build_matrix, default_mix
@@ -246,7 +257,7 @@ class Sweep:
         level = self.levels[0]
         cells = [c for c in cell_inputs(self.sweep_dir, self.manifest) if c.level == level]
         if not cells:
-            return {}
+            return SweepPrediction()
         rows = build_matrix(cells)
         weights = self.opts.weights or default_mix(rows)
         out: dict[str, Any] = {"level": level, "weights": weights, "drafts": {}, "choice": None, "comparison": []}
@@ -320,7 +331,7 @@ class Sweep:
                                               "from_window": k, "fitted": row["window"] == k})  # fmt: skip
         if best is not None:
             out["choice"] = {"draft": best[2], "window": best[1], "tpot_s": best[0]}
-        return out
+        return SweepPrediction.model_validate(finite(out))
 
     @staticmethod
     def _refined(
@@ -370,7 +381,8 @@ class Sweep:
             "cost": {c: p.cost.to_dict() for c, p in refined.items()},
         }
 
-    def analyze(self) -> dict[str, Any]:
+    def analyze(self) -> SweepAnalysis:
+        """The analysis of every finished cell, written to ``analysis.json`` (the ``SweepAnalysis`` contract)."""
         from spectrn.sweep.recommend import analyze_sweep
 
         cells = cell_inputs(self.sweep_dir, self.manifest)
@@ -380,17 +392,23 @@ class Sweep:
             cells, weights=self.opts.weights, min_gain=self.opts.min_gain, objective=self.opts.objective
         )
         analysis["sweep_id"] = self.sweep_id
-        analysis["settings"] = self.manifest.data.get("settings")
+        analysis["settings"] = self.manifest.model.settings.model_dump()
         analysis["equivalence"] = aggregate_equivalence(cells)
         analysis["cells"] = [
-            {"key": c.key, "run_dir": e["run_dir"], "duration_s": e.get("duration_s"), "clean": e.get("clean")}
+            {"key": c.key, "run_dir": e.run_dir, "duration_s": e.duration_s, "clean": e.clean}
             for c, e in self.manifest.finished_cells()
         ]
         # Also for a full grid: predicting every window from the largest one, next to what was measured, shows
         # how far --predict can be trusted on this workload before the next sweep relies on it.
-        analysis["prediction"] = self.prediction()
-        atomic_write_text(self.sweep_dir / "analysis.json", json.dumps(finite(analysis), indent=2, allow_nan=False))
-        return analysis
+        analysis["prediction"] = self.prediction().model_dump()
+        # NaN/Inf (a ratio over an empty class) become null first: the contract is strict JSON.
+        model = SweepAnalysis.model_validate(finite(analysis))
+        data = finite(model.model_dump(mode="json"))
+        atomic_write_text(self.sweep_dir / ANALYSIS, json.dumps(data, indent=2, allow_nan=False) + "\n")
+        return model
+
+
+ANALYSIS = "analysis.json"
 
 
 def _stale_runs(out_root: Path, cell: Cell, runner: CellRunner) -> Iterator[Path]:

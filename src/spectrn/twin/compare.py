@@ -86,8 +86,8 @@ def compare_runs(twin: Twin, run_dirs: Sequence[Path], *, samples: int = 100, se
             order = None
         ramps: dict[int, float] = {}
         for lv in levels:
-            shape = meta.load_shape.get(lv.label, {})
-            ramp = shape.get("ramp_s") if isinstance(shape, dict) else None
+            shape = meta.load_shape.get(lv.label)
+            ramp = shape.ramp_s if shape is not None else None
             c = Load.parse(lv.label).concurrency or 1
             ramps[c] = float(ramp) / scale if isinstance(ramp, int | float) else default_ramps([c], scale)[c]
         pred: Prediction = predict(
