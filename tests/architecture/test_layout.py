@@ -16,7 +16,6 @@ ONE_JOB = {
     "render/manifests.py": "config -> Kubernetes objects",
     "spec/config.py": "the strict run spec with its validation and sources",
     "kube/client.py": "the only kubernetes module: every API call and its error translation",
-    "sim/server.py": "the simulator's HTTP protocol",
     "sim/engine.py": "the simulator's engine loop",
     "loadgen/client.py": "one streaming request, measured per chunk, with every protocol check",
 }
