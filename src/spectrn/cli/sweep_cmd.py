@@ -151,7 +151,7 @@ def sweep(
             "--twin",
             metavar="FILE",
             help="With --local: serve this twin (spectrn twin calibrate) instead of a preset; its batch limit, "
-            "profile and draft are the defaults.",
+            "context limit, profile and draft are the defaults.",
         ),
     ] = None,
     config: ConfigOpt = None,
