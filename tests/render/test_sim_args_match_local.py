@@ -5,6 +5,7 @@ simulators ``bench --local`` really starts (read back from /proc)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from doubles.render_support import FIXED_PROMPTS, k8s_expand
 from spectrn.render import manifests as render
 from spectrn.runtimes.sim_pair import SimPair
+from spectrn.spec.config import SpectrnConfig
 
 # Every value differs from its default, so a launch path that drops or hard-codes one shows.
 CFG: dict[str, Any] = {
@@ -25,7 +27,7 @@ CFG: dict[str, Any] = {
 }
 
 
-def rendered_args(cfg: Any) -> dict[str, list[str]]:
+def rendered_args(cfg: SpectrnConfig) -> dict[str, list[str]]:
     """Each simulator Deployment's container args, as the container receives them (Kubernetes expansion)."""
     out = {}
     for obj in render.render_objects(cfg, run_id="args", prompts=FIXED_PROMPTS):
@@ -71,7 +73,7 @@ def running_sim_args(url: str) -> list[str]:
     return argv[argv.index("spectrn") + 1 :]
 
 
-def test_rendered_simulator_args_carry_the_config(make_cfg) -> None:
+def test_rendered_simulator_args_carry_the_config(make_cfg: Callable[..., SpectrnConfig]) -> None:
     cfg = make_cfg(CFG)
     args = rendered_args(cfg)
     assert set(args) == {"baseline", "speculative"}
@@ -90,7 +92,9 @@ def test_rendered_simulator_args_carry_the_config(make_cfg) -> None:
 
 
 @pytest.mark.parametrize("time_scale", [0.05, 0.0123456789])
-def test_local_servers_run_the_rendered_command_line(make_cfg, tmp_path: Path, time_scale: float) -> None:
+def test_local_servers_run_the_rendered_command_line(
+    make_cfg: Callable[..., SpectrnConfig], tmp_path: Path, time_scale: float
+) -> None:
     cfg = make_cfg({**CFG, "sim": {**CFG["sim"], "time_scale": time_scale}})
     rendered = rendered_args(cfg)
     with SimPair(cfg, tmp_path / "servers") as pair:

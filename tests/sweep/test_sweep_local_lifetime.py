@@ -10,11 +10,14 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 pytestmark = pytest.mark.slow
+T = TypeVar("T")
 
 # A long sweep (time scale 1: seconds per request), so it is surely still running when the signal comes.
 ARGS = ["sweep", "--local", "--quiet", "--no-report", "--drafts", "qwen3-1.7b", "--windows", "5",
@@ -66,7 +69,7 @@ def healthy(port: str) -> bool:
         return False
 
 
-def wait_for(what: str, check, timeout_s: float):  # type: ignore[no-untyped-def]
+def wait_for(what: str, check: Callable[[], T], timeout_s: float) -> T:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         value = check()
