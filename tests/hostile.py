@@ -328,7 +328,7 @@ class HostileServer(LoopServer):
 
     def __enter__(self) -> HostileServer:
         if self.mode == "refused":
-            from spectrn.runtimes.sim_pair import free_port
+            from spectrn.runtimes.launch import free_port
 
             self.url = f"http://127.0.0.1:{free_port()}"
             return self

@@ -15,7 +15,6 @@ ONE_JOB = {
     "loadgen/runner.py": "one benchmark run: schedules, load shapes, limits, the run folder's writes",
     "render/manifests.py": "config -> Kubernetes objects",
     "spec/config.py": "the strict run spec with its validation and sources",
-    "sim/server.py": "the simulator's HTTP protocol",
 }
 
 

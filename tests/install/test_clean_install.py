@@ -132,7 +132,7 @@ def plain(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Venv:
 @pytest.fixture(scope="module")
 def sim_server(plain: Venv) -> Iterator[str]:
     """The simulator served from the plain install (`spectrn sim serve`), for the load generator."""
-    from spectrn.runtimes.sim_pair import free_port
+    from spectrn.runtimes.launch import free_port
 
     port = free_port()
     log = plain.work / "sim-serve.log"
@@ -257,7 +257,7 @@ def test_the_image_extras_install_cleanly(image: Venv) -> None:
 
 def test_the_image_command_line_serves(image: Venv) -> None:
     """ENTRYPOINT + CMD as the Dockerfile gives them, with the address moved to loopback for the test."""
-    from spectrn.runtimes.sim_pair import free_port
+    from spectrn.runtimes.launch import free_port
 
     argv = dockerfile_command()
     assert argv[:3] == ["spectrn", "sim", "serve"]

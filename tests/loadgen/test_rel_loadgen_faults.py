@@ -139,7 +139,7 @@ def test_never_healthy_endpoint_aborts_before_the_run(start_sim, capsys, tmp_pat
 
 
 def test_unreachable_endpoint_aborts_with_exit_4_and_writes_nothing(start_sim, capsys, tmp_path) -> None:
-    from spectrn.runtimes.sim_pair import free_port
+    from spectrn.runtimes.launch import free_port
 
     ok = start_sim()
     dead = f"http://127.0.0.1:{free_port()}"
@@ -204,7 +204,8 @@ def test_local_servers_that_fail_to_start_abort_with_their_own_reason(capsys, tm
     argv += ["--run-id", "x"]
     code, _, err = run_cli(argv, capsys)
     assert code == 8
-    assert "SimError: server for http://127.0.0.1:" in err and "exited with code 8 during start-up" in err
+    assert "SimError: simulator baseline server (http://127.0.0.1:" in err
+    assert "exited with code 8 during start-up" in err
     assert "unknown simulator preset 'nosuch'" in err  # the server's log tail says why
     assert not (tmp_path / "x" / "requests.jsonl").exists()
     assert (tmp_path / "x" / "servers" / "sim-baseline.log").exists()  # the logs are kept for diagnosis

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from doubles.cwfakes import REGION, FakeSink
-from spectrn.runtimes.sim_pair import free_port
+from spectrn.runtimes.launch import free_port
 
 _AWS_VARS_TO_CLEAR = (
     "AWS_PROFILE",

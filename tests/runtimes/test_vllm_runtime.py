@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from spectrn.errors import BenchError, ConfigError, EndpointError
-from spectrn.runtimes.vllm_cpu import STARTING_GRACE_S, VllmCpuPair, _group_members, missing_parts
+from spectrn.runtimes.launch import group_members
+from spectrn.runtimes.vllm_cpu import STARTING_GRACE_S, VllmCpuPair, missing_parts
 
 from .conftest import get_text, require_tier
 
@@ -78,11 +79,11 @@ def test_never_healthy_times_out_and_kills_the_group(tmp_path: Path) -> None:
     assert "allow more time" in str(e.value)
     # A server that never became healthy gets the short start-up grace, not the full one.
     assert time.monotonic() - t0 < 2 + STARTING_GRACE_S + 10
-    assert pair.procs == {}
+    assert pair.servers == {}
     pids = [int(line.split()[1]) for p in (tmp_path / "work").glob("*.log") for line in p.read_text().splitlines()]
     assert len(pids) == 2
     for pid in pids:
-        assert _group_members(pid) == [], f"process group {pid} survived stop()"
+        assert group_members(pid) == [], f"process group {pid} survived stop()"
 
 
 def http_stand_in(tmp_path: Path) -> tuple[Path, Path]:
@@ -108,22 +109,22 @@ def http_stand_in(tmp_path: Path) -> tuple[Path, Path]:
 def test_set_window_restarts_only_the_speculative_server(tmp_path: Path) -> None:
     venv, models = http_stand_in(tmp_path)
     with VllmCpuPair(tmp_path / "work", num_speculative_tokens=4, venv=venv, models_dir=models) as pair:
-        base_pid, spec_pid = pair.procs["baseline"].pid, pair.procs["speculative"].pid
+        base_pid, spec_pid = pair.servers["baseline"].pgid, pair.servers["speculative"].pgid
         base_url, old_url = pair.endpoints["baseline"], pair.endpoints["speculative"]
-        assert pair.set_window(4) == old_url and pair.procs["speculative"].pid == spec_pid  # same window: no-op
+        assert pair.set_window(4) == old_url and pair.servers["speculative"].pgid == spec_pid  # same window: no-op
         new_url = pair.set_window(7)
         assert new_url == pair.endpoints["speculative"] != old_url
-        assert pair.procs["baseline"].pid == base_pid and pair.endpoints["baseline"] == base_url
-        assert pair.procs["speculative"].pid != spec_pid
-        assert _group_members(spec_pid) == []  # the old speculative server is gone
+        assert pair.servers["baseline"].pgid == base_pid and pair.endpoints["baseline"] == base_url
+        assert pair.servers["speculative"].pgid != spec_pid
+        assert group_members(spec_pid) == []  # the old speculative server is gone
         assert get_text(f"{new_url}/health") == ""
         log = (tmp_path / "work" / "vllm-speculative.log").read_text()
         assert '"num_speculative_tokens": 4' in log and '"num_speculative_tokens": 7' in log  # appended
         with pytest.raises(ConfigError):
             pair.set_window(0)
-        pgids = [p.pid for p in pair.procs.values()]
+        pgids = [s.pgid for s in pair.servers.values()]
     for pgid in pgids:
-        assert _group_members(pgid) == []
+        assert group_members(pgid) == []
 
 
 def test_exception_inside_the_block_stops_the_servers(tmp_path: Path) -> None:
@@ -135,11 +136,11 @@ def test_exception_inside_the_block_stops_the_servers(tmp_path: Path) -> None:
             assert pair.model == "fake-model"
             assert set(pair.endpoints) == {"baseline", "speculative"}
             assert all(get_text(f"{u}/health") == "" for u in pair.endpoints.values())
-            pgids = [p.pid for p in pair.procs.values()]
+            pgids = [s.pgid for s in pair.servers.values()]
             raise KeyboardInterrupt  # what Ctrl-C does inside `spectrn demo`
     assert len(pgids) == 2
     for pgid in pgids:
-        assert _group_members(pgid) == []
+        assert group_members(pgid) == []
     # The rendezvous files the (stand-in) engines announced in their logs are gone.
     logs = "".join(p.read_text() for p in (tmp_path / "work").glob("*.log"))
     dist = [line.split("file://")[1].split()[0] for line in logs.splitlines() if "file://" in line]
@@ -211,7 +212,7 @@ def test_ctrl_c_during_real_startup_stops_everything_quickly(tmp_path: Path) -> 
     assert "KeyboardInterrupt" in err and proc.returncode != 0
     assert elapsed < STARTING_GRACE_S + 20, f"stopping took {elapsed:.1f}s"
     for pgid in leaders.values():
-        assert _group_members(pgid) == [], f"process group {pgid} survived Ctrl-C"
+        assert group_members(pgid) == [], f"process group {pgid} survived Ctrl-C"
 
 
 def test_relative_paths_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from spectrn.runtimes.sim_pair import free_port
+from spectrn.runtimes.launch import free_port
 from support import spectrn
 
 

@@ -126,7 +126,7 @@ def test_compile_wrapper_runs_against_a_stand_in_vllm(mode: str, tmp_path: Path)
     import os
     import sys
 
-    from spectrn.runtimes.sim_pair import free_port
+    from spectrn.runtimes.launch import free_port
 
     port = free_port()
     cfg = build_config({"s3": {"bucket": "my-models"}, "resources_mode": "device-plugin", "port": port}, environ={})

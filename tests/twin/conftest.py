@@ -9,8 +9,6 @@ for the client to time-stamp 2 x 16 streams on a loaded 2-core machine.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,9 +20,10 @@ import pytest
 import yaml
 from rich.console import Console
 
+from spectrn.errors import SimError
 from spectrn.finish import finish
 from spectrn.loadgen.bench import endpoint_provenance, execute, plan_from_config
-from spectrn.runtimes.sim_pair import free_port, terminate, wait_healthy
+from spectrn.runtimes.launch import LocalServer, free_port, start_server, stop_servers, wait_healthy
 from spectrn.sim.model import PRESETS
 from spectrn.spec.config import build_config
 from spectrn.twin.calibrate import calibrate
@@ -64,9 +63,7 @@ def hidden_preset() -> dict[str, Any]:
 @contextmanager
 def sim_pair(preset: Path, window: int, logs: Path, *, seed: int = 0) -> Iterator[dict[str, str]]:
     """A baseline and a speculative simulator serving ``preset`` (subprocesses, stopped on exit)."""
-    procs: list[subprocess.Popen[bytes]] = []
-    urls: dict[str, str] = {}
-    logs.mkdir(parents=True, exist_ok=True)
+    servers: list[LocalServer] = []
     try:
         for variant in ("baseline", "speculative"):
             port = free_port()
@@ -74,18 +71,11 @@ def sim_pair(preset: Path, window: int, logs: Path, *, seed: int = 0) -> Iterato
                    "--time-scale", repr(TIME_SCALE), "--seed", str(seed)]  # fmt: skip
             if variant == "speculative":
                 cmd += ["--speculative", "--window", str(window)]
-            log = logs / f"{variant}-k{window}.log"
-            with log.open("wb") as f:
-                procs.append(
-                    subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-                )  # fmt: skip
-            urls[variant] = f"http://127.0.0.1:{port}"
-            wait_healthy(urls[variant], procs[-1], log, 60)
-        yield urls
+            servers.append(start_server(f"simulator {variant}", cmd, port, logs / f"{variant}-k{window}.log"))
+        wait_healthy(servers, 60, error=SimError, exited_hint=lambda s: f"see {s.log}", slow_hint="a loaded machine")
+        yield {variant: s.url for variant, s in zip(("baseline", "speculative"), servers, strict=True)}
     finally:
-        for p in procs:
-            terminate(p)
+        stop_servers(servers, grace_s=5.0)
 
 
 def bench(urls: dict[str, str], out: Path, run_id: str, *, window: int, levels: list[int], requests: int,

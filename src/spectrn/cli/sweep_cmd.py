@@ -151,7 +151,7 @@ def sweep(
             "--twin",
             metavar="FILE",
             help="With --local: serve this twin (spectrn twin calibrate) instead of a preset; its batch limit, "
-            "profile and draft are the defaults.",
+            "context limit, profile and draft are the defaults.",
         ),
     ] = None,
     config: ConfigOpt = None,
@@ -234,7 +234,11 @@ def sweep(
         sw = Sweep(cfg, sid, out_dir, opts, view, resume=resume)
         say(console, f"sweep {sid}: {sw.sweep_dir}")
         if kube is None:
-            result = sw.run(lambda: local_runner(cfg, sw.sweep_dir, time_scale, runtime, twin))
+            from spectrn.loadgen.bench import sigterm_raises
+
+            # SIGTERM outside a cell's requests (those stop on their own) unwinds too, stopping the servers.
+            with sigterm_raises(f"while sweep {sid} ran; finished cells are kept"):
+                result = sw.run(lambda: local_runner(cfg, sw.sweep_dir, time_scale, runtime, twin))
             artifacts = {f"{x}-k{y}": f"not needed ({runtime})" for x in d for y in w}
         else:
             from spectrn.deploy.compile import artifact_status

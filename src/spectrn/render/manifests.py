@@ -247,25 +247,12 @@ def vllm_args(cfg: SpectrnConfig, speculative: bool) -> list[str]:
 
 
 def sim_args(cfg: SpectrnConfig, speculative: bool) -> list[str]:
-    """Arguments after ``spectrn`` for the simulated server (runtime: sim)."""
-    args = [
-        "sim", "serve",
-        "--host", "0.0.0.0",
-        "--port", str(cfg.port),
-        "--preset", cfg.sim.preset,
-        "--time-scale", f"{cfg.sim.time_scale:g}",
-        "--max-num-seqs", str(cfg.max_num_seqs),
-        "--max-model-len", str(cfg.max_model_len),
-    ]  # fmt: skip
-    if cfg.sim_profile_choice is not None:  # the server the config would deploy; else the preset's own
-        args += ["--profile", cfg.sim_profile_choice]
-    if speculative:
-        args.append("--speculative")
-        if cfg.uses_draft_model:
-            args += ["--draft", cfg.draft]
-        args += ["--window", str(cfg.num_speculative_tokens)]
-    args += ["--served-model-name", cfg.target_spec.hf_id]
-    return args
+    """Arguments after ``spectrn`` for the simulated server (runtime: sim): the local servers' own command line
+    (one function builds both, so they cannot drift), listening on every address at ``port``. Plain values:
+    ``k8s_literal`` escapes them for the container spec."""
+    from spectrn.runtimes.launch import sim_serve_args
+
+    return sim_serve_args(cfg, speculative, host="0.0.0.0", port=cfg.port)  # noqa: S104 - a pod's own address
 
 
 def _env(name: str, value: str) -> dict[str, Any]:

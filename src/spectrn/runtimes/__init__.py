@@ -7,5 +7,6 @@
     draft-model speculative decoding: real protocol bytes and real ``vllm:spec_decode_*`` counters.
 
 Both expose ``.endpoints`` (``{"baseline": url, "speculative": url}``) and ``.model`` (the served model
-name), and stop their servers on exit, including on errors and Ctrl-C.
+name), and stop their servers on exit, including on errors and Ctrl-C. Both start their servers through
+``launch`` (as the sweep does), which also builds the simulator's command line for render.
 """

@@ -1,91 +1,21 @@
 """Local runtime ``sim``: a baseline and a speculative simulated Neuron vLLM server on loopback.
 
 Each server runs in its own process (``python -m spectrn sim serve``), so the load generator's own CPU
-use never delays the servers' schedule and vice versa. Free ports are chosen by the OS; the context
-manager waits for ``/health`` and stops both servers (SIGTERM, then SIGKILL) whatever happens.
+use never delays the servers' schedule and vice versa. Free ports are chosen by the OS; the command lines and
+the servers' lifetime (ready on ``/health``, stopped with SIGTERM then SIGKILL whatever happens, dead with
+the command that started them) are ``spectrn.runtimes.launch``'s.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import socket
-import subprocess
-import sys
-import threading
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
 from spectrn.errors import SimError
+from spectrn.runtimes.launch import LocalServer, free_port, sim_command, start_server, stop_servers, wait_healthy
 from spectrn.spec.config import SpectrnConfig
 
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
-
-
-def die_with_parent() -> Callable[[], None] | None:
-    """A ``preexec_fn`` for the servers spectrn starts: the child gets SIGTERM when this process dies, even by
-    SIGKILL, so no server outlives the command that started it (Linux ``PR_SET_PDEATHSIG``; None elsewhere).
-
-    The signal follows the *thread* that forks, so it is only set from the main thread (which lives as long as
-    the process); a child whose parent is already gone when it starts exits at once."""
-    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
-        return None
-    import ctypes
-
-    prctl = ctypes.CDLL(None, use_errno=True).prctl  # loaded here, in the parent: the child only calls it
-    parent = os.getpid()
-
-    def child() -> None:
-        prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        if os.getppid() != parent:  # died between fork and prctl
-            os._exit(1)
-
-    return child
-
-
-def terminate(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
-    """SIGTERM the process group, then SIGKILL it after ``grace_s``; a no-op for a finished process."""
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    try:
-        proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=grace_s)
-
-
-def wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            tail = log.read_text(encoding="utf-8", errors="replace")[-2000:] if log.exists() else ""
-            raise SimError(f"server for {url} exited with code {proc.returncode} during start-up:\n{tail}")
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as resp:
-                if resp.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.1)
-    raise SimError(f"server {url} not healthy after {timeout_s:g}s", hint=f"see its log {log}")
+STOP_GRACE_S = 5.0  # a simulator exits at once on SIGTERM; this only bounds a stuck one
 
 
 def sim_profile(cfg: SpectrnConfig) -> str:
@@ -103,6 +33,35 @@ def sim_profile(cfg: SpectrnConfig) -> str:
         return "unknown"
 
 
+def start_sim(
+    cfg: SpectrnConfig,
+    variant: str,
+    log: Path,
+    *,
+    time_scale: float | None = None,
+    preset_file: Path | None = None,
+) -> LocalServer:
+    """Start one simulator (``variant`` baseline or speculative) for ``cfg`` on a free loopback port."""
+    port = free_port()
+    cmd = sim_command(cfg, variant == "speculative", port, time_scale=time_scale, preset_file=preset_file)
+    return start_server(f"simulator {variant}", cmd, port, log)
+
+
+def wait_sims(servers: list[LocalServer], timeout_s: float) -> None:
+    """Wait until the simulators answer ``/health``; a SimError with the log tail when one cannot start."""
+    wait_healthy(
+        servers,
+        timeout_s,
+        error=SimError,
+        exited_hint=lambda s: f"the log above says why; all of it is in {s.log}",
+        slow_hint="a busy machine starts servers slowly: stop other heavy processes and try again",
+    )
+
+
+def stop_sims(servers: list[LocalServer]) -> None:
+    stop_servers(servers, grace_s=STOP_GRACE_S)
+
+
 class SimPair:
     """``with SimPair(cfg, work_dir) as pair: pair.endpoints -> {"baseline": url, "speculative": url}``."""
 
@@ -112,90 +71,35 @@ class SimPair:
         work_dir: Path,
         *,
         time_scale: float | None = None,
-        extra_args: list[str] | None = None,
         startup_timeout_s: float = 60.0,
     ) -> None:
         self.cfg = cfg
         self.work_dir = work_dir
         self.time_scale = time_scale if time_scale is not None else cfg.sim.time_scale
-        self.extra_args = extra_args or []
         self.startup_timeout_s = startup_timeout_s
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.servers: dict[str, LocalServer] = {}
         self.endpoints: dict[str, str] = {}
         self.model = cfg.target_spec.hf_id
         self.profile = sim_profile(cfg)
-
-    def _command(self, variant: str, port: int) -> list[str]:
-        cfg = self.cfg
-        cmd = [
-            sys.executable,
-            "-m",
-            "spectrn",
-            "sim",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--preset",
-            cfg.sim.preset,
-            "--time-scale",
-            repr(self.time_scale),
-            "--max-num-seqs",
-            str(cfg.max_num_seqs),
-            "--served-model-name",
-            self.model,
-        ]
-        if cfg.sim_profile_choice is not None:  # else the preset's own (neuron-fork for the Neuron presets)
-            cmd += ["--profile", cfg.sim_profile_choice]
-        if variant == "speculative":
-            cmd += ["--speculative", "--draft", cfg.draft, "--window", str(cfg.num_speculative_tokens)]
-        return cmd + self.extra_args
 
     def __enter__(self) -> SimPair:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         try:
             for variant in ("baseline", "speculative"):
-                port = free_port()
                 log = self.work_dir / f"sim-{variant}.log"
-                with log.open("wb") as f:
-                    self.procs[variant] = subprocess.Popen(
-                        self._command(variant, port),
-                        stdout=f,
-                        stderr=subprocess.STDOUT,
-                        stdin=subprocess.DEVNULL,
-                        start_new_session=True,
-                        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                        preexec_fn=die_with_parent(),  # noqa: PLW1509 (async-signal-safe enough: one prctl call)
-                    )
-                self.endpoints[variant] = f"http://127.0.0.1:{port}"
-            for variant, url in self.endpoints.items():
-                wait_healthy(url, self.procs[variant], self.work_dir / f"sim-{variant}.log", self.startup_timeout_s)
+                self.servers[variant] = start_sim(self.cfg, variant, log, time_scale=self.time_scale)
+                self.endpoints[variant] = self.servers[variant].url
+            wait_sims(list(self.servers.values()), self.startup_timeout_s)
         except BaseException:
             self.stop()
             raise
         return self
 
     def stop(self) -> None:
-        """Stop every server this pair started, even when Ctrl-C or SIGTERM interrupts the clean-up itself:
-        all get SIGTERM first (they shut down in parallel), then each is waited for or killed; an
-        interruption while waiting for one still kills the others, and is re-raised at the end."""
-        procs = list(self.procs.values())
-        self.procs.clear()
-        for proc in procs:
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGTERM)
-        pending: BaseException | None = None
-        for proc in procs:
-            try:
-                terminate(proc)
-            except BaseException as e:
-                pending = pending or e
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-        if pending is not None:
-            raise pending
+        """Stop every server this pair started (see ``launch.stop_servers``: interruptions included)."""
+        servers = list(self.servers.values())
+        self.servers.clear()
+        stop_sims(servers)
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

