@@ -45,6 +45,7 @@ from spectrn.analyze.stats import (
 )
 from spectrn.analyze.throughput import aggregate_ci, in_flight, ratio_ci
 from spectrn.errors import AnalysisError
+from spectrn.labels import setup_label
 from spectrn.run.records import RequestRecord, RunMeta
 from spectrn.run.summary import (
     ClassSummary,
@@ -710,7 +711,7 @@ def config_label(meta: RunMeta) -> str:
     window = server.window if server and server.source != "config" else cfg.num_speculative_tokens
     if cfg.speculation_mode == "medusa":
         draft = "medusa"
-    return f"{draft or 'unknown'}/k{window if window is not None else '?'}"
+    return setup_label(draft, window, sep="/")
 
 
 def _level(

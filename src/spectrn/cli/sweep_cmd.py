@@ -31,6 +31,7 @@ from spectrn.cli.common import (
     slo_flag,
 )
 from spectrn.errors import ConfigError
+from spectrn.labels import setup_label
 
 # this module's commands; spectrn.cli.main adds them to the app
 commands = typer.Typer()
@@ -235,7 +236,7 @@ def sweep(
         say(console, f"sweep {sid}: {sw.sweep_dir}")
         if kube is None:
             result = sw.run(lambda: local_runner(cfg, sw.sweep_dir, time_scale, runtime, twin))
-            artifacts = {f"{x}-k{y}": f"not needed ({runtime})" for x in d for y in w}
+            artifacts = {setup_label(x, y, sep="-"): f"not needed ({runtime})" for x in d for y in w}
         else:
             from spectrn.deploy.compile import artifact_status
             from spectrn.sweep.runners import ClusterRunner

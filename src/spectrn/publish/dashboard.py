@@ -6,11 +6,11 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from spectrn.analyze.run import ensure_summary
 from spectrn.errors import PublishError
+from spectrn.labels import iso_utc, series_label
 from spectrn.publish.datums import ALL_CLASSES, goodput_values
 from spectrn.publish.limits import MAX_DIMENSIONS, MAX_METRICS_PER_WIDGET, MAX_WIDGETS
 from spectrn.run.folder import RunFolder, dim_value
@@ -157,7 +157,7 @@ def build_dashboard(runs: Sequence[DashboardRun], *, namespace: str, region: str
                         dims = ["RunId", r.run_id, "Config", r.config_label, "Load", level, "Variant", variant]
                         if pclass != ALL_CLASSES:
                             dims += ["PromptClass", pclass]
-                        who = f"{r.config_label} {variant}" if multi else variant
+                        who = series_label(r.config_label, variant, multi=multi)
                         if metric:
                             series = [(metric, stat, f"{who} {lbl or stat}") for stat, lbl in stats]
                         elif pclass == ALL_CLASSES and r.has_acceptance and variant != "baseline":
@@ -273,7 +273,7 @@ def _goodput_widget(
             dims = ["RunId", r.run_id, "Config", r.config_label, "Load", level, "Variant", variant]
             if pclass != ALL_CLASSES:
                 dims += ["PromptClass", pclass]
-            who = f"{r.config_label} {variant}" if multi else variant
+            who = series_label(r.config_label, variant, multi=multi)
             color = VARIANT_COLORS.get(variant, "#7f7f7f")
             for name, label in _GOODPUT:
                 if name in names:
@@ -297,7 +297,7 @@ def _goodput_widget(
 
 
 def _iso_ms(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    return iso_utc(ts, millis=True)
 
 
 def validate_dashboard(body: dict[str, Any] | str) -> dict[str, Any]:

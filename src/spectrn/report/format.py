@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from spectrn.labels import class_label
 from spectrn.run.summary import LevelSummary, Speedup, Speedups, Stats, Summary, VariantSummary
 
 VARIANT_COLORS = {"baseline": "#1f77b4", "speculative": "#ff7f0e"}
@@ -212,7 +213,7 @@ def slo_table(level: LevelSummary) -> tuple[list[str], list[list[str]]] | None:
     """One row per (prompt class, variant) of a level: goodput (requests/s, output tokens/s, share within every
     per-request SLO), then each percentile SLO's observed value and verdict. None when the run sets no SLO."""
     scopes = [
-        ("all (pooled)" if cls == "all" else cls, v, cs.variants.get(v))
+        (class_label(cls), v, cs.variants.get(v))
         for cls, cs in level.scopes()
         for v in level.variant_names()
         if cs.variants.get(v) is not None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from spectrn.labels import class_label
 from spectrn.report.format import (
     GOODPUT_DEFINITION,
     correctness_lines,
@@ -69,7 +70,7 @@ def summary_markdown(summary: Summary, config: SpectrnConfig | None = None, *, i
         ]
         for cls, cs in lv.scopes():
             b, sp_v = cs.variants.get("baseline"), cs.variants.get("speculative")
-            cells = [_md("all (pooled)" if cls == "all" else cls)]
+            cells = [_md(class_label(cls))]
             for field, which, key, scale, digits in COLUMNS:
                 cells += [
                     f"{num(stat(b, field, which), scale, digits)} → {num(stat(sp_v, field, which), scale, digits)}",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from spectrn.labels import class_label
 from spectrn.report.format import goodput_cells, num, slo_check_text, slo_names, speedup_of, speedup_text, stat, usd
 from spectrn.run.summary import ClassSummary, Summary
 
@@ -87,7 +88,7 @@ def render_table(summary: Summary) -> Table:
         for n, (cls, cs) in enumerate(lv.scopes()):
             rows = _rows(cs)
             for i, (name, b, s, sp) in enumerate(rows):
-                label = ("all (pooled)" if cls == "all" else cls) if i == 0 else ""
+                label = class_label(cls) if i == 0 else ""
                 cells = [label, name, b, s, sp]
                 if multi:
                     cells.insert(0, lv.label if (n == 0 and i == 0) else "")

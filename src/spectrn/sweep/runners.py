@@ -15,6 +15,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from spectrn.events import Emitter, OnEvent
+from spectrn.labels import id_part, setup_label
 from spectrn.spec.config import SpectrnConfig
 from spectrn.sweep.grid import Cell
 
@@ -76,7 +77,7 @@ class LocalSimRunner:
         self.model = cfg.target_spec.hf_id
 
     def run_id(self, cell: Cell) -> str:
-        return f"{self.sweep_id}-{cell.draft}-k{cell.window}-{cell.level}"
+        return f"{self.sweep_id}-{cell.config_dir}-{cell.level}"
 
     def _start(self, cfg: SpectrnConfig, variant: str, log_name: str) -> tuple[subprocess.Popen[bytes], str]:
         from spectrn.runtimes.sim_pair import SimPair, free_port, wait_healthy
@@ -125,7 +126,8 @@ class LocalSimRunner:
         if self.spec is not None:
             _stop(self.spec[0])
             self.spec = None
-        proc, url = self._start(cfg, "speculative", f"sim-{cfg.draft}-k{cfg.num_speculative_tokens}.log")
+        log = f"sim-{setup_label(cfg.draft, cfg.num_speculative_tokens, sep='-')}.log"
+        proc, url = self._start(cfg, "speculative", log)
         self.spec = (proc, url, want)
         return url
 
@@ -220,9 +222,8 @@ class ClusterRunner:
         return None
 
     def run_id(self, cell: Cell) -> str:
-        draft = cell.draft.replace(".", "p")
         level = cell.level.replace(".", "p")
-        return f"{self.sweep_slug}-{draft}-k{cell.window}-{level}"[:40].strip("-")
+        return f"{self.sweep_slug}-{setup_label(id_part(cell.draft), cell.window, sep='-')}-{level}"[:40].strip("-")
 
     def run(self, cfg: SpectrnConfig, cell: Cell, out_root: Path, on_event: OnEvent | None, quiet: bool) -> Path:
         from spectrn.collect.incluster import run_incluster_bench
@@ -276,7 +277,7 @@ class LocalVllmCpuRunner:
         self.model = self.pair.model
 
     def run_id(self, cell: Cell) -> str:
-        return f"{self.sweep_id}-{cell.draft}-k{cell.window}-{cell.level}"
+        return f"{self.sweep_id}-{cell.config_dir}-{cell.level}"
 
     def __enter__(self) -> LocalVllmCpuRunner:
         self.pair.__enter__()
