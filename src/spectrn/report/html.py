@@ -11,24 +11,23 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from spectrn.analyze.metric_table import displayed
 from spectrn.analyze.run import ensure_summary
 from spectrn.intervals import interval_text
 from spectrn.labels import class_label, utc_text
 from spectrn.publish.datums import MetricsFn, default_metrics_fn
 from spectrn.report.format import (
     GOODPUT_DEFINITION,
-    LATENCIES,
     correctness_lines,
     headline_lines,
+    metric_speedup,
+    metric_text,
     models_shown,
     not_performance_banner,
     num,
     output_lengths_text,
     provenance_line,
     slo_table,
-    speedup_of,
-    speedup_text,
-    stat,
     usd,
     verdict_line,
 )
@@ -95,22 +94,15 @@ def _comparison_rows(lv: LevelSummary) -> list[list[str]]:
     for cls, cs in lv.scopes():
         label = class_label(cls)
         b, s = cs.variants.get("baseline"), cs.variants.get("speculative")
-        for key, name, scale, unit, digits in LATENCIES:
-            spk = {"ttft_s": "ttft_p50", "tpot_s": "tpot_p50", "itl_s": "itl_p50", "e2e_s": "e2e_p50"}[key]
+        for m in displayed("html"):
+            if m.display is None:
+                continue
             rows.append(
-                [label, f"{name} ({unit})"]
-                + [num(stat(b, key, q), scale, digits) for q in ("p50", "p90", "p99")]
-                + [num(stat(s, key, q), scale, digits) for q in ("p50", "p90", "p99")]
-                + [speedup_text(speedup_of(cs.speedup, spk))]
+                [label, m.display.header()]
+                + [metric_text(b, m, q) for q in ("p50", "p90", "p99")]
+                + [metric_text(s, m, q) for q in ("p50", "p90", "p99")]
+                + [metric_speedup(cs.speedup, m)]
             )
-        tb = b.output_tokens_per_s.per_request if b else None
-        ts = s.output_tokens_per_s.per_request if s else None
-        rows.append(
-            [label, "tok/s per request"]
-            + [num(getattr(tb, q, None)) for q in ("p50", "p90", "p99")]
-            + [num(getattr(ts, q, None)) for q in ("p50", "p90", "p99")]
-            + [speedup_text(speedup_of(cs.speedup, "throughput"))]
-        )
     return rows
 
 
