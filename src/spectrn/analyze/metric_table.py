@@ -254,4 +254,3 @@ def dashboard_panels() -> list[tuple[Panel, list[Metric]]]:
         if m.published and m.dashboard is not None:
             panels.setdefault(m.dashboard.panel, []).append(m)
     return sorted(panels.items(), key=lambda pm: pm[0].slot)
-
