@@ -39,7 +39,8 @@ DIMS_BY_CLASS = (*DIMS_AGGREGATE, "PromptClass")
 ALL_CLASSES = "all"
 
 
-# Every published metric by name, from the metric table (its unit, meaning and where its values come from).
+# Every published metric by name, from the metric table (its unit, meaning and where its values come from); the
+# builders below read the table when they run.
 METRICS: dict[str, Metric] = published()
 
 
@@ -240,8 +241,9 @@ def build_metric_datums(
 
     datums: list[dict[str, Any]] = []
     samples = 0
+    table = published()
     for name, dims, bucket in sorted(series):
-        spec = METRICS[name]
+        spec = table[name]
         values, counts = round_sig(series[(name, dims, bucket)], sig_digits)
         samples += int(sum(counts))
         ts = datetime.fromtimestamp(bucket + time_shift_s, tz=UTC)

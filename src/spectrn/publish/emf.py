@@ -7,12 +7,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-from spectrn.analyze.metric_table import of_source
+from spectrn.analyze.metric_table import of_source, published
 from spectrn.analyze.run import ensure_summary
 from spectrn.publish.datums import (
     DIMS_AGGREGATE,
     DIMS_BY_CLASS,
-    METRICS,
     MetricsFn,
     _finite,
     default_metrics_fn,
@@ -39,6 +38,7 @@ def emf_lines(
     rid = dim_value(run_id or run.run_id)
     cfg = dim_value(summary.config_label)
     dimsets = [list(DIMS_BY_CLASS), list(DIMS_AGGREGATE)]
+    table = published()
     skipped = 0
     lines: list[str] = []
 
@@ -46,7 +46,7 @@ def emf_lines(
         directive = {
             "Namespace": namespace,
             "Dimensions": dims,
-            "Metrics": [{"Name": n, "Unit": METRICS[n].unit, "StorageResolution": storage_resolution} for n in values],
+            "Metrics": [{"Name": n, "Unit": table[n].unit, "StorageResolution": storage_resolution} for n in values],
         }
         doc = {"_aws": {"Timestamp": ts_ms, "CloudWatchMetrics": [directive]}, **members, **values}
         return json.dumps(doc, separators=(",", ":"), allow_nan=False)
