@@ -46,7 +46,7 @@ from spectrn.analyze.stats import (
 )
 from spectrn.analyze.throughput import aggregate_ci, in_flight, ratio_ci
 from spectrn.errors import AnalysisError
-from spectrn.labels import setup_label
+from spectrn.labels import ALL_CLASSES, setup_label
 from spectrn.run.records import RequestRecord, RunMeta
 from spectrn.run.summary import (
     ClassSummary,
@@ -69,7 +69,7 @@ from spectrn.run.summary import (
     Verdict,
 )
 
-ALL = "all"
+ALL = ALL_CLASSES
 MIN_DECODE_EVENTS = 100  # fewer decode events per variant than this: timing is not a performance result
 COALESCED_SHARE = 0.05  # more baseline events than this carrying several tokens: the server coalesces steps
 MAX_PENDING_OUTPUTS = 20_000  # outputs held while waiting for the other variant's same request

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
+from spectrn import labels
 from spectrn.analyze.metric_table import Metric, of_source, published
 from spectrn.analyze.metrics import RequestMetrics, request_metrics
 from spectrn.analyze.run import ensure_summary
@@ -36,7 +37,7 @@ DIMS_AGGREGATE = ("RunId", "Config", "Load", "Variant")
 DIMS_BY_CLASS = (*DIMS_AGGREGATE, "PromptClass")
 
 
-ALL_CLASSES = "all"
+ALL_CLASSES = labels.ALL_CLASSES
 
 
 # Every published metric by name, from the metric table (its unit, meaning and where its values come from); the

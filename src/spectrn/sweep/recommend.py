@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from spectrn import labels
 from spectrn.errors import AnalysisError, ConfigError
 from spectrn.intervals import interval_text
 from spectrn.labels import setup_label, window_label
@@ -40,7 +41,7 @@ from spectrn.run.summary import ClassSummary, Interval, LevelSummary, Load, Summ
 from spectrn.sweep.predict import CostFit, StepPoint, conditional_acceptance, fit_costs, iid_expected_length
 from spectrn.windows import WindowSemantics, proposals
 
-ALL = "all"
+ALL = labels.ALL_CLASSES
 MIX = "mix"
 DEFAULT_MIN_GAIN = 0.05
 DISAGREE_REL = 0.10
