@@ -163,11 +163,12 @@ def build_metric_datums(
     # (variant, level, class, bucket) -> metric -> values
     groups: dict[tuple[str, str, str, int], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     bad: list[str] = []
+    errors, per_request, gap_lists = of_source("errors"), of_source("request"), of_source("gaps")
     for rec in run.records():
         bucket = int(math.floor(rec.sent_at / bucket_s) * bucket_s)
         key = (dim_value(rec.variant), dim_value(rec.level), dim_value(rec.prompt_class), bucket)
         g = groups[key]
-        for m in of_source("errors"):
+        for m in errors:
             g[m.name].append(0.0 if rec.ok else 1.0)
         if not rec.ok:
             continue
@@ -175,7 +176,7 @@ def build_metric_datums(
         if rm is None:
             continue
         where = f"{rec.variant} request {rec.index} ({rec.prompt_id})"
-        for m in of_source("request"):
+        for m in per_request:
             assert m.request is not None
             value = m.request(rm)
             if value is None:
@@ -184,7 +185,7 @@ def build_metric_datums(
                 bad.append(f"{m.name} of {where} is {value}")
                 continue
             g[m.name].append(float(value))
-        for m in of_source("gaps"):
+        for m in gap_lists:
             assert m.gaps is not None
             gaps = m.gaps(rm) or []
             if not gaps:

@@ -39,6 +39,7 @@ def emf_lines(
     cfg = dim_value(summary.config_label)
     dimsets = [list(DIMS_BY_CLASS), list(DIMS_AGGREGATE)]
     table = published()
+    errors, per_request, gap_lists = of_source("errors"), of_source("request"), of_source("gaps")
     skipped = 0
     lines: list[str] = []
 
@@ -60,11 +61,11 @@ def emf_lines(
             "PromptClass": dim_value(rec.prompt_class),
         }
         ts_ms = int(rec.sent_at * 1000)
-        values: dict[str, Any] = {m.name: 0.0 if rec.ok else 1.0 for m in of_source("errors")}
+        values: dict[str, Any] = {m.name: 0.0 if rec.ok else 1.0 for m in errors}
         gaps: dict[str, list[float]] = {}
         rm = metrics_fn(rec) if rec.ok else None
         if rm is not None:
-            for m in of_source("request"):
+            for m in per_request:
                 assert m.request is not None
                 value = m.request(rm)
                 if value is None:
@@ -73,7 +74,7 @@ def emf_lines(
                     values[m.name] = float(value)
                 else:
                     skipped += 1
-            for m in of_source("gaps"):
+            for m in gap_lists:
                 assert m.gaps is not None
                 raw = m.gaps(rm) or []
                 gaps[m.name] = [x for x in raw if math.isfinite(x)]
