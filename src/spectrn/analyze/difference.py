@@ -13,13 +13,14 @@ import warnings
 from collections.abc import Iterable
 from typing import Any
 
+from spectrn import labels
 from spectrn.analyze.stats import BOOT_RESAMPLES, bootstrap, rng, subsample
 from spectrn.analyze.summary import Accumulator, Settings, accumulate
 from spectrn.analyze.throughput import in_flight, ratio_ci
 from spectrn.run.records import RequestRecord, RunMeta
 from spectrn.run.summary import Interval, Summary, VariantSummary
 
-ALL = "all"
+ALL = labels.ALL_CLASSES
 METRICS = ("TPOT p50", "aggregate tok/s", "$/M output tokens")
 
 

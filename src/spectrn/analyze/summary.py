@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from spectrn.analyze import metric_table
 from spectrn.analyze.acceptance import StreamCounter, combine, counters_from_json, window_contradiction
 from spectrn.analyze.metrics import request_metrics
 from spectrn.analyze.semantics import choose as choose_semantics
@@ -45,6 +46,7 @@ from spectrn.analyze.stats import (
 )
 from spectrn.analyze.throughput import aggregate_ci, in_flight, ratio_ci
 from spectrn.errors import AnalysisError
+from spectrn.labels import ALL_CLASSES, setup_label
 from spectrn.run.records import RequestRecord, RunMeta
 from spectrn.run.summary import (
     ClassSummary,
@@ -67,7 +69,7 @@ from spectrn.run.summary import (
     Verdict,
 )
 
-ALL = "all"
+ALL = ALL_CLASSES
 MIN_DECODE_EVENTS = 100  # fewer decode events per variant than this: timing is not a performance result
 COALESCED_SHARE = 0.05  # more baseline events than this carrying several tokens: the server coalesces steps
 MAX_PENDING_OUTPUTS = 20_000  # outputs held while waiting for the other variant's same request
@@ -407,12 +409,9 @@ def speedups(
     def col(acc: Accumulator, name: str, pick: Any) -> Any:
         return _arr(getattr(acc, name))[pick]
 
-    pairs = {
-        "tpot": (col(base, "tpot", pb), col(spec, "tpot", ps)),
-        "e2e": (col(base, "e2e", pb), col(spec, "e2e", ps)),
-        "ttft": (col(base, "ttft", pb), col(spec, "ttft", ps)),
-        "thr": (col(base, "thr", pb), col(spec, "thr", ps)),
-    }
+    # the paired speedups the metric table declares: each pairs one accumulator column, each with its own seed
+    declared = [(m, sd) for m, sd in metric_table.speedups() if sd.column is not None]
+    pairs = {str(sd.column): (col(base, str(sd.column), pb), col(spec, str(sd.column), ps)) for _, sd in declared}
     if paired:
         sel = subsample(pb.size, seed)
         pairs = {k: (x[sel], y[sel]) for k, (x, y) in pairs.items()}
@@ -430,17 +429,16 @@ def speedups(
 
         return stat
 
-    specs: dict[str, tuple[Callable[..., Any], Any, Any]] = {
-        "tpot_p50": (np.nanmedian, *pairs["tpot"]),
-        "tpot_mean": (np.nanmean, *pairs["tpot"]),
-        "e2e_p50": (np.nanmedian, *pairs["e2e"]),
-        "ttft_p50": (np.nanmedian, *pairs["ttft"]),
-        "throughput": (np.nanmean, pairs["thr"][1], pairs["thr"][0]),
-    }
+    specs: dict[str, tuple[int, Callable[..., Any], Any, Any]] = {}
+    for m, sd in declared:
+        b_col, s_col = pairs[str(sd.column)]
+        # latencies: baseline / speculative; higher-is-better metrics: speculative / baseline (> 1: speculation helps)
+        num_col, den_col = (s_col, b_col) if m.better == "higher" else (b_col, s_col)
+        specs[sd.field] = (sd.seed, np.nanmedian if sd.center == "median" else np.nanmean, num_col, den_col)
     with warnings.catch_warnings():
         # numpy's divide / invalid / all-NaN warnings: all-NaN resamples (no TPOT) give NaN, dropped
         warnings.simplefilter("ignore", RuntimeWarning)
-        for k, (name, (f, num, den)) in enumerate(specs.items()):
+        for name, (k, f, num, den) in specs.items():
             value = float(f(num) / f(den))
             fn = paired_stat(f, num, den) if paired else unpaired_stat(f, num, den)
             n = max(num.size, den.size)  # paired: the same size
@@ -708,7 +706,7 @@ def config_label(meta: RunMeta) -> str:
     window = server.window if server and server.source != "config" else cfg.num_speculative_tokens
     if cfg.speculation_mode == "medusa":
         draft = "medusa"
-    return f"{draft or 'unknown'}/k{window if window is not None else '?'}"
+    return setup_label(draft, window, sep="/")
 
 
 def _level(

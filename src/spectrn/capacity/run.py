@@ -15,7 +15,6 @@ ratio's range is the two brackets.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from spectrn.capacity.probe import ProbeRun, Target, load_label, run_probe
 from spectrn.capacity.search import Bracket, LoadKind, precision_text, requests_per_probe
 from spectrn.errors import ConfigError
 from spectrn.events import Emitter, OnEvent
+from spectrn.labels import iso_utc
 from spectrn.run.capacity import (
     Capacity,
     Estimate,
@@ -270,7 +270,7 @@ def run_capacity(
     smallest = requests_per_probe(opts.percentiles, minimum=opts.requests, kind=opts.kind, load=opts.start)
     result = Capacity(
         capacity_id=capacity_id,
-        created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        created_at=iso_utc(),
         load_kind=opts.kind,
         slos=list(opts.slos),
         start=opts.start,

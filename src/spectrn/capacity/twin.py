@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from spectrn.capacity.search import Bracket, requests_per_probe
+from spectrn.labels import window_label
 from spectrn.run.capacity import Capacity, TwinCapacity, TwinPoint
 from spectrn.spec.config import SpectrnConfig
 
@@ -65,7 +66,7 @@ def twin_capacity(twin: Any, cfg: SpectrnConfig, measured: Capacity, windows: li
     caps: dict[str, int | None] = {}
     points: dict[str, list[TwinPoint]] = {}
     for window in [None, *windows]:
-        key = "baseline" if window is None else f"k{window}"
+        key = "baseline" if window is None else window_label(window)
         b = Bracket("concurrency", measured.start, measured.maximum, measured.precision)
         points[key] = []
         while (load := b.next_load()) is not None:

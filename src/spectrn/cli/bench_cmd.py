@@ -36,6 +36,7 @@ from spectrn.cli.common import (
 )
 from spectrn.cli.show import finish_and_show, say, show_finished
 from spectrn.errors import ConfigError
+from spectrn.labels import setup_label, stamped_id
 
 if TYPE_CHECKING:
     from spectrn.cli.progress import EventView
@@ -381,7 +382,7 @@ def loadgen(
     elif out is not None:
         rid = check_run_id(out.name, source="--out (its folder name is the run id when --run-id is not given)")
     else:
-        rid = check_run_id(time.strftime("%Y%m%d-%H%M%S", time.gmtime()))
+        rid = check_run_id(stamped_id())
     plan = plan_from_config(
         cfg,
         endpoints,
@@ -482,8 +483,7 @@ def demo(
     quiet = ("num_speculative_tokens",) if runtime == "vllm-cpu" else ()  # the tiny tier's window, chosen here
     cfg = config_from_cli(config, sets, cluster=False, console=console, quiet_about=quiet, **overrides)
     if runtime == "vllm-cpu":  # the configured draft does not run: the id names what does
-        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-        rid = f"demo-{stamp}-vllm-cpu-tiny-k{min(cfg.num_speculative_tokens, 8)}"
+        rid = stamped_id(setup_label("vllm-cpu-tiny", min(cfg.num_speculative_tokens, 8), sep="-"), prefix="demo-")
     else:
         rid = new_run_id(cfg, prefix="demo-")
     for line in demo_header(cfg, runtime, time_scale):

@@ -21,6 +21,7 @@ from spectrn.cli.common import (
     slo_flag,
 )
 from spectrn.errors import ConfigError
+from spectrn.labels import stamped_id
 
 # this module's commands; spectrn.cli.main adds them to the app
 commands = typer.Typer()
@@ -159,7 +160,6 @@ def capacity(
     """Find, for baseline and speculative each, the highest load that meets the percentile SLOs (doubling,
     then bisection; every probe a real bench level), with output tokens/s per instance and $/M output tokens
     at that load, their speculative / baseline ratios, and the load from which speculation stops paying."""
-    import time
 
     from spectrn.cli.bench_cmd import parse_endpoints
     from spectrn.cli.progress import EventView
@@ -183,8 +183,7 @@ def capacity(
     cfg = config_from_cli(config, sets, cluster=False, console=console, draft=draft, num_speculative_tokens=window,
                           **flags)  # fmt: skip
     percentiles, slo_texts = _percentiles(cfg, "--slo" if slo else "bench.slo")
-    cid = check_run_id(capacity_id, source="--id") if capacity_id else time.strftime(
-        "capacity-%Y%m%d-%H%M%S", time.gmtime())  # fmt: skip
+    cid = check_run_id(capacity_id, source="--id") if capacity_id else stamped_id(prefix="capacity-")
     folder = _fresh_folder(out_dir, cid)
     twin_model = _load_twin(twin) if twin is not None else None
     from spectrn.capacity.run import CapacityOptions, run_capacity

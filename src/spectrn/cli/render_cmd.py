@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Annotated
 
@@ -17,8 +16,9 @@ commands = typer.Typer()
 
 
 def default_run_id(draft: str, window: int) -> str:
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    return f"{stamp}-{draft.replace('.', 'p')}-k{window}"
+    from spectrn.labels import run_id
+
+    return run_id(draft, window)
 
 
 @commands.command("render")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from spectrn.cli.common import Output, print_document
 from spectrn.errors import printable
+from spectrn.labels import setup_label
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -196,7 +197,7 @@ def print_sweep_analysis(analysis: SweepAnalysis, console: Console, artifacts: d
             for d in eq.divergences[:10]:
                 say(
                     console,
-                    f"  {d.draft} k{d.window} @ {d.level}: prompt {d.prompt_id} (index "
+                    f"  {setup_label(d.draft, d.window)} @ {d.level}: prompt {d.prompt_id} (index "
                     f"{d.index}) first differs at token {d.first_divergence}",
                     style="red",
                 )

@@ -31,6 +31,7 @@ from spectrn.cli.common import (
     slo_flag,
 )
 from spectrn.errors import ConfigError
+from spectrn.labels import setup_label
 
 # this module's commands; spectrn.cli.main adds them to the app
 commands = typer.Typer()
@@ -239,7 +240,7 @@ def sweep(
             # SIGTERM outside a cell's requests (those stop on their own) unwinds too, stopping the servers.
             with sigterm_raises(f"while sweep {sid} ran; finished cells are kept"):
                 result = sw.run(lambda: local_runner(cfg, sw.sweep_dir, time_scale, runtime, twin))
-            artifacts = {f"{x}-k{y}": f"not needed ({runtime})" for x in d for y in w}
+            artifacts = {setup_label(x, y, sep="-"): f"not needed ({runtime})" for x in d for y in w}
         else:
             from spectrn.deploy.compile import artifact_status
             from spectrn.sweep.runners import ClusterRunner

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from spectrn.cli.common import Output, OutputOpt, out_console, print_document
+from spectrn.intervals import interval_text
+from spectrn.labels import window_label
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -163,7 +165,7 @@ def _ci(e: Estimate, scale: float = 1.0, digits: int = 1, suffix: str = "") -> s
         return "n/a"
     text = f"{e.value * scale:.{digits}f}{suffix}"
     if e.ci95 is not None:
-        text += f" [{e.ci95[0] * scale:.{digits}f}, {e.ci95[1] * scale:.{digits}f}]"
+        text += interval_text(e.ci95, digits, scale=scale)
     return text
 
 
@@ -208,8 +210,8 @@ def _print_prediction(p: Prediction, console: Console) -> None:
     for title, rows in (("batch limit", p.crossover), ("without the batch limit", p.crossover_unlimited)):
         parts = []
         for x in rows:
-            ci = f" [{x.ci95[0]:.0f}, {x.ci95[1]:.0f}]" if x.ci95 else ""
-            parts.append(f"k{x.window}: {x.note}{ci}")
+            ci = interval_text(x.ci95, 0)
+            parts.append(f"{window_label(x.window)}: {x.note}{ci}")
         console.print(f"crossover ({title}): " + "; ".join(parts), markup=False, highlight=False)
     for title, value in (("within the batch limit", p.no_window_pays_from),
                          ("without the batch limit", p.no_window_pays_from_unlimited)):  # fmt: skip

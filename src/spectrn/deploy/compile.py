@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from spectrn.errors import ConfigError, DeployError, KubeError, one_line
+from spectrn.labels import setup_label
 from spectrn.spec.config import SpectrnConfig
 
 MARKER = ".spectrn-compiled"
@@ -221,7 +222,7 @@ def artifact_status(
     from spectrn.render import manifests as render
 
     confs = configurations(cfg, drafts, windows, baseline=baseline)
-    labels = ["baseline" if not spec else f"{c.draft}-k{c.num_speculative_tokens}" for c, spec in confs]
+    labels = ["baseline" if not spec else setup_label(c.draft, c.num_speculative_tokens, sep="-") for c, spec in confs]
     if cfg.runtime != "neuron":
         return dict.fromkeys(labels, "not needed (simulator)")
     try:

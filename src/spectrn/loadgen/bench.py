@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -27,6 +26,7 @@ from typing import Any
 
 from spectrn.errors import BenchError, ConfigError, Interrupted, Terminated, redact_url
 from spectrn.events import Emitter, OnEvent
+from spectrn.labels import run_id, stamped_id
 from spectrn.loadgen.arrivals import read_trace
 from spectrn.loadgen.client import RequestParams
 from spectrn.loadgen.prompts import BUILTIN_SETS, COMBINED_SETS, build_schedule, split_schedule
@@ -42,11 +42,9 @@ from spectrn.spec.config import SpectrnConfig
 def new_run_id(cfg: SpectrnConfig, prefix: str = "", *, label: str | None = None) -> str:
     """``<time>-<draft>-k<window>``; ``label`` instead of the draft and window for servers whose setup spectrn
     does not know (endpoints it did not start and whose draft and window nobody declared)."""
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     if label is not None:
-        return f"{prefix}{stamp}-{label}"
-    draft = cfg.draft.replace(".", "p") if cfg.uses_draft_model else "medusa"
-    return f"{prefix}{stamp}-{draft}-k{cfg.num_speculative_tokens}"
+        return stamped_id(label, prefix=prefix)
+    return run_id(cfg.draft if cfg.uses_draft_model else "medusa", cfg.num_speculative_tokens, prefix=prefix)
 
 
 def levels_from_config(cfg: SpectrnConfig) -> list[Level]:

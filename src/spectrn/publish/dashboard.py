@@ -6,11 +6,12 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from spectrn.analyze.metric_table import Metric, dashboard_panels, displayed, of_source, reported_speedups
 from spectrn.analyze.run import ensure_summary
 from spectrn.errors import PublishError
+from spectrn.labels import iso_utc, series_label
 from spectrn.publish.datums import ALL_CLASSES, goodput_values
 from spectrn.publish.limits import MAX_DIMENSIONS, MAX_METRICS_PER_WIDGET, MAX_WIDGETS
 from spectrn.run.folder import RunFolder, dim_value
@@ -97,12 +98,13 @@ def run_markdown(c: SpectrnConfig, s: Summary) -> str:
     lv = s.levels[0]
     rows = [(cls, cs.speedup) for cls, cs in sorted(lv.by_prompt_class.items()) if cs.speedup is not None]
     if rows:
-        lines += ["", "| prompt class | TPOT p50 speedup | ITL p50 | e2e p50 | throughput |", "|---|---|---|---|---|"]
+        # the speedups summary.md shows, the first named as such
+        shown = [(m, m.speedup) for m in displayed("markdown") if m.speedup is not None]
+        heads = [f"{d.label} speedup" if i == 0 else str(d.label) for i, (_, d) in enumerate(shown)]
+        lines += ["", "| prompt class | " + " | ".join(heads) + " |", "|---|" + "---|" * len(shown)]
         for cls, sp in rows:
             assert sp is not None
-            cells = [
-                (x.text() if x is not None else "n/a") for x in (sp.tpot_p50, sp.itl_p50, sp.e2e_p50, sp.throughput)
-            ]
+            cells = [(x.text() if (x := getattr(sp, d.field, None)) is not None else "n/a") for _, d in shown]
             lines.append(f"| {cls} | " + " | ".join(cells) + " |")
     spec = lv.variants.get("speculative")
     acc = spec.acceptance if spec is not None else None
@@ -131,19 +133,11 @@ def build_dashboard(runs: Sequence[DashboardRun], *, namespace: str, region: str
     y = 7
     levels = sorted({lv for r in runs for lv in r.levels}, key=lambda lv: Load.parse(lv).sort_key())
     classes = sorted({c for r in runs for c in r.prompt_classes})
-    panels: list[tuple[str, str, list[tuple[str, str]]]] = [
-        ("TTFT (s)", "TTFT", [("p50", ""), ("p90", ""), ("p99", "")]),
-        ("TPOT (s)", "TPOT", [("p50", ""), ("p90", ""), ("p99", "")]),
-        ("per-token ITL (s)", "ITL", [("p50", ""), ("p90", ""), ("p99", "")]),
-        ("e2e latency (s)", "E2ELatency", [("p50", ""), ("p90", ""), ("p99", "")]),
-        ("output throughput (tok/s per request)", "OutputThroughput", [("p50", ""), ("Average", "")]),
-        ("acceptance", "", []),
-        ("errors / requests", "Errors", [("Sum", "errors"), ("SampleCount", "requests")]),
-        ("output tokens per request", "OutputTokens", [("p50", ""), ("Average", "")]),
-    ]
+    panels = dashboard_panels()
+    rows = -(-len(panels) // 4)  # four panels to a line
     for level in levels:
         for pclass in [ALL_CLASSES, *classes]:
-            for i, (title, metric, stats) in enumerate(panels):
+            for i, (panel, members) in enumerate(panels):
                 metrics: list[list[Any]] = []
                 color_i = 0
                 for r in runs:
@@ -157,17 +151,8 @@ def build_dashboard(runs: Sequence[DashboardRun], *, namespace: str, region: str
                         dims = ["RunId", r.run_id, "Config", r.config_label, "Load", level, "Variant", variant]
                         if pclass != ALL_CLASSES:
                             dims += ["PromptClass", pclass]
-                        who = f"{r.config_label} {variant}" if multi else variant
-                        if metric:
-                            series = [(metric, stat, f"{who} {lbl or stat}") for stat, lbl in stats]
-                        elif pclass == ALL_CLASSES and r.has_acceptance and variant != "baseline":
-                            series = [
-                                ("AcceptanceRate", "Average", f"{who} acceptance %"),
-                                ("MeanAcceptanceLength", "Average", f"{who} mean accepted length"),
-                            ]
-                        else:
-                            series = [("TokensPerChunk", "Average", f"{who} tokens per chunk")]
-                        for name, stat, label in series:
+                        who = series_label(r.config_label, variant, multi=multi)
+                        for name, stat, label in _panel_series(members, r, variant, pclass, who):
                             metrics.append([namespace, name, *dims, {"stat": stat, "label": label, "color": color}])
                 if not metrics:
                     continue
@@ -179,7 +164,7 @@ def build_dashboard(runs: Sequence[DashboardRun], *, namespace: str, region: str
                         "width": 6,
                         "height": 6,
                         "properties": {
-                            "title": f"{pclass} · {level} · {title}",
+                            "title": f"{pclass} · {level} · {panel.title}",
                             "view": "bar",
                             "region": region,
                             "metrics": metrics,
@@ -192,26 +177,43 @@ def build_dashboard(runs: Sequence[DashboardRun], *, namespace: str, region: str
                 )
             speedup = _speedup_widget(runs, level, pclass, namespace, region, multi)
             goodput = _goodput_widget(runs, level, pclass, namespace, region, multi)
+            below = y + 6 * rows
             if speedup is not None:
-                speedup.update(x=0, y=y + 12, width=24 if goodput is None else 16, height=3)
+                speedup.update(x=0, y=below, width=24 if goodput is None else 16, height=3)
                 widgets.append(speedup)
             if goodput is not None:
-                goodput.update(x=0 if speedup is None else 16, y=y + 12, width=24 if speedup is None else 8, height=3)
+                goodput.update(x=0 if speedup is None else 16, y=below, width=24 if speedup is None else 8, height=3)
                 widgets.append(goodput)
-            y += 15
+            y = below + 3
     body = {"widgets": widgets, "start": _iso_ms(start), "end": _iso_ms(end), "periodOverride": "inherit"}
     validate_dashboard(body)
     return body
 
 
-# (metric, stat, label, speculative over baseline?) of the speedup row; latencies: baseline / speculative.
-_SPEEDUPS = [
-    ("TPOT", "p50", "TPOT p50 speedup", False),
-    ("ITL", "p50", "ITL p50 speedup", False),
-    ("E2ELatency", "p50", "e2e p50 speedup", False),
-    ("TTFT", "p50", "TTFT p50 speedup", False),
-    ("OutputThroughput", "p50", "throughput p50 gain", True),
-]
+def _panel_series(
+    members: Sequence[Metric], r: DashboardRun, variant: str, pclass: str, who: str
+) -> list[tuple[str, str, str]]:
+    """(metric, stat, label) a panel draws for one variant: each member that applies (acceptance: the pooled
+    scope of a speculative variant of a run that reports it), a fallback member only where no other applies."""
+    drawn: list[tuple[str, str, str]] = []
+    fallback: list[tuple[str, str, str]] = []
+    for m in members:
+        assert m.dashboard is not None
+        if m.source == "acceptance" and not (pclass == ALL_CLASSES and r.has_acceptance and variant != "baseline"):
+            continue
+        lines = [(m.name, s.stat, f"{who} {s.label or s.stat}") for s in m.dashboard.series]
+        (fallback if m.dashboard.fallback else drawn).extend(lines)
+    return drawn or fallback
+
+
+def _speedup_rows() -> list[tuple[str, str, str, bool]]:
+    """(metric, stat, label, speculative over baseline?) of the speedup row, from the metric table; latencies:
+    baseline / speculative."""
+    return [
+        (m.name, "p50", s.dashboard, m.better == "higher")
+        for m, s in reported_speedups()
+        if s.dashboard is not None and m.published
+    ]
 
 
 def _speedup_widget(
@@ -226,7 +228,7 @@ def _speedup_widget(
             continue
         if not {"baseline", "speculative"} <= set(r.variants):
             continue
-        for name, stat, label, spec_over_base in _SPEEDUPS:
+        for name, stat, label, spec_over_base in _speedup_rows():
             ids = {}
             for variant in ("baseline", "speculative"):
                 dims = ["RunId", r.run_id, "Config", r.config_label, "Load", level, "Variant", variant]
@@ -257,10 +259,6 @@ def _speedup_widget(
     }
 
 
-# (metric, label) of the goodput widget
-_GOODPUT = [("GoodputRequests", "goodput req/s"), ("GoodputTokens", "goodput tok/s"), ("GoodputShare", "% within SLO")]
-
-
 def _goodput_widget(
     runs: Sequence[DashboardRun], level: str, pclass: str, namespace: str, region: str, multi: bool
 ) -> dict[str, Any] | None:
@@ -273,12 +271,17 @@ def _goodput_widget(
             dims = ["RunId", r.run_id, "Config", r.config_label, "Load", level, "Variant", variant]
             if pclass != ALL_CLASSES:
                 dims += ["PromptClass", pclass]
-            who = f"{r.config_label} {variant}" if multi else variant
+            who = series_label(r.config_label, variant, multi=multi)
             color = VARIANT_COLORS.get(variant, "#7f7f7f")
-            for name, label in _GOODPUT:
-                if name in names:
+            for m in of_source("goodput"):
+                if m.name in names:
                     metrics.append(
-                        [namespace, name, *dims, {"stat": "Average", "label": f"{who} {label}", "color": color}]
+                        [
+                            namespace,
+                            m.name,
+                            *dims,
+                            {"stat": "Average", "label": f"{who} {m.goodput_label}", "color": color},
+                        ]
                     )
     if not metrics:
         return None
@@ -297,7 +300,7 @@ def _goodput_widget(
 
 
 def _iso_ms(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    return iso_utc(ts, millis=True)
 
 
 def validate_dashboard(body: dict[str, Any] | str) -> dict[str, Any]:

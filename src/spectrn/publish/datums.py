@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
+from spectrn import labels
+from spectrn.analyze.metric_table import Metric, of_source, published
 from spectrn.analyze.metrics import RequestMetrics, request_metrics
 from spectrn.analyze.run import ensure_summary
 from spectrn.errors import ConfigError, PublishError
@@ -35,44 +37,12 @@ DIMS_AGGREGATE = ("RunId", "Config", "Load", "Variant")
 DIMS_BY_CLASS = (*DIMS_AGGREGATE, "PromptClass")
 
 
-ALL_CLASSES = "all"
+ALL_CLASSES = labels.ALL_CLASSES
 
 
-@dataclass(frozen=True)
-class MetricSpec:
-    name: str
-    unit: str
-    per_request: bool
-    description: str
-
-
-METRICS: dict[str, MetricSpec] = {
-    m.name: m
-    for m in (
-        MetricSpec("TTFT", "Seconds", True, "time from send to the first token, one value per request"),
-        MetricSpec("TPOT", "Seconds", True, "(e2e - TTFT) / (output tokens - 1), one value per request"),
-        MetricSpec("ITL", "Seconds", True, "every per-token gap of every request (multi-token chunks split)"),
-        MetricSpec("E2ELatency", "Seconds", True, "time from send to the last byte, one value per request"),
-        MetricSpec("OutputThroughput", "Count/Second", True, "output tokens per second of one request"),
-        MetricSpec("OutputTokens", "Count", True, "output tokens of one request"),
-        MetricSpec("TokensPerChunk", "None", True, "mean tokens per decode chunk (after the first) of a request"),
-        MetricSpec("Errors", "Count", True, "1 per failed request, 0 per completed one (Sum = errors)"),
-        MetricSpec("AcceptanceRate", "Percent", False, "accepted / drafted tokens over the run (server counters)"),
-        MetricSpec("MeanAcceptanceLength", "None", False, "1 + accepted / drafts over the run (server counters)"),
-        MetricSpec(
-            "GoodputRequests", "Count/Second", False, "requests meeting every per-request SLO per second of wall time"
-        ),
-        MetricSpec("GoodputTokens", "Count/Second", False, "output tokens of those requests per second of wall time"),
-        MetricSpec("GoodputShare", "Percent", False, "share of attempted requests meeting every per-request SLO"),
-    )
-}
-
-# (metric, Goodput field, scale) of the goodput datums: one value per (level, variant[, prompt class]).
-GOODPUT_METRICS = (
-    ("GoodputRequests", "requests_per_s", 1.0),
-    ("GoodputTokens", "output_tokens_per_s", 1.0),
-    ("GoodputShare", "fraction", 100.0),
-)
+# Every published metric by name, from the metric table (its unit, meaning and where its values come from); the
+# builders below read the table when they run.
+METRICS: dict[str, Metric] = published()
 
 
 def goodput_values(summary: Summary) -> list[tuple[str, str, str | None, dict[str, float]]]:
@@ -86,10 +56,11 @@ def goodput_values(summary: Summary) -> list[tuple[str, str, str | None, dict[st
                 if g is None or not g.slos:
                     continue
                 values = {}
-                for name, key, scale in GOODPUT_METRICS:
-                    x = getattr(g, key)
+                for m in of_source("goodput"):
+                    assert m.goodput is not None
+                    x = m.goodput(g)
                     if isinstance(x, int | float) and math.isfinite(x):
-                        values[name] = scale * float(x)
+                        values[m.name] = float(x)
                 if values:
                     out.append((lv.label, variant, None if cls == ALL_CLASSES else cls, values))
     return out
@@ -192,42 +163,39 @@ def build_metric_datums(
     # (variant, level, class, bucket) -> metric -> values
     groups: dict[tuple[str, str, str, int], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     bad: list[str] = []
+    errors, per_request, gap_lists = of_source("errors"), of_source("request"), of_source("gaps")
     for rec in run.records():
         bucket = int(math.floor(rec.sent_at / bucket_s) * bucket_s)
         key = (dim_value(rec.variant), dim_value(rec.level), dim_value(rec.prompt_class), bucket)
         g = groups[key]
+        for m in errors:
+            g[m.name].append(0.0 if rec.ok else 1.0)
         if not rec.ok:
-            g["Errors"].append(1.0)
             continue
-        g["Errors"].append(0.0)
         rm = metrics_fn(rec)
         if rm is None:
             continue
         where = f"{rec.variant} request {rec.index} ({rec.prompt_id})"
-        for name, value in (
-            ("TTFT", rm.ttft),
-            ("TPOT", rm.tpot),
-            ("E2ELatency", rm.e2e),
-            ("OutputThroughput", rm.throughput_tok_s),
-            ("OutputTokens", float(rm.output_tokens) if rm.output_tokens is not None else None),
-        ):
+        for m in per_request:
+            assert m.request is not None
+            value = m.request(rm)
             if value is None:
                 continue
             if not math.isfinite(value):
-                bad.append(f"{name} of {where} is {value}")
+                bad.append(f"{m.name} of {where} is {value}")
                 continue
-            g[name].append(float(value))
-        tpc = getattr(rm, "tokens_per_decode_chunk", None)
-        if tpc is not None and math.isfinite(tpc):
-            g["TokensPerChunk"].append(float(tpc))
-        itls = rm.itls or []
-        if itls:
-            if math.isfinite(sum(itls)):  # NaN and +-Inf all make the sum non-finite
-                g["ITL"].extend(itls)
+            g[m.name].append(float(value))
+        for m in gap_lists:
+            assert m.gaps is not None
+            gaps = m.gaps(rm) or []
+            if not gaps:
+                continue
+            if math.isfinite(sum(gaps)):  # NaN and +-Inf all make the sum non-finite
+                g[m.name].extend(gaps)
             else:
-                finite = [x for x in itls if math.isfinite(x)]
-                bad.append(f"ITL of {where} has {len(itls) - len(finite)} non-finite gaps")
-                g["ITL"].extend(finite)
+                finite = [x for x in gaps if math.isfinite(x)]
+                bad.append(f"{m.name} of {where} has {len(gaps) - len(finite)} non-finite gaps")
+                g[m.name].extend(finite)
 
     accept_ts = int(math.floor(end / bucket_s) * bucket_s)
     if bad and not skip_nonfinite:
@@ -251,17 +219,14 @@ def build_metric_datums(
             if acc is None:
                 continue
             base = (("RunId", rid), ("Config", cfg), ("Load", dim_value(lv.label)), ("Variant", dim_value(variant)))
-            rate, length = acc.rate, acc.mean_accepted_length
-            if isinstance(rate, int | float):
-                if math.isfinite(rate):
-                    series[("AcceptanceRate", base, accept_ts)].append(100.0 * float(rate))
-                else:
-                    bad.append(f"AcceptanceRate of {variant} is {rate}")
-            if isinstance(length, int | float):
-                if math.isfinite(length):
-                    series[("MeanAcceptanceLength", base, accept_ts)].append(float(length))
-                else:
-                    bad.append(f"MeanAcceptanceLength of {variant} is {length}")
+            for m in of_source("acceptance"):
+                assert m.acceptance is not None
+                x = m.acceptance(acc)
+                if isinstance(x, int | float):
+                    if math.isfinite(x):
+                        series[(m.name, base, accept_ts)].append(float(x))
+                    else:
+                        bad.append(f"{m.name} of {variant} is {x}")
     for g_level, g_variant, g_class, good in goodput_values(summary):
         gdims: tuple[tuple[str, str], ...] = (
             ("RunId", rid), ("Config", cfg), ("Load", dim_value(g_level)), ("Variant", dim_value(g_variant))
@@ -278,8 +243,9 @@ def build_metric_datums(
 
     datums: list[dict[str, Any]] = []
     samples = 0
+    table = published()
     for name, dims, bucket in sorted(series):
-        spec = METRICS[name]
+        spec = table[name]
         values, counts = round_sig(series[(name, dims, bucket)], sig_digits)
         samples += int(sum(counts))
         ts = datetime.fromtimestamp(bucket + time_shift_s, tz=UTC)

@@ -7,11 +7,11 @@ import math
 from pathlib import Path
 from typing import Any
 
+from spectrn.analyze.metric_table import of_source, published
 from spectrn.analyze.run import ensure_summary
 from spectrn.publish.datums import (
     DIMS_AGGREGATE,
     DIMS_BY_CLASS,
-    METRICS,
     MetricsFn,
     _finite,
     default_metrics_fn,
@@ -38,6 +38,8 @@ def emf_lines(
     rid = dim_value(run_id or run.run_id)
     cfg = dim_value(summary.config_label)
     dimsets = [list(DIMS_BY_CLASS), list(DIMS_AGGREGATE)]
+    table = published()
+    errors, per_request, gap_lists = of_source("errors"), of_source("request"), of_source("gaps")
     skipped = 0
     lines: list[str] = []
 
@@ -45,7 +47,7 @@ def emf_lines(
         directive = {
             "Namespace": namespace,
             "Dimensions": dims,
-            "Metrics": [{"Name": n, "Unit": METRICS[n].unit, "StorageResolution": storage_resolution} for n in values],
+            "Metrics": [{"Name": n, "Unit": table[n].unit, "StorageResolution": storage_resolution} for n in values],
         }
         doc = {"_aws": {"Timestamp": ts_ms, "CloudWatchMetrics": [directive]}, **members, **values}
         return json.dumps(doc, separators=(",", ":"), allow_nan=False)
@@ -59,42 +61,41 @@ def emf_lines(
             "PromptClass": dim_value(rec.prompt_class),
         }
         ts_ms = int(rec.sent_at * 1000)
-        values: dict[str, Any] = {"Errors": 0.0 if rec.ok else 1.0}
-        itls: list[float] = []
+        values: dict[str, Any] = {m.name: 0.0 if rec.ok else 1.0 for m in errors}
+        gaps: dict[str, list[float]] = {}
         rm = metrics_fn(rec) if rec.ok else None
         if rm is not None:
-            for name, value in (
-                ("TTFT", rm.ttft),
-                ("TPOT", rm.tpot),
-                ("E2ELatency", rm.e2e),
-                ("OutputThroughput", rm.throughput_tok_s),
-                ("OutputTokens", rm.output_tokens),
-            ):
+            for m in per_request:
+                assert m.request is not None
+                value = m.request(rm)
                 if value is None:
                     continue
                 if _finite(float(value)):
-                    values[name] = float(value)
+                    values[m.name] = float(value)
                 else:
                     skipped += 1
-            tpc = getattr(rm, "tokens_per_decode_chunk", None)
-            if tpc is not None and math.isfinite(tpc):
-                values["TokensPerChunk"] = float(tpc)
-            itls = [x for x in (rm.itls or []) if math.isfinite(x)]
-            skipped += len(rm.itls or []) - len(itls)
-        if itls:
-            values["ITL"] = itls[:EMF_MAX_VALUES]
+            for m in gap_lists:
+                assert m.gaps is not None
+                raw = m.gaps(rm) or []
+                gaps[m.name] = [x for x in raw if math.isfinite(x)]
+                skipped += len(raw) - len(gaps[m.name])
+        for name, g in gaps.items():
+            if g:
+                values[name] = g[:EMF_MAX_VALUES]
         lines.append(line(ts_ms, members, values, dimsets))
-        for i in range(EMF_MAX_VALUES, len(itls), EMF_MAX_VALUES):
-            lines.append(line(ts_ms, members, {"ITL": itls[i : i + EMF_MAX_VALUES]}, dimsets))
+        for name, g in gaps.items():
+            for i in range(EMF_MAX_VALUES, len(g), EMF_MAX_VALUES):
+                lines.append(line(ts_ms, members, {name: g[i : i + EMF_MAX_VALUES]}, dimsets))
     end_ms = int((summary.time_range or (run.meta.started_at, run.meta.started_at))[1] * 1000)
     for lv in summary.levels:
         for variant, vs in lv.variants.items():
             acc = vs.acceptance
             values = {}
-            if acc is not None and acc.rate is not None and math.isfinite(acc.rate):
-                values["AcceptanceRate"] = 100.0 * acc.rate
-            if acc is not None and acc.mean_accepted_length is not None and math.isfinite(acc.mean_accepted_length):
-                values["MeanAcceptanceLength"] = acc.mean_accepted_length
+            for m in of_source("acceptance") if acc is not None else []:
+                assert m.acceptance is not None and acc is not None
+                x = m.acceptance(acc)
+                if x is not None and math.isfinite(x):
+                    values[m.name] = x
             if values:
                 members = {"RunId": rid, "Config": cfg, "Load": dim_value(lv.label), "Variant": dim_value(variant)}
                 lines.append(line(end_ms, members, values, [list(DIMS_AGGREGATE)]))

@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
 from spectrn.errors import ConfigError, PublishError
+from spectrn.labels import iso_utc
 
 MAX_VALUES_PER_DATUM = 150
 
@@ -121,7 +121,7 @@ def check_timestamps(datums: Sequence[dict[str, Any]], now: float, *, run_id: st
 
 
 def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return iso_utc(ts)
 
 
 def estimate_request_bytes(datum: dict[str, Any], member_index: int = 1000) -> int:

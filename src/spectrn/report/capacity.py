@@ -5,6 +5,8 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
+from spectrn.intervals import interval_text
+from spectrn.labels import window_label
 from spectrn.run.capacity import Capacity, Estimate, Ratio
 
 
@@ -17,7 +19,7 @@ def _est(e: Estimate, digits: int = 1, prefix: str = "") -> str:
         return "n/a"
     text = f"{prefix}{e.value:.{digits}f}"
     if e.ci95 is not None:
-        text += f" [{prefix}{e.ci95[0]:.{digits}f}, {prefix}{e.ci95[1]:.{digits}f}]"
+        text += interval_text(e.ci95, digits, prefix=prefix)
     return text
 
 
@@ -26,7 +28,7 @@ def _ratio(r: Ratio) -> str:
         return "n/a"
     text = f"{r.value:.2f}x"
     if r.ci95 is not None:
-        text += f" [{r.ci95[0]:.2f}, {r.ci95[1]:.2f}]"
+        text += interval_text(r.ci95)
     return text
 
 
@@ -100,7 +102,7 @@ def twin_text(c: Capacity) -> str:
         measured = None
         if key == "baseline":
             measured = c.variants.get("baseline")
-        elif c.speculative_window is not None and key == f"k{c.speculative_window}":
+        elif c.speculative_window is not None and key == window_label(c.speculative_window):
             measured = c.variants.get("speculative")
         text = f"{key}: {'below the start' if cap is None else cap}"
         if measured is not None:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from spectrn.analyze.difference import differences, scoped
 from spectrn.analyze.run import ensure_summary
+from spectrn.intervals import interval_text
 from spectrn.report.format import LATENCIES, SPEEDUPS, speedup_of, stat
 from spectrn.run.folder import RunFolder
 from spectrn.run.summary import Speedup, Summary
@@ -129,7 +130,7 @@ def _sp(value: float | None, ci: list[float] | None) -> str:
 def _ratio(value: float | None, ci: list[float] | None) -> str:
     if value is None:
         return "n/a"
-    return f"{value:.3f}x" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+    return f"{value:.3f}x" + interval_text(ci or None, 3)
 
 
 def differences_table(cmp: dict[str, Any]) -> Table:

@@ -4,27 +4,39 @@ from __future__ import annotations
 
 import math
 
+from spectrn.analyze.metric_table import Metric, displayed, reported_speedups
+from spectrn.labels import class_label
 from spectrn.run.summary import LevelSummary, Speedup, Speedups, Stats, Summary, VariantSummary
 
 VARIANT_COLORS = {"baseline": "#1f77b4", "speculative": "#ff7f0e"}
 OTHER_COLORS = ["#2ca02c", "#d62728", "#9467bd", "#8c564b"]
 
-# (VariantSummary field, label, scale, unit, digits): scale turns seconds into the shown unit.
-LATENCIES = [
-    ("ttft_s", "TTFT", 1000.0, "ms", 1),
-    ("tpot_s", "TPOT", 1000.0, "ms", 1),
-    ("itl_s", "per-token ITL", 1000.0, "ms", 1),
-    ("e2e_s", "e2e latency", 1.0, "s", 2),
-]
+# (VariantSummary field, label, scale, unit, digits) of the plotted latencies: scale turns seconds into the shown
+# unit (from the metric table)
+LATENCIES = [(d.field, d.label, d.scale, d.unit, d.digits) for m in displayed("plots") if (d := m.display) is not None]
 
-# (Speedups field, label)
-SPEEDUPS = [
-    ("tpot_p50", "TPOT p50"),
-    ("itl_p50", "ITL p50"),
-    ("e2e_p50", "e2e p50"),
-    ("ttft_p50", "TTFT p50"),
-    ("throughput", "throughput"),
-]
+# (Speedups field, label) of the speedups reports list, in their order (from the metric table)
+SPEEDUPS = [(s.field, str(s.label)) for _, s in reported_speedups()]
+
+
+def figure(vs: VariantSummary | None, m: Metric, which: str = "p50") -> float | None:
+    """One figure of a metric's distribution in a variant (None when absent), e.g. ``figure(vs, tpot, "p90")``."""
+    if vs is None or m.display is None:
+        return None
+    value = getattr(m.display.distribution(vs), which, None)
+    return value if isinstance(value, float | int) else None
+
+
+def metric_text(vs: VariantSummary | None, m: Metric, which: str = "p50") -> str:
+    """That figure as a report shows it: in the metric's display unit and digits (``n/a`` when absent)."""
+    d = m.display
+    return "n/a" if d is None else num(figure(vs, m, which), d.scale, d.digits)
+
+
+def metric_speedup(sp: Speedups | None, m: Metric) -> str:
+    """The speedup reports show next to a metric (``n/a`` when it has none or it was not computed)."""
+    decl = m.speedup
+    return speedup_text(speedup_of(sp, decl.field) if decl is not None else None)
 
 
 def color(variant: str, i: int = 0) -> str:
@@ -212,7 +224,7 @@ def slo_table(level: LevelSummary) -> tuple[list[str], list[list[str]]] | None:
     """One row per (prompt class, variant) of a level: goodput (requests/s, output tokens/s, share within every
     per-request SLO), then each percentile SLO's observed value and verdict. None when the run sets no SLO."""
     scopes = [
-        ("all (pooled)" if cls == "all" else cls, v, cs.variants.get(v))
+        (class_label(cls), v, cs.variants.get(v))
         for cls, cs in level.scopes()
         for v in level.variant_names()
         if cs.variants.get(v) is not None

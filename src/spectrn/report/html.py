@@ -10,23 +10,24 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from spectrn.analyze.metric_table import displayed
 from spectrn.analyze.run import ensure_summary
 from spectrn.errors import PublishError
+from spectrn.intervals import interval_text
+from spectrn.labels import class_label, utc_text
 from spectrn.publish.datums import MetricsFn, default_metrics_fn
 from spectrn.report.format import (
     GOODPUT_DEFINITION,
-    LATENCIES,
     correctness_lines,
     headline_lines,
+    metric_speedup,
+    metric_text,
     models_shown,
     not_performance_banner,
     num,
     output_lengths_text,
     provenance_line,
     slo_table,
-    speedup_of,
-    speedup_text,
-    stat,
     usd,
     verdict_line,
 )
@@ -91,24 +92,17 @@ def html_table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int =
 def _comparison_rows(lv: LevelSummary) -> list[list[str]]:
     rows = []
     for cls, cs in lv.scopes():
-        label = "all (pooled)" if cls == "all" else cls
+        label = class_label(cls)
         b, s = cs.variants.get("baseline"), cs.variants.get("speculative")
-        for key, name, scale, unit, digits in LATENCIES:
-            spk = {"ttft_s": "ttft_p50", "tpot_s": "tpot_p50", "itl_s": "itl_p50", "e2e_s": "e2e_p50"}[key]
+        for m in displayed("html"):
+            if m.display is None:
+                continue
             rows.append(
-                [label, f"{name} ({unit})"]
-                + [num(stat(b, key, q), scale, digits) for q in ("p50", "p90", "p99")]
-                + [num(stat(s, key, q), scale, digits) for q in ("p50", "p90", "p99")]
-                + [speedup_text(speedup_of(cs.speedup, spk))]
+                [label, m.display.header()]
+                + [metric_text(b, m, q) for q in ("p50", "p90", "p99")]
+                + [metric_text(s, m, q) for q in ("p50", "p90", "p99")]
+                + [metric_speedup(cs.speedup, m)]
             )
-        tb = b.output_tokens_per_s.per_request if b else None
-        ts = s.output_tokens_per_s.per_request if s else None
-        rows.append(
-            [label, "tok/s per request"]
-            + [num(getattr(tb, q, None)) for q in ("p50", "p90", "p99")]
-            + [num(getattr(ts, q, None)) for q in ("p50", "p90", "p99")]
-            + [speedup_text(speedup_of(cs.speedup, "throughput"))]
-        )
     return rows
 
 
@@ -125,7 +119,7 @@ def _variant_rows(lv: LevelSummary) -> list[list[str]]:
             cost_ci = cost.usd_per_million_output_tokens_ci95 if cost else None
             rows.append(
                 [
-                    "all (pooled)" if cls == "all" else cls,
+                    class_label(cls),
                     v,
                     str(rq.completed) + (f" of {rq.planned}" if rq.planned is not None else ""),
                     str(rq.errors),
@@ -134,9 +128,8 @@ def _variant_rows(lv: LevelSummary) -> list[list[str]]:
                     f"{100 * acc.rate:.1f}%" if acc is not None and acc.rate is not None else "-",
                     num(acc.mean_accepted_length, 1.0, 2) if acc is not None else "-",
                     acc.source or "-" if acc is not None else "-",
-                    num(agg.aggregate) + (f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci else ""),
-                    (usd(cost.usd_per_million_output_tokens) if cost else "n/a")
-                    + (f" [{cost_ci[0]:.2f}, {cost_ci[1]:.2f}]" if cost_ci else ""),
+                    num(agg.aggregate) + interval_text(ci, 1),
+                    (usd(cost.usd_per_million_output_tokens) if cost else "n/a") + interval_text(cost_ci),
                 ]
             )
     return rows
@@ -278,7 +271,7 @@ def _publish_rows(run_dir: Path) -> list[list[str]]:
 
 
 def _utc(ts: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts))
+    return utc_text(ts)
 
 
 def build_report(run_dir: Path, out_dir: Path | None = None, *, metrics_fn: MetricsFn | None = None) -> Path:

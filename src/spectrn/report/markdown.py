@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from spectrn.analyze.metric_table import displayed
+from spectrn.labels import class_label
 from spectrn.report.format import (
     GOODPUT_DEFINITION,
     correctness_lines,
     headline_lines,
+    metric_speedup,
+    metric_text,
     models_shown,
     not_performance_banner,
-    num,
     output_lengths_text,
     provenance_line,
     slo_table,
-    speedup_of,
-    speedup_text,
-    stat,
     usd,
     verdict_line,
 )
@@ -24,12 +24,6 @@ from spectrn.run.summary import Summary
 
 if TYPE_CHECKING:
     from spectrn.spec.config import SpectrnConfig
-
-COLUMNS = (  # (VariantSummary field, which, Speedups field, scale, digits)
-    ("tpot_s", "p50", "tpot_p50", 1e3, 1),
-    ("itl_s", "p50", "itl_p50", 1e3, 1),
-    ("e2e_s", "p50", "e2e_p50", 1.0, 2),
-)
 
 
 def _md(text: str) -> str:
@@ -62,22 +56,19 @@ def summary_markdown(summary: Summary, config: SpectrnConfig | None = None, *, i
     for lv in s.levels:
         if len(s.levels) > 1:
             lines += [f"#### load {lv.label}", ""]
+        # two columns per metric the metric table shows in Markdown: p50 (base → spec) and the speedup
+        shown = [m for m in displayed("markdown") if m.display is not None]
+        heads = [f"{m.display.short_header('p50')}{' (base → spec)' if i == 0 else ''} | speedup"
+                 for i, m in enumerate(shown) if m.display is not None]  # fmt: skip
         lines += [
-            "| prompt class | TPOT p50 ms (base → spec) | speedup | ITL p50 ms | speedup | e2e p50 s | speedup "
-            "| tok/s/req p50 | speedup | acceptance (tokens/step) | $/M tokens (base → spec) |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
+            "| prompt class | " + " | ".join(heads) + " | acceptance (tokens/step) | $/M tokens (base → spec) |",
+            "|---|" + "---|---|" * len(shown) + "---|---|",
         ]
         for cls, cs in lv.scopes():
             b, sp_v = cs.variants.get("baseline"), cs.variants.get("speculative")
-            cells = [_md("all (pooled)" if cls == "all" else cls)]
-            for field, which, key, scale, digits in COLUMNS:
-                cells += [
-                    f"{num(stat(b, field, which), scale, digits)} → {num(stat(sp_v, field, which), scale, digits)}",
-                    speedup_text(speedup_of(cs.speedup, key)),
-                ]
-            bt = b.output_tokens_per_s.per_request.p50 if b else None
-            st = sp_v.output_tokens_per_s.per_request.p50 if sp_v else None
-            cells += [f"{num(bt)} → {num(st)}", speedup_text(speedup_of(cs.speedup, "throughput"))]
+            cells = [_md(class_label(cls))]
+            for m in shown:
+                cells += [f"{metric_text(b, m)} → {metric_text(sp_v, m)}", metric_speedup(cs.speedup, m)]
             acc = sp_v.acceptance if sp_v else None
             if acc is not None and acc.mean_accepted_length is not None:
                 cells.append(f"{acc.mean_accepted_length:.2f} ({acc.source})")

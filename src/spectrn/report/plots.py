@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from spectrn.errors import ConfigError
+from spectrn.intervals import interval_text
+from spectrn.labels import class_label
 from spectrn.publish.datums import MetricsFn
 from spectrn.report.format import LATENCIES, SPEEDUPS, VARIANT_COLORS, color, speedup_of
 from spectrn.run.folder import RunFolder
@@ -138,7 +140,7 @@ def _scaled(ci: Interval | None, scale: float) -> Interval | None:
 def _series(lv: LevelSummary, pick: Any) -> tuple[list[str], Series]:
     """Bars per scope ("all (pooled)" first, then each class) and variant: ``pick(VariantSummary) -> (v, ci)``."""
     scopes = lv.scopes()
-    labels = ["all (pooled)" if cls == "all" else cls for cls, _ in scopes]
+    labels = [class_label(cls) for cls, _ in scopes]
     series: Series = []
     for v in lv.variant_names():
         vals: list[float | None] = []
@@ -173,7 +175,7 @@ def plot_latency_by_class(lv: LevelSummary, path: Path) -> Path:
 def plot_speedups(lv: LevelSummary, path: Path) -> Path:
     import numpy as np
 
-    groups = [("all (pooled)" if cls == "all" else cls, cs) for cls, cs in lv.scopes()]
+    groups = [(class_label(cls), cs) for cls, cs in lv.scopes()]
     fig = _figure(11, 1.2 + 0.9 * len(groups))
     ax = fig.subplots(1, 1)
     keys = [k for k in SPEEDUPS if k[0] != "ttft_p50"]
@@ -217,9 +219,7 @@ def plot_acceptance(lv: LevelSummary, path: Path) -> Path:
         spec = cs.variants.get("speculative")
         acc = spec.acceptance if spec is not None else None
         if acc is not None and acc.per_position:
-            curves.append(
-                ("all (pooled)" if cls == "all" else cls, acc.per_position, acc.source, acc.mean_accepted_length)
-            )
+            curves.append((class_label(cls), acc.per_position, acc.source, acc.mean_accepted_length))
     if curves:
         width = 0.8 / len(curves)
         for i, (label, per_pos, source, length) in enumerate(curves):
@@ -390,7 +390,7 @@ def sweep_heatmap(
             ci = c.get("ci95")
             note = f"{v:.2f}x"
             if isinstance(ci, list | tuple) and len(ci) == 2 and None not in ci:
-                note += f"\n[{ci[0]:.2f}, {ci[1]:.2f}]"
+                note += interval_text(ci, lead="\n")
             notes[(i, j)] = note
         ax.set_facecolor("#dddddd")
         image = ax.imshow(np.ma.masked_invalid(grid), cmap="RdYlGn", norm=norm, aspect="auto")

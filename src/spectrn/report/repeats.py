@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from spectrn.intervals import interval_text
+from spectrn.labels import class_label
 from spectrn.report.format import num
 from spectrn.run.repeats import RepeatedFigure, RepeatedScope, Repeats
 
@@ -27,7 +29,7 @@ def figure_text(fig: RepeatedFigure | None, scale: float = 1.0, digits: int = 1,
     unit = "x" if ratio else ""
     text = f"{num(fig.point, scale, digits)}{unit}"
     if fig.ci95 is not None:
-        text += f" [{num(fig.ci95[0], scale, digits)}, {num(fig.ci95[1], scale, digits)}]"
+        text += interval_text(fig.ci95, digits, scale=scale)
     if fig.cv is not None and math.isfinite(fig.cv):
         text += f" cv {fig.cv:.1%}"
     return text
@@ -60,7 +62,7 @@ def repeats_table(rep: Repeats) -> Table:
         for n, (cls, sc) in enumerate(lv.scopes.items()):
             rows = _rows(sc)
             for i, (name, b, s, sp) in enumerate(rows):
-                label = ("all (pooled)" if cls == "all" else cls) if i == 0 else ""
+                label = class_label(cls) if i == 0 else ""
                 cells = [label, name, b, s, sp]
                 if multi:
                     cells.insert(0, lv.label if (n == 0 and i == 0) else "")

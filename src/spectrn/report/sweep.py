@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from spectrn.intervals import interval_text
+from spectrn.labels import setup_label, window_label
 from spectrn.paths import atomic_write_text
 from spectrn.run.sweep_analysis import SweepAnalysis, SweepPrediction
 from spectrn.sweep.recommend import ALL, MIX
@@ -16,7 +18,7 @@ def _fx(v: Any, ci: Any = None) -> str:
         return "n/a"
     text = f"{v:.2f}x"
     if isinstance(ci, list | tuple) and len(ci) == 2 and None not in ci:
-        text += f" [{ci[0]:.2f}, {ci[1]:.2f}]"
+        text += interval_text(ci)
     return text
 
 
@@ -58,7 +60,7 @@ def prediction_rows(pred: SweepPrediction) -> list[list[str]]:
         rows.append(
             [r.draft, r.prompt_class, str(r.window), _ms(r.predicted_s), _ms(r.measured_s),
              f"{err:+.1%}" if isinstance(err, int | float) else "n/a",
-             "fitted point" if r.fitted else f"predicted from k{r.from_window}"]
+             "fitted point" if r.fitted else f"predicted from {window_label(r.from_window)}"]
         )  # fmt: skip
     return rows
 
@@ -222,7 +224,7 @@ def plot_crossover(analysis: SweepAnalysis, path: Path) -> Path | None:
                 continue
             x = [p[0] for p in pts]
             y = [p[1] for p in pts]
-            line = ax.plot(x, y, marker="o", label=f"{c.draft} k{c.window}")[0]
+            line = ax.plot(x, y, marker="o", label=setup_label(c.draft, c.window))[0]
             lo = [p[2][0] if p[2] else p[1] for p in pts]
             hi = [p[2][1] if p[2] else p[1] for p in pts]
             ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.12)

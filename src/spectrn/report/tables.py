@@ -4,29 +4,32 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from spectrn.report.format import goodput_cells, num, slo_check_text, slo_names, speedup_of, speedup_text, stat, usd
+from spectrn.analyze.metric_table import displayed
+from spectrn.labels import class_label
+from spectrn.report.format import (
+    goodput_cells,
+    metric_speedup,
+    metric_text,
+    slo_check_text,
+    slo_names,
+    speedup_of,
+    speedup_text,
+    usd,
+)
 from spectrn.run.summary import ClassSummary, Summary
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-ROWS = [  # (label, VariantSummary field, which, scale, digits, Speedups field)
-    ("TTFT ms", "ttft_s", "p50", 1e3, 1, "ttft_p50"),
-    ("TPOT ms", "tpot_s", "p50", 1e3, 1, "tpot_p50"),
-    ("ITL ms", "itl_s", "p50", 1e3, 1, "itl_p50"),
-    ("e2e s", "e2e_s", "p50", 1.0, 2, "e2e_p50"),
-]
-
 
 def _rows(cs: ClassSummary) -> list[tuple[str, str, str, str]]:
     b, s = cs.variants.get("baseline"), cs.variants.get("speculative")
+    # one row per metric the metric table shows in the terminal: its p50s and speedup
     out = [
-        (label, num(stat(b, f, w), sc, d), num(stat(s, f, w), sc, d), speedup_text(speedup_of(cs.speedup, k)))
-        for label, f, w, sc, d, k in ROWS
+        (m.display.short_header(), metric_text(b, m), metric_text(s, m), metric_speedup(cs.speedup, m))
+        for m in displayed("terminal")
+        if m.display is not None
     ]
-    bt = b.output_tokens_per_s.per_request.p50 if b else None
-    st = s.output_tokens_per_s.per_request.p50 if s else None
-    out.append(("tok/s/req", num(bt, 1.0, 1), num(st, 1.0, 1), speedup_text(speedup_of(cs.speedup, "throughput"))))
     acc = s.acceptance if s is not None else None
     if acc is not None and acc.mean_accepted_length is not None:
         rate = f"{acc.rate:.0%}" if acc.rate is not None else "n/a"
@@ -87,7 +90,7 @@ def render_table(summary: Summary) -> Table:
         for n, (cls, cs) in enumerate(lv.scopes()):
             rows = _rows(cs)
             for i, (name, b, s, sp) in enumerate(rows):
-                label = ("all (pooled)" if cls == "all" else cls) if i == 0 else ""
+                label = class_label(cls) if i == 0 else ""
                 cells = [label, name, b, s, sp]
                 if multi:
                     cells.insert(0, lv.label if (n == 0 and i == 0) else "")

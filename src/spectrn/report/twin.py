@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from spectrn.intervals import interval_text
 from spectrn.report.html import html_table
 from spectrn.twin.compare import Point
 from spectrn.twin.model import Twin
@@ -42,7 +43,7 @@ def _ci(e: Estimate | None, scale: float = 1.0, digits: int = 2) -> str:
         return "n/a"
     text = f"{e.value * scale:.{digits}f}"
     if e.ci95 is not None:
-        text += f" [{e.ci95[0] * scale:.{digits}f}, {e.ci95[1] * scale:.{digits}f}]"
+        text += interval_text(e.ci95, digits, scale=scale)
     return text
 
 
@@ -290,8 +291,7 @@ def write_twin_report(twin: Twin, prediction: Prediction, points: Sequence[Point
     ]  # fmt: skip
     parts.append(html_table(["level", "best window", "speedup", "fastest in draws"], best))
     cross = [
-        [str(x.window), x.note, "" if x.ci95 is None else f"[{x.ci95[0]:.0f}, {x.ci95[1]:.0f}]",
-         y.note, "" if y.ci95 is None else f"[{y.ci95[0]:.0f}, {y.ci95[1]:.0f}]"]
+        [str(x.window), x.note, interval_text(x.ci95, 0, lead=""), y.note, interval_text(y.ci95, 0, lead="")]
         for x, y in zip(prediction.crossover, prediction.crossover_unlimited, strict=True)
     ]  # fmt: skip
     parts.append(html_table(["window", "within the batch limit", "95%", "without the batch limit", "95%"], cross))

@@ -23,6 +23,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from spectrn.intervals import interval_text
+
 SCHEMA_VERSION: Literal[2] = 2
 
 Interval = tuple[float, float]
@@ -186,9 +188,7 @@ class Speedup(Contract):
         """``2.99x [2.96, 3.11]`` (``n/a`` without a value)."""
         if self.value is None:
             return "n/a"
-        if self.ci95 is None:
-            return f"{self.value:.{digits}f}x"
-        return f"{self.value:.{digits}f}x [{self.ci95[0]:.{digits}f}, {self.ci95[1]:.{digits}f}]"
+        return f"{self.value:.{digits}f}x" + interval_text(self.ci95, digits)
 
     @property
     def verdict(self) -> Literal["faster", "slower", "not significant"] | None:

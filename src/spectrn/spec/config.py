@@ -50,6 +50,7 @@ from pydantic import (
 )
 
 from spectrn.errors import ConfigError
+from spectrn.labels import id_part, setup_label
 from spectrn.names import check_name, name_problem
 from spectrn.spec.catalog import INSTANCES, MODELS, InstanceSpec, ModelSpec
 from spectrn.spec.stacks import LEGACY_CONSEQUENCE, eagle3_without_recipe, unsupported_stack
@@ -895,8 +896,8 @@ class SpectrnConfig(Strict):
         digest = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:12]
         name = self.target.replace(".", "p")
         if speculative:
-            draft = self.draft.replace(".", "p") if self.uses_draft_model else "medusa"
-            label = f"{name}-sd-{draft}-k{self.num_speculative_tokens}"
+            draft = id_part(self.draft) if self.uses_draft_model else "medusa"
+            label = f"{name}-sd-" + setup_label(draft, self.num_speculative_tokens, sep="-")
         else:
             label = f"{name}-base"
         return f"{label}-tp{self.tensor_parallel_size}-s{self.max_model_len}-b{self.max_num_seqs}-{digest}"

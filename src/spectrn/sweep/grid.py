@@ -6,7 +6,6 @@ import hashlib
 import json
 import math
 import re
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from spectrn.errors import ConfigError
+from spectrn.labels import setup_label, stamped_id
 from spectrn.spec.config import Origins, SpectrnConfig, format_validation_error, validation_hint
 
 SWEEP_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -27,11 +27,11 @@ class Cell:
 
     @property
     def key(self) -> str:
-        return f"{self.draft}-k{self.window}@{self.level}"
+        return f"{self.config_dir}@{self.level}"
 
     @property
     def config_dir(self) -> str:
-        return f"{self.draft}-k{self.window}"
+        return setup_label(self.draft, self.window, sep="-")
 
     @property
     def load(self) -> tuple[str, float]:
@@ -114,7 +114,7 @@ def check_sweep_id(sweep_id: str) -> str:
 
 
 def new_sweep_id() -> str:
-    return "sweep-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return stamped_id(prefix="sweep-")
 
 
 CELL_OVERHEAD_S = 4.0  # analysis, metrics scrapes and warm-up per cell, measured on the local simulator

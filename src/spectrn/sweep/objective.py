@@ -25,6 +25,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from spectrn.errors import ConfigError
+from spectrn.intervals import interval_text
+from spectrn.labels import setup_label
 from spectrn.run.summary import Load
 
 OBJECTIVES = ("cost", "capacity", "tpot", "e2e")
@@ -56,7 +58,7 @@ def _key(level: str) -> tuple[int, float, str]:
 
 
 def _name(r: Row) -> str:
-    return f"{r['draft']} k{r['window']}"
+    return setup_label(r["draft"], r["window"])
 
 
 def _usd(x: float | None) -> str:
@@ -73,7 +75,7 @@ def ttft_note(r: Row | None) -> str | None:
     spec, base = r.get("ttft_spec_s"), r.get("ttft_base_s")
     times = f" ({spec * 1e3:.1f} ms vs {base * 1e3:.1f} ms)" if spec is not None and base is not None else ""
     return (f"TTFT regresses: speculative TTFT p50 is worse than the baseline's{times}, baseline / speculative "
-            f"{r['ttft_speedup']:.2f}x, CI [{lo:.2f}, {hi:.2f}] below 1")  # fmt: skip
+            f"{r['ttft_speedup']:.2f}x, CI{interval_text((lo, hi))} below 1")  # fmt: skip
 
 
 def _eligible(rows: Sequence[Row], slos: bool) -> tuple[list[Row], list[dict[str, Any]]]:
@@ -216,8 +218,8 @@ def _overall_cost(recs: Sequence[dict[str, Any]], rows: Sequence[Row], slos: boo
     parts = []
     if chosen:
         c = min(chosen, key=lambda r: r["value"])
-        parts.append(f"cheapest within the SLOs: {c['chosen']['draft']} k{c['chosen']['window']} at {c['level']}, "
-                     f"{_usd(c['value'])}")  # fmt: skip
+        setup = setup_label(c["chosen"]["draft"], c["chosen"]["window"])
+        parts.append(f"cheapest within the SLOs: {setup} at {c['level']}, {_usd(c['value'])}")
     if base:
         b = min(base, key=lambda r: r["usd_base"])
         parts.append(f"baseline's cheapest: {_usd(b['usd_base'])} at {b['level']}")

@@ -13,6 +13,7 @@ from typing import Any
 
 from spectrn.errors import AnalysisError, ConfigError, Interrupted, SpectrnError
 from spectrn.events import Emitter, OnEvent, fmt_duration
+from spectrn.labels import window_label
 from spectrn.paths import atomic_write_text, safe_output_dir
 from spectrn.run.sweep_analysis import SweepAnalysis, SweepPrediction
 from spectrn.run.sweep_manifest import CellEquivalence, SweepCell, SweepSettings
@@ -281,7 +282,7 @@ class Sweep:
                     notes.append(f"{cls}: not enough data in the window-{k} run")
                     continue
                 try:
-                    fit = fit_costs([StepPoint(0, tb, 1.0, "baseline"), StepPoint(k, ts, length, f"k{k}")])
+                    fit = fit_costs([StepPoint(0, tb, 1.0, "baseline"), StepPoint(k, ts, length, window_label(k))])
                     p = predict_tpot(
                         acc.per_position, fit, windows=range(1, k + 1), baseline_tpot_s=tb, semantics=semantics
                     )
@@ -361,7 +362,7 @@ class Sweep:
                 if tb:
                     pts.append(StepPoint(0, tb, 1.0, "baseline"))
                 if ts and length:
-                    pts.append(StepPoint(c.window, ts, length, f"k{c.window}"))
+                    pts.append(StepPoint(c.window, ts, length, window_label(c.window)))
             try:
                 fit = fit_costs(pts)
                 refined[cls] = predict_tpot(

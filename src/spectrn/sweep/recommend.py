@@ -33,12 +33,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from spectrn import labels
 from spectrn.errors import AnalysisError, ConfigError
+from spectrn.intervals import interval_text
+from spectrn.labels import setup_label, window_label
 from spectrn.run.summary import ClassSummary, Interval, LevelSummary, Load, Summary
 from spectrn.sweep.predict import CostFit, StepPoint, conditional_acceptance, fit_costs, iid_expected_length
 from spectrn.windows import WindowSemantics, proposals
 
-ALL = "all"
+ALL = labels.ALL_CLASSES
 MIX = "mix"
 DEFAULT_MIN_GAIN = 0.05
 DISAGREE_REL = 0.10
@@ -214,9 +217,9 @@ def pays(row: Row, min_gain: float = DEFAULT_MIN_GAIN) -> bool:
 
 
 def _label(row: Row) -> str:
-    ci = f" [{row.ci95[0]:.2f}, {row.ci95[1]:.2f}]" if row.ci95 else " (no CI)"
+    ci = interval_text(row.ci95) if row.ci95 else " (no CI)"
     sp = f"{row.speedup:.2f}x" if row.speedup is not None else "n/a"
-    return f"{row.draft} k{row.window}: {sp}{ci}"
+    return f"{setup_label(row.draft, row.window)}: {sp}{ci}"
 
 
 @dataclass
@@ -391,7 +394,7 @@ def crossovers(rows: Sequence[Row], scope: str = ALL) -> list[dict[str, Any]]:
                     for r in rs
                 ],  # fmt: skip
                 "pays_at_lowest": not stops_paying(rs[0]),
-                "text": f"{draft} k{window} ({scope}): " + _crossover_text(rs, cross, measured),
+                "text": f"{setup_label(draft, window)} ({scope}): " + _crossover_text(rs, cross, measured),
             }
         )
     return out
@@ -417,7 +420,7 @@ def fit_draft_costs(rows: Sequence[Row], draft: str, level: str) -> CostFit | No
         if r.tpot_base_s:
             pts.append(StepPoint(0, r.tpot_base_s, 1.0, f"baseline/{r.prompt_class}"))
         if r.tpot_spec_s and r.length:
-            pts.append(StepPoint(r.window, r.tpot_spec_s, r.length, f"k{r.window}/{r.prompt_class}"))
+            pts.append(StepPoint(r.window, r.tpot_spec_s, r.length, f"{window_label(r.window)}/{r.prompt_class}"))
     try:
         return fit_costs(pts)
     except AnalysisError:
@@ -489,7 +492,8 @@ def explain_row(row: Row, fit: CostFit | None) -> dict[str, Any]:
         parts.append(f"constant-acceptance expectation {out['expected_length_first_position']:.2f}")
     if fit is not None and fit.draft_to_target is not None:
         parts.append(f"each window token costs {fit.draft_to_target:.3f} target steps")
-    out["text"] = f"{row.draft} k{k} {row.prompt_class} @ {row.level}: " + (", ".join(parts) or "no acceptance data")
+    where = f"{setup_label(row.draft, k)} {row.prompt_class} @ {row.level}"
+    out["text"] = f"{where}: " + (", ".join(parts) or "no acceptance data")
     if notes:
         out["text"] += ". " + " ".join(notes)
     return out

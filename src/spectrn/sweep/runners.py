@@ -13,6 +13,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from spectrn.events import Emitter, OnEvent
+from spectrn.labels import id_part, setup_label
 from spectrn.spec.config import SpectrnConfig
 from spectrn.sweep.grid import Cell
 
@@ -71,7 +72,7 @@ class LocalSimRunner:
         self.model = cfg.target_spec.hf_id
 
     def run_id(self, cell: Cell) -> str:
-        return f"{self.sweep_id}-{cell.draft}-k{cell.window}-{cell.level}"
+        return f"{self.sweep_id}-{cell.config_dir}-{cell.level}"
 
     def _start(self, cfg: SpectrnConfig, variant: str, log_name: str) -> LocalServer:
         """One server with the same command line and lifetime as ``spectrn bench --local``'s, ready on return."""
@@ -109,7 +110,9 @@ class LocalSimRunner:
         if self.spec is not None:
             old, self.spec = self.spec[0], None
             stop_sims([old])
-        server = self._start(cfg, "speculative", f"sim-{cfg.draft}-k{cfg.num_speculative_tokens}.log")
+        server = self._start(
+            cfg, "speculative", f"sim-{setup_label(cfg.draft, cfg.num_speculative_tokens, sep='-')}.log"
+        )
         self.spec = (server, want)
         return server.url
 
@@ -204,9 +207,8 @@ class ClusterRunner:
         return None
 
     def run_id(self, cell: Cell) -> str:
-        draft = cell.draft.replace(".", "p")
         level = cell.level.replace(".", "p")
-        return f"{self.sweep_slug}-{draft}-k{cell.window}-{level}"[:40].strip("-")
+        return f"{self.sweep_slug}-{setup_label(id_part(cell.draft), cell.window, sep='-')}-{level}"[:40].strip("-")
 
     def run(self, cfg: SpectrnConfig, cell: Cell, out_root: Path, on_event: OnEvent | None, quiet: bool) -> Path:
         from spectrn.collect.incluster import run_incluster_bench
@@ -260,7 +262,7 @@ class LocalVllmCpuRunner:
         self.model = self.pair.model
 
     def run_id(self, cell: Cell) -> str:
-        return f"{self.sweep_id}-{cell.draft}-k{cell.window}-{cell.level}"
+        return f"{self.sweep_id}-{cell.config_dir}-{cell.level}"
 
     def __enter__(self) -> LocalVllmCpuRunner:
         self.pair.__enter__()

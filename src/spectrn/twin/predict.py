@@ -29,7 +29,7 @@ from spectrn.errors import ConfigError
 from spectrn.sim.model import Preset, Resolved, resolve
 from spectrn.twin.engine import ClassLoad, LevelResult, run_level
 from spectrn.twin.model import Twin
-from spectrn.windows import proposals
+from spectrn.windows import expected_tokens_per_step, proposals
 
 METHOD = (
     "point: the simulator's engine run offline (closed loop, prefills, batch limit, queueing, acceptance draws); "
@@ -112,14 +112,6 @@ class Prediction(_Strict):
 # ---- the analytic model ----------------------------------------------------------------------------------
 
 
-def _tokens_per_step(probs: Sequence[float]) -> float:
-    total, run = 1.0, 1.0
-    for p in probs:
-        run *= p
-        total += run
-    return total
-
-
 class Analytic:
     """The steady-state model of one configuration for a workload: ``tpot(batch)`` per class and for the mix."""
 
@@ -135,7 +127,7 @@ class Analytic:
         total_w = sum(weights.values())
         self.model = model
         self.weights = {c: w / total_w for c, w in weights.items()}
-        self.e = {c: _tokens_per_step(probs[c]) if model.speculative else 1.0 for c in weights}
+        self.e = {c: expected_tokens_per_step(probs[c]) if model.speculative else 1.0 for c in weights}
         n = {c: max(1.0, (max_tokens - 1) / self.e[c]) for c in weights}
         share = {c: weights[c] * (n[c] + 1) for c in weights}  # time-weighted presence in the batch
         s_total = sum(share.values())
@@ -371,7 +363,7 @@ def predict(
                 base_tpot = {c: e.value for c, e in tpot.items()}
             else:
                 m = _resolve(preset, twin, w)
-                cell.mean_accepted_length = {c: round(_tokens_per_step(m.position_probs(texts[c])), 4) for c in names}
+                cell.mean_accepted_length = {c: round(m.expected_tokens_per_step(texts[c]), 4) for c in names}
                 cell.extrapolated = [c for c in names if proposals(sem, w) > table.get(c, 0)]
                 for c in [*names, "mix"]:
                     ratios = np.asarray([db[c] / ds[c] for db, ds in zip(draw_a[None], draw_a[w], strict=True)]) / (
