@@ -33,6 +33,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from mutation_wide import WIDE_MANUAL, WIDE_TARGETS  # hack/ is on sys.path when this file runs as a script
+
 ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / "build" / "mutation"
 DOC = ROOT / "docs" / "mutation.md"
@@ -106,6 +108,10 @@ TARGETS: tuple[Target, ...] = (
     Target("limits", "spectrn.publish.limits", (), ("tests/publish/test_datums.py", "tests/publish/test_limits.py")),
     Target("errors", "spectrn.errors", ("x_redact", "x_redact_url"), ("tests/loadgen/test_names_redaction.py",)),
 )
+
+# the modules beyond the numeric core (deploy, kube client, publish, report, sweep, twin, collect, simulator,
+# load generator, llmperf files, run folder): hack/mutation_wide.py
+TARGETS += tuple(Target(*row) for row in WIDE_TARGETS)
 
 PYTEST_ARGS = ("-p", "no:cacheprovider", "-q", "-m", "not slow and not vllm and not kind")
 
@@ -296,6 +302,7 @@ MANUAL: tuple[Manual, ...] = (
         "leaves never differ",
     ),
 )
+MANUAL += tuple(Manual(*row) for row in WIDE_MANUAL)  # the templates (hack/mutation_wide.py)
 
 
 # ---- mutmut targets -------------------------------------------------------------------------------
@@ -379,11 +386,12 @@ def run_manual(m: Manual) -> tuple[bool, list[str]]:
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
-    for name in ("src", "tests"):
+    # manifests/ is copied, not linked: a template mutant must never write through to the checkout's templates
+    for name in ("src", "tests", "manifests"):
         shutil.copytree(ROOT / name, work / name, ignore=shutil.ignore_patterns("__pycache__", "fixtures"))
     (work / "tests" / "loadgen" / "fixtures").symlink_to(ROOT / "tests" / "loadgen" / "fixtures")
     (work / "tests" / "fixtures").symlink_to(ROOT / "tests" / "fixtures")
-    for name in ("manifests", "prompts", "pyproject.toml"):
+    for name in ("prompts", "pyproject.toml"):
         (work / name).symlink_to(ROOT / name)
     path = work / m.file
     text = path.read_text(encoding="utf-8")
@@ -416,8 +424,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.list:
         for t in TARGETS:
-            print(f"{t.name:11} {t.module:28} {', '.join(t.functions) or '(all)'}\n{'':11} {' '.join(t.tests)}")
-        print(f"manual      {len(MANUAL)} hand-made mutants")
+            print(f"{t.name:15} {t.module:28} {', '.join(t.functions) or '(all)'}\n{'':15} {' '.join(t.tests)}")
+        print(f"{'manual':15} {len(MANUAL)} hand-made mutants")
         return 0
     known = {t.name for t in TARGETS} | {"manual"}
     unknown = set(a.targets) - known
