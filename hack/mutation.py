@@ -2,7 +2,7 @@
 
 Each target is one module (or a few functions of it) and the focused tests that own it. Per target, mutmut
 (PyPI) works in its own scratch folder ``build/mutation/<target>/`` (symlinks to src/, tests/, manifests/,
-prompts/ and a generated ``setup.cfg``), so every module runs against its own tests only, one module at a time.
+prompts/, docs/ and a generated ``setup.cfg``), so every module runs against its own tests only, one module at a time.
 
 mutmut does not mutate decorated functions (properties, ``@contextmanager``) nor test helpers, and its
 operators never drop an operand (``c - prev`` becomes ``c + prev``, never ``c``). The ``MANUAL`` mutants
@@ -313,7 +313,7 @@ def _setup(target: Target, fresh: bool) -> Path:
     if fresh and work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True, exist_ok=True)
-    for name in ("src", "tests", "manifests", "prompts"):
+    for name in ("src", "tests", "manifests", "prompts", "docs"):  # docs/: tests that check what the docs list
         link = work / name
         if not link.exists():
             link.symlink_to(ROOT / name)
@@ -322,7 +322,7 @@ def _setup(target: Target, fresh: bool) -> Path:
         "[mutmut]",
         "source_paths=src/spectrn",
         f"only_mutate=*{target.file.removeprefix('src/')}",
-        "also_copy=\n    manifests\n    prompts",
+        "also_copy=\n    manifests\n    prompts\n    docs",
         "pytest_add_cli_args_test_selection=\n" + "".join(f"    {t}\n" for t in target.tests),
         "pytest_add_cli_args=\n" + "".join(f"    {a}\n" for a in PYTEST_ARGS),
         "timeout_multiplier=5.0",

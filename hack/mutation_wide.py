@@ -47,12 +47,21 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
         (),
         ("tests/kube/test_realkube.py", "tests/kube/test_fake_rules.py", "tests/deploy/test_rel_kube_faults.py"),
     ),
-    ("emf", "spectrn.publish.emf", (), ("tests/publish/test_dashboard_emf_iam.py",)),
+    (
+        "emf",
+        "spectrn.publish.emf",
+        (),
+        ("tests/publish/test_dashboard_emf_iam.py", "tests/publish/test_emf_dashboard_meaning.py"),
+    ),
     (
         "dashboard",
         "spectrn.publish.dashboard",
         (),
-        ("tests/publish/test_dashboard_emf_iam.py", "tests/publish/test_moto_integration.py"),
+        (
+            "tests/publish/test_dashboard_emf_iam.py",
+            "tests/publish/test_emf_dashboard_meaning.py",
+            "tests/publish/test_moto_integration.py",
+        ),
     ),
     (
         "publisher",
