@@ -38,9 +38,18 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
         "deploy-wait",
         "spectrn.deploy.wait",
         (),
-        ("tests/deploy/test_wait_diagnose.py", "tests/deploy/test_teardown_status.py"),
+        (
+            "tests/deploy/test_wait_diagnose.py",
+            "tests/deploy/test_recreate_rollout.py",
+            "tests/deploy/test_teardown_status.py",
+        ),
     ),
-    ("deploy-teardown", "spectrn.deploy.teardown", (), ("tests/deploy/test_teardown_status.py",)),
+    (
+        "deploy-teardown",
+        "spectrn.deploy.teardown",
+        (),
+        ("tests/deploy/test_teardown_status.py", "tests/deploy/test_teardown_user_objects.py"),
+    ),
     (
         "kube-client",
         "spectrn.kube.client",
@@ -86,7 +95,11 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
         "recommend",
         "spectrn.sweep.recommend",
         (),
-        ("tests/sweep/test_sweep_recommend.py", "tests/sweep/test_sweep_objective.py"),
+        (
+            "tests/sweep/test_sweep_recommend.py",
+            "tests/sweep/test_sweep_rule_fixtures.py",
+            "tests/sweep/test_sweep_objective.py",
+        ),
     ),
     ("objective", "spectrn.sweep.objective", (), ("tests/sweep/test_sweep_objective.py",)),
     ("grid", "spectrn.sweep.grid", (), ("tests/sweep/test_sweep_cluster.py", "tests/sweep/test_sweep_resume.py")),
@@ -107,7 +120,18 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
         (),
         ("tests/loadgen/test_load_shapes.py", "tests/loadgen/test_multi_turn.py"),
     ),
-    ("llmperf", "spectrn.analyze.llmperf", (), ("tests/analyze/test_llmperf.py",)),
+    (
+        "llmperf",
+        "spectrn.analyze.llmperf",
+        (),
+        ("tests/analyze/test_llmperf.py", "tests/analyze/test_llmperf_fields.py"),
+    ),
+    (
+        "config",
+        "spectrn.spec.config",
+        (),
+        ("tests/spec/test_context_length.py", "tests/spec/test_neuron_rules.py", "tests/spec/test_config_sources.py"),
+    ),
     ("folder", "spectrn.run.folder", (), ("tests/run/test_schema_versions.py", "tests/publish/test_datums.py")),
 )
 
@@ -118,7 +142,7 @@ WIDE_MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
         "manifests/server.yaml.j2",
         "    type: Recreate",
         "    type: RollingUpdate",
-        ("tests/render/test_render_golden.py", "tests/render/test_render_objects.py"),
+        ("tests/render/test_render_golden.py::test_golden",),
         "the server Deployment rolls (a second pod can never get the devices the first one holds)",
     ),
     (
@@ -126,7 +150,7 @@ WIDE_MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
         "manifests/server.yaml.j2",
         "      resourceClaims:",
         "      resourceClaimsX:",
-        ("tests/render/test_render_golden.py", "tests/kube/test_fake_rules.py"),
+        ("tests/kube/test_fake_claims_rule.py",),
         "the pod's resourceClaims key misspelt: the container's claim refers to nothing",
     ),
     (
@@ -134,7 +158,7 @@ WIDE_MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
         "manifests/compile-job.yaml.j2",
         "      resourceClaims:",
         "      resourceClaimsX:",
-        ("tests/render/test_render_golden.py", "tests/kube/test_fake_rules.py", "tests/sweep/test_sweep_compile.py"),
+        ("tests/kube/test_fake_claims_rule.py",),
         "the compile Job's pod loses its resourceClaims",
     ),
     # realistic slips the suite once let through (issue 29's audit), each now killed by a named test
