@@ -111,3 +111,47 @@ def test_a_dashboard_speedup_matches_the_ratio_of_the_emf_values(run: RunFolder,
     s = med["speculative"][len(med["speculative"]) // 2]
     (label, _, ratio) = SPEEDUPS[0]
     assert ratio == "b/s" and b / s > 1, (label, b, s)
+
+
+def test_emf_defaults_compact_lines_and_metric_entries(run: RunFolder) -> None:
+    lines, _ = emf.emf_lines(run)  # the documented default namespace and standard (60 s) resolution
+    for line in lines:
+        doc = json.loads(line)
+        # one compact JSON object per line (no spaces: the agent ships lines as they are, and size counts)
+        assert line == json.dumps(doc, separators=(",", ":"))
+        (directive,) = doc["_aws"]["CloudWatchMetrics"]
+        assert directive["Namespace"] == "Spectrn"
+        # EMF's MetricDefinition: Name, Unit, StorageResolution (1 = high resolution, 60 = standard)
+        for m in directive["Metrics"]:
+            assert set(m) == {"Name", "Unit", "StorageResolution"} and m["StorageResolution"] == 60, m
+
+
+def test_write_emf_carries_the_runs_cloudwatch_settings_and_the_callers_choices(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from spectrn.publish.datums import default_metrics_fn
+    from spectrn.spec.config import SpectrnConfig
+
+    cfg = SpectrnConfig().model_dump(mode="json")
+    cfg["cloudwatch"]["namespace"] = "TeamBench"
+    cfg["cloudwatch"]["storage_resolution"] = 1
+    run_dir = make_run(tmp_path, per_class=1, config=cfg)
+    base = default_metrics_fn(1.0)
+
+    def fixed_ttft(rec):  # type: ignore[no-untyped-def]
+        m = base(rec)
+        return None if m is None else replace(m, ttft=42.0)
+
+    docs = [
+        json.loads(x) for x in emf.write_emf(run_dir, run_id="rerun-7", metrics_fn=fixed_ttft).read_text().splitlines()
+    ]
+    assert docs
+    for doc in docs:
+        (directive,) = doc["_aws"]["CloudWatchMetrics"]
+        assert directive["Namespace"] == "TeamBench" and doc["RunId"] == "rerun-7"
+        assert {m["StorageResolution"] for m in directive["Metrics"]} == {1}
+    assert {d["TTFT"] for d in docs if "TTFT" in d} == {42.0}
+    # a namespace given by the caller wins over the run's config
+    docs = [json.loads(x) for x in emf.write_emf(run_dir, namespace="Other").read_text().splitlines()]
+    assert {d["_aws"]["CloudWatchMetrics"][0]["Namespace"] for d in docs} == {"Other"}
+    assert {d["RunId"] for d in docs} == {"run-1"}
