@@ -82,7 +82,12 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
             "tests/publish/test_rel_cloudwatch_faults.py",
         ),
     ),
-    ("report-tables", "spectrn.report.tables", (), ("tests/report/test_report.py",)),
+    (
+        "report-tables",
+        "spectrn.report.tables",
+        (),
+        ("tests/report/test_report.py", "tests/report/test_table_values.py"),
+    ),
     ("report-markdown", "spectrn.report.markdown", (), ("tests/report/test_report.py",)),
     ("report-format", "spectrn.report.format", (), ("tests/report/test_report.py",)),
     (
