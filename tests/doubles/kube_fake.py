@@ -7,7 +7,9 @@ can check apply order and that teardown touched nothing else), and plays the con
 * Deployments: applying one with a new pod template creates its pods, whose status then follows a
   *scenario* (``ready``, ``unschedulable-neuron``, ``image-pull``, ``crashloop``, ``oom``, ...) one step per
   tick, with the events and log lines a real kubelet/scheduler would produce. With ``strategy: Recreate``
-  the old pods go before the new ones are created; otherwise they go once the new ones are ready.
+  the old pods go before the new ones are created (with ``recreate_grace_ticks`` N > 0 they stay Terminating,
+  still Ready, for N ticks first, while the Deployment already reports the new generation observed);
+  otherwise they go once the new ones are ready.
 * Jobs: applying one creates its pods (indexed when ``completionMode: Indexed``); each pod runs and its
   result files come from ``job_files(pod_name, index)`` and appear after ``job_run_ticks`` ticks.
   ``exec`` understands ``cat``, ``test -e``,
