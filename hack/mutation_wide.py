@@ -123,7 +123,11 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
         "arrivals",
         "spectrn.loadgen.arrivals",
         (),
-        ("tests/loadgen/test_load_shapes.py", "tests/loadgen/test_multi_turn.py"),
+        (
+            "tests/loadgen/test_load_shapes.py",
+            "tests/loadgen/test_shard_arrivals.py",
+            "tests/loadgen/test_multi_turn.py",
+        ),
     ),
     (
         "llmperf",
