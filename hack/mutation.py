@@ -2,7 +2,7 @@
 
 Each target is one module (or a few functions of it) and the focused tests that own it. Per target, mutmut
 (PyPI) works in its own scratch folder ``build/mutation/<target>/`` (symlinks to src/, tests/, manifests/,
-prompts/ and a generated ``setup.cfg``), so every module runs against its own tests only, one module at a time.
+prompts/, docs/ and a generated ``setup.cfg``), so every module runs against its own tests only, one module at a time.
 
 mutmut does not mutate decorated functions (properties, ``@contextmanager``) nor test helpers, and its
 operators never drop an operand (``c - prev`` becomes ``c + prev``, never ``c``). The ``MANUAL`` mutants
@@ -32,6 +32,8 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from mutation_wide import WIDE_MANUAL, WIDE_TARGETS  # hack/ is on sys.path when this file runs as a script
 
 ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / "build" / "mutation"
@@ -106,6 +108,10 @@ TARGETS: tuple[Target, ...] = (
     Target("limits", "spectrn.publish.limits", (), ("tests/publish/test_datums.py", "tests/publish/test_limits.py")),
     Target("errors", "spectrn.errors", ("x_redact", "x_redact_url"), ("tests/loadgen/test_names_redaction.py",)),
 )
+
+# the modules beyond the numeric core (deploy, kube client, publish, report, sweep, twin, collect, simulator,
+# load generator, llmperf files, run folder): hack/mutation_wide.py
+TARGETS += tuple(Target(*row) for row in WIDE_TARGETS)
 
 PYTEST_ARGS = ("-p", "no:cacheprovider", "-q", "-m", "not slow and not vllm and not kind")
 
@@ -296,6 +302,7 @@ MANUAL: tuple[Manual, ...] = (
         "leaves never differ",
     ),
 )
+MANUAL += tuple(Manual(*row) for row in WIDE_MANUAL)  # the templates (hack/mutation_wide.py)
 
 
 # ---- mutmut targets -------------------------------------------------------------------------------
@@ -306,7 +313,7 @@ def _setup(target: Target, fresh: bool) -> Path:
     if fresh and work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True, exist_ok=True)
-    for name in ("src", "tests", "manifests", "prompts"):
+    for name in ("src", "tests", "manifests", "prompts", "docs"):  # docs/: tests that check what the docs list
         link = work / name
         if not link.exists():
             link.symlink_to(ROOT / name)
@@ -315,7 +322,7 @@ def _setup(target: Target, fresh: bool) -> Path:
         "[mutmut]",
         "source_paths=src/spectrn",
         f"only_mutate=*{target.file.removeprefix('src/')}",
-        "also_copy=\n    manifests\n    prompts",
+        "also_copy=\n    manifests\n    prompts\n    docs",
         "pytest_add_cli_args_test_selection=\n" + "".join(f"    {t}\n" for t in target.tests),
         "pytest_add_cli_args=\n" + "".join(f"    {a}\n" for a in PYTEST_ARGS),
         "timeout_multiplier=5.0",
@@ -379,11 +386,12 @@ def run_manual(m: Manual) -> tuple[bool, list[str]]:
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
-    for name in ("src", "tests"):
+    # manifests/ is copied, not linked: a template mutant must never write through to the checkout's templates
+    for name in ("src", "tests", "manifests"):
         shutil.copytree(ROOT / name, work / name, ignore=shutil.ignore_patterns("__pycache__", "fixtures"))
     (work / "tests" / "loadgen" / "fixtures").symlink_to(ROOT / "tests" / "loadgen" / "fixtures")
     (work / "tests" / "fixtures").symlink_to(ROOT / "tests" / "fixtures")
-    for name in ("manifests", "prompts", "pyproject.toml"):
+    for name in ("prompts", "pyproject.toml"):
         (work / name).symlink_to(ROOT / name)
     path = work / m.file
     text = path.read_text(encoding="utf-8")
@@ -416,8 +424,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.list:
         for t in TARGETS:
-            print(f"{t.name:11} {t.module:28} {', '.join(t.functions) or '(all)'}\n{'':11} {' '.join(t.tests)}")
-        print(f"manual      {len(MANUAL)} hand-made mutants")
+            print(f"{t.name:15} {t.module:28} {', '.join(t.functions) or '(all)'}\n{'':15} {' '.join(t.tests)}")
+        print(f"{'manual':15} {len(MANUAL)} hand-made mutants")
         return 0
     known = {t.name for t in TARGETS} | {"manual"}
     unknown = set(a.targets) - known

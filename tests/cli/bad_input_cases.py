@@ -176,6 +176,12 @@ CASES: list[Case] = [
     ),
     _c("zero output tokens", ("bench", *EP, "--max-tokens", "0"), 2, "bench.max_tokens"),
     _c("infinite timeout", ("bench", *EP, "--set", "bench.timeout_s=1e400"), 2, "bench.timeout_s"),
+    _c(
+        "input + output tokens over max_model_len",
+        "render --set max_model_len=2048 --set bench.input_tokens=2000 --set bench.max_tokens=600",
+        2,
+        "input_tokens 2000 + max_tokens 600 exceeds max_model_len 2048",
+    ),
     _c("unknown API", ("bench", *EP, "--api", "grpc"), 2, "--api: Input should be 'chat' or 'completions'"),
     _c(
         "unknown schedule mode",

@@ -7,7 +7,9 @@ can check apply order and that teardown touched nothing else), and plays the con
 * Deployments: applying one with a new pod template creates its pods, whose status then follows a
   *scenario* (``ready``, ``unschedulable-neuron``, ``image-pull``, ``crashloop``, ``oom``, ...) one step per
   tick, with the events and log lines a real kubelet/scheduler would produce. With ``strategy: Recreate``
-  the old pods go before the new ones are created; otherwise they go once the new ones are ready.
+  the old pods go before the new ones are created (with ``recreate_grace_ticks`` N > 0 they stay Terminating,
+  still Ready, for N ticks first, while the Deployment already reports the new generation observed);
+  otherwise they go once the new ones are ready.
 * Jobs: applying one creates its pods (indexed when ``completionMode: Indexed``); each pod runs and its
   result files come from ``job_files(pod_name, index)`` and appear after ``job_run_ticks`` ticks.
   ``exec`` understands ``cat``, ``test -e``,
@@ -159,6 +161,13 @@ class FakeKube:
         self.job_finishes_without_collect = False
         self.job_run_ticks = 2
         self.job_done_line: str | None = None  # logged by a job pod when its results appear
+        # A Recreate rollout that takes time: with N > 0, a new template marks the old pods Terminating (still
+        # Ready until their containers stop, as a pod in its grace period is) for N ticks, and the new pods are
+        # created only once they are gone, as the deployment controller's Recreate strategy waits for "old pods
+        # not running" (pkg/controller/deployment/recreate.go rolloutRecreate, oldPodsRunning)
+        self.recreate_grace_ticks = 0
+        self._terminating: dict[tuple[str, str], int] = {}  # (namespace, pod) -> ticks left
+        self._recreating: set[tuple[str, str]] = set()  # (namespace, Deployment) waiting for its old pods
         self._failures: list[_Failure] = []
         self._rv = 100
         self._uid = 0
@@ -815,6 +824,15 @@ class FakeKube:
             wanted = [i for i in range(replicas) if f"{meta['name']}-{thash}-{i}" not in current]
         else:
             if (dep["spec"].get("strategy") or {}).get("type") == "Recreate":
+                if existing and self.recreate_grace_ticks > 0:
+                    for p in existing:
+                        if (ns, p["metadata"]["name"]) not in self._terminating:
+                            p["metadata"]["deletionTimestamp"] = _iso(self.now)
+                            self._terminating[(ns, p["metadata"]["name"])] = self.recreate_grace_ticks
+                            self._put(p)
+                    self._recreating.add((ns, meta["name"]))
+                    self._update_deployment_status(dep)
+                    return
                 for p in existing:  # Recreate: old pods go first (they hold the devices the new pod needs)
                     self._remove(self._key("v1", "Pod", ns, p["metadata"]["name"]))
             wanted = list(range(replicas))
@@ -886,6 +904,19 @@ class FakeKube:
                 self._advance(pod)
                 if json.dumps(pod["status"], sort_keys=True) != before:
                     self._put(pod)
+        for (ns, name), left in list(self._terminating.items()):
+            if left > 1:
+                self._terminating[(ns, name)] = left - 1
+            else:
+                del self._terminating[(ns, name)]
+                self._remove(self._key("v1", "Pod", ns, name))
+        for key, dep in list(self.objects.items()):
+            if key[1] == "Deployment" and (key[2], key[3]) in self._recreating:
+                if not any(
+                    ns == key[2] and self.runs[n].owner == key[3] for ns, n in self._terminating if n in self.runs
+                ):
+                    self._recreating.discard((key[2], key[3]))
+                    self._reconcile_deployment(dep)  # the old pods are gone: create the new ones
         for key, dep in list(self.objects.items()):
             if key[1] == "Deployment":
                 self._retire_old_pods(dep)

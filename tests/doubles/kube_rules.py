@@ -74,6 +74,8 @@ _CAUSE = {
     "Invalid value": "FieldValueInvalid",
     "Forbidden": "FieldValueForbidden",
     "Too long": "FieldValueTooLong",
+    "Not found": "FieldValueNotFound",
+    "Duplicate value": "FieldValueDuplicate",
 }
 
 
@@ -90,7 +92,7 @@ class FieldError:
         # ErrorBody: Required/Forbidden/TooLong print no value; strings are quoted, other values JSON (newer
         # versions JSON-marshal the bad value, older ones print %#v: tests match the path and the detail).
         s = self.type
-        if self.type == "Invalid value" and self.bad is not _NO_VALUE:
+        if self.type in ("Invalid value", "Not found", "Duplicate value") and self.bad is not _NO_VALUE:
             s += ": " + json.dumps(self.bad, sort_keys=True, separators=(",", ":"))
         if self.detail:
             s += ": " + self.detail
@@ -288,6 +290,35 @@ def _pod_spec_errors(spec: Any, path: str) -> list[FieldError]:
         name = str((c or {}).get("name") or "")
         if name:  # a missing name is a schema "required" error, reported with the others
             errs += [FieldError("Invalid value", f"{path}.containers[{i}].name", name, m) for m in dns1123_label(name)]
+    pod_claims = {str(rc.get("name")) for rc in (spec or {}).get("resourceClaims") or [] if isinstance(rc, dict)}
+    for field in ("initContainers", "containers"):
+        for i, c in enumerate((spec or {}).get(field) or []):
+            claims = ((c or {}).get("resources") or {}).get("claims") or []
+            errs += _claim_name_errors(claims, pod_claims, f"{path}.{field}[{i}].resources.claims")
+    return errs
+
+
+def _claim_name_errors(claims: list[Any], pod_claims: set[str], path: str) -> list[FieldError]:
+    """A container's ``resources.claims`` must name entries of the pod's ``resourceClaims``, once each.
+    pkg/apis/core/validation/validation.go validateResourceClaimNames: ``field.NotFound(fldPath.Index(i),
+    name)`` with Detail "must be one of the names in pod.spec.resourceClaims" + " which is empty" or ": " and
+    the sorted names; ``field.Duplicate`` for a repeated name; ``field.Required`` for an empty one."""
+    errs: list[FieldError] = []
+    seen: set[str] = set()
+    for i, claim in enumerate(claims):
+        name = str((claim or {}).get("name") or "")
+        where = f"{path}[{i}]"
+        if not name:
+            errs.append(FieldError("Required value", where))
+            continue
+        if name in seen:
+            errs.append(FieldError("Duplicate value", where, name))
+        seen.add(name)
+        if name not in pod_claims:
+            listed = ": " + ", ".join(sorted(pod_claims)) if pod_claims else " which is empty"
+            errs.append(
+                FieldError("Not found", where, name, "must be one of the names in pod.spec.resourceClaims" + listed)
+            )
     return errs
 
 

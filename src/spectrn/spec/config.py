@@ -976,10 +976,8 @@ class SpectrnConfig(Strict):
                 fields=("speculative_name", "baseline_name"),
                 fix="give the two services different names",
             )
-        if (
-            self.max_model_len <= self.bench.max_tokens
-            and self.bench.input_tokens is not None
-            and (self.bench.input_tokens + self.bench.max_tokens > self.max_model_len)
+        if self.bench.input_tokens is not None and (
+            self.bench.input_tokens + self.bench.max_tokens > self.max_model_len
         ):
             raise FieldError(
                 f"bench.max_tokens: input_tokens {self.bench.input_tokens} + max_tokens {self.bench.max_tokens} "

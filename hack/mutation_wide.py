@@ -1,0 +1,214 @@
+"""The mutation targets beyond the numeric core: every module a user's figures or cluster depend on.
+
+Data only, read by ``hack/mutation.py``: per target (name, module, functions, tests) as in its ``TARGETS``; per
+hand-made mutant (id, file, old, new, tests, why) as in its ``MANUAL``, for what mutmut cannot reach (the Jinja
+templates under manifests/, decorated functions). Each target names the focused tests that own the module, so a
+kill comes from them and a target runs in minutes, not hours.
+"""
+
+from __future__ import annotations
+
+# (name, module, functions (() = all), tests)
+WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
+    (
+        "render",
+        "spectrn.render.manifests",
+        (),
+        (
+            "tests/render/test_render_objects.py",
+            "tests/render/test_render_golden.py",
+            "tests/render/test_render_properties.py",
+            "tests/render/test_workload_configmap.py",
+            "tests/kube/test_fake_rules.py",
+        ),
+    ),
+    (
+        "deploy-plan",
+        "spectrn.deploy.plan",
+        (),
+        ("tests/deploy/test_plan_apply.py", "tests/deploy/test_teardown_status.py"),
+    ),
+    (
+        "deploy-apply",
+        "spectrn.deploy.apply",
+        (),
+        ("tests/deploy/test_plan_apply.py", "tests/deploy/test_teardown_status.py"),
+    ),
+    (
+        "deploy-wait",
+        "spectrn.deploy.wait",
+        (),
+        (
+            "tests/deploy/test_wait_diagnose.py",
+            "tests/deploy/test_recreate_rollout.py",
+            "tests/deploy/test_teardown_status.py",
+        ),
+    ),
+    (
+        "deploy-teardown",
+        "spectrn.deploy.teardown",
+        (),
+        ("tests/deploy/test_teardown_status.py", "tests/deploy/test_teardown_user_objects.py"),
+    ),
+    (
+        "kube-client",
+        "spectrn.kube.client",
+        (),
+        ("tests/kube/test_realkube.py", "tests/kube/test_fake_rules.py", "tests/deploy/test_rel_kube_faults.py"),
+    ),
+    (
+        "emf",
+        "spectrn.publish.emf",
+        (),
+        ("tests/publish/test_dashboard_emf_iam.py", "tests/publish/test_emf_dashboard_meaning.py"),
+    ),
+    (
+        "dashboard",
+        "spectrn.publish.dashboard",
+        (),
+        (
+            "tests/publish/test_dashboard_emf_iam.py",
+            "tests/publish/test_emf_dashboard_meaning.py",
+            "tests/publish/test_moto_integration.py",
+        ),
+    ),
+    (
+        "publisher",
+        "spectrn.publish.publisher",
+        (),
+        (
+            "tests/publish/test_moto_integration.py",
+            "tests/publish/test_publish_resume.py",
+            "tests/publish/test_rel_cloudwatch_faults.py",
+        ),
+    ),
+    (
+        "report-tables",
+        "spectrn.report.tables",
+        (),
+        ("tests/report/test_report.py", "tests/report/test_table_values.py"),
+    ),
+    ("report-markdown", "spectrn.report.markdown", (), ("tests/report/test_report.py",)),
+    ("report-format", "spectrn.report.format", (), ("tests/report/test_report.py",)),
+    (
+        "report-compare",
+        "spectrn.report.compare",
+        (),
+        ("tests/report/test_compare_intervals.py", "tests/report/test_report.py"),
+    ),
+    (
+        "recommend",
+        "spectrn.sweep.recommend",
+        (),
+        (
+            "tests/sweep/test_sweep_recommend.py",
+            "tests/sweep/test_sweep_rule_fixtures.py",
+            "tests/sweep/test_sweep_objective.py",
+        ),
+    ),
+    ("objective", "spectrn.sweep.objective", (), ("tests/sweep/test_sweep_objective.py",)),
+    ("grid", "spectrn.sweep.grid", (), ("tests/sweep/test_sweep_cluster.py", "tests/sweep/test_sweep_resume.py")),
+    ("twin-costs", "spectrn.twin.costs", (), ("tests/twin/test_units.py",)),
+    ("twin-acceptance", "spectrn.twin.acceptance", (), ("tests/twin/test_units.py",)),
+    ("twin-predict", "spectrn.twin.predict", (), ("tests/twin/test_units.py",)),
+    (
+        "collect",
+        "spectrn.collect.incluster",
+        (),
+        ("tests/collect/test_incluster.py", "tests/cli/test_collect_progress.py"),
+    ),
+    ("sim-model", "spectrn.sim.model", (), ("tests/sim/test_model.py", "tests/sim/test_ground_truth.py")),
+    ("sim-metrics", "spectrn.sim.metrics", (), ("tests/sim/test_conformance.py", "tests/sim/test_profiles.py")),
+    (
+        "arrivals",
+        "spectrn.loadgen.arrivals",
+        (),
+        (
+            "tests/loadgen/test_load_shapes.py",
+            "tests/loadgen/test_shard_arrivals.py",
+            "tests/loadgen/test_multi_turn.py",
+        ),
+    ),
+    (
+        "llmperf",
+        "spectrn.analyze.llmperf",
+        (),
+        ("tests/analyze/test_llmperf.py", "tests/analyze/test_llmperf_fields.py"),
+    ),
+    (
+        "config",
+        "spectrn.spec.config",
+        (),
+        ("tests/spec/test_context_length.py", "tests/spec/test_neuron_rules.py", "tests/spec/test_config_sources.py"),
+    ),
+    ("folder", "spectrn.run.folder", (), ("tests/run/test_schema_versions.py", "tests/publish/test_datums.py")),
+)
+
+# (id, file, old, new, tests, why): the templates mutmut never sees, one realistic slip each
+WIDE_MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
+    (
+        "template-rolling-update",
+        "manifests/server.yaml.j2",
+        "    type: Recreate",
+        "    type: RollingUpdate",
+        ("tests/render/test_render_golden.py::test_golden",),
+        "the server Deployment rolls (a second pod can never get the devices the first one holds)",
+    ),
+    (
+        "template-claim-dropped",
+        "manifests/server.yaml.j2",
+        "      resourceClaims:",
+        "      resourceClaimsX:",
+        ("tests/kube/test_fake_claims_rule.py",),
+        "the pod's resourceClaims key misspelt: the container's claim refers to nothing",
+    ),
+    (
+        "template-compile-claim-dropped",
+        "manifests/compile-job.yaml.j2",
+        "      resourceClaims:",
+        "      resourceClaimsX:",
+        ("tests/kube/test_fake_claims_rule.py",),
+        "the compile Job's pod loses its resourceClaims",
+    ),
+    # realistic slips the suite once let through (issue 29's audit), each now killed by a named test
+    (
+        "teardown-secrets-not-checked",
+        "src/spectrn/deploy/teardown.py",
+        '        ("v1", "Secret"),\n',
+        "",
+        ("tests/deploy/test_teardown_user_objects.py",),
+        "teardown does not look for Secrets before deleting the namespace (the user's token Secret goes with it)",
+    ),
+    (
+        "emf-timestamp-seconds",
+        "src/spectrn/publish/emf.py",
+        "ts_ms = int(rec.sent_at * 1000)",
+        "ts_ms = int(rec.sent_at)",
+        ("tests/publish/test_emf_dashboard_meaning.py",),
+        "EMF timestamps in seconds (CloudWatch reads milliseconds: January 1970)",
+    ),
+    (
+        "emf-aggregate-dimensions-dropped",
+        "src/spectrn/publish/emf.py",
+        "dimsets = [list(DIMS_BY_CLASS), list(DIMS_AGGREGATE)]",
+        "dimsets = [list(DIMS_BY_CLASS)]",
+        ("tests/publish/test_emf_dashboard_meaning.py",),
+        "per-request EMF lines lose the all-classes dimension set",
+    ),
+    (
+        "dashboard-e2e-speedup-inverted",
+        "src/spectrn/publish/dashboard.py",
+        '("E2ELatency", "p50", "e2e p50 speedup", False)',
+        '("E2ELatency", "p50", "e2e p50 speedup", True)',
+        ("tests/publish/test_emf_dashboard_meaning.py",),
+        "the dashboard's e2e speedup divides speculative by baseline (< 1 reads as slower when it is faster)",
+    ),
+    (
+        "context-check-only-when-output-fills-the-context",
+        "src/spectrn/spec/config.py",
+        "        if self.bench.input_tokens is not None and (\n",
+        "        if self.max_model_len <= self.bench.max_tokens and self.bench.input_tokens is not None and (\n",
+        ("tests/spec/test_context_length.py",),
+        "the defect fixed in issue 29: input + output over max_model_len refused only when max_tokens alone fills it",
+    ),
+)
