@@ -19,6 +19,7 @@ level's start (``timestamp`` or ``arrival_s``) and optional ``input_tokens`` / `
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import math
@@ -123,10 +124,27 @@ def arrival_times(kind: str, rate: float, seed: int, burstiness: float | None = 
         raise ValueError(f"unknown arrival process {kind!r}")
 
 
-def level_arrivals(level: Level, seed: int, shards: int) -> Iterator[float]:
-    """The arrival offsets of an open-loop rate level for one shard (each shard carries rate / shards)."""
+def shard_seed(seed: int, shard: int, shards: int) -> int:
+    """The seed of one shard's arrival process: the run's seed alone, or one stream per shard. With one seed
+    for all, the pods of a sharded level would draw the same gaps and send in synchronized bursts of
+    ``shards`` requests: the right mean rate, the wrong load shape."""
+    if shards == 1:
+        return seed
+    return int.from_bytes(hashlib.sha256(f"spectrn-shard:{seed}:{shard}".encode()).digest()[:8], "big")
+
+
+def level_arrivals(level: Level, seed: int, shards: int, shard: int = 0) -> Iterator[float]:
+    """The arrival offsets of an open-loop rate level for one shard (each shard carries rate / shards).
+
+    Together the shards offer the level's process: constant arrivals are phase-shifted by one level gap per
+    shard (shard k sends at k/rate, (k + shards)/rate, ...: merged, evenly spaced at 1/rate); random ones
+    draw from independent streams (``shard_seed``), whose superposition is again the level's process for
+    Poisson."""
     assert level.rate is not None
-    return arrival_times(level.arrivals, level.rate / shards, seed, level.burstiness)
+    if level.arrivals == "constant":
+        phase = shard / level.rate
+        return (phase + t for t in arrival_times("constant", level.rate / shards, seed))
+    return arrival_times(level.arrivals, level.rate / shards, shard_seed(seed, shard, shards), level.burstiness)
 
 
 def shard_rate(level: Level, shards: int) -> float | None:

@@ -633,7 +633,7 @@ async def _run_level(
         def arrivals() -> Iterator[float]:  # one generator per endpoint: the same seeded times for each
             if level.trace:
                 return _trace_arrivals(plan, items)
-            return level_arrivals(level, plan.seed, plan.shards)
+            return level_arrivals(level, plan.seed, plan.shards, plan.shard)
 
         await _together(
             *(_open_loop(session, n, u, plan, items, level, arrivals(), t_start, sink, sent) for n, u in urls.items())
