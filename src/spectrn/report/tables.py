@@ -34,8 +34,8 @@ def _rows(cs: ClassSummary) -> list[tuple[str, str, str, str]]:
     bc = b.cost.usd_per_million_output_tokens if b and b.cost else None
     sc = s.cost.usd_per_million_output_tokens if s and s.cost else None
     if bc is not None or sc is not None:
-        # the cost ratio is the aggregate throughput speedup (one price): shown with its paired interval
-        paired = speedup_of(cs.speedup, "aggregate_throughput")
+        # the cost ratio with its paired interval (a class of a mixed level: from its billed share of the wall)
+        paired = speedup_of(cs.speedup, "cost") or speedup_of(cs.speedup, "aggregate_throughput")
         ratio = speedup_text(paired) if paired is not None else f"{bc / sc:.2f}x" if bc and sc else "n/a"
         out.append(("$/M tokens", usd(bc), usd(sc), ratio))
     return out + _slo_rows(cs)

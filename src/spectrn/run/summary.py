@@ -113,6 +113,11 @@ class Cost(Contract):
     instances_per_service: float
     usd_per_million_output_tokens: float | None = None
     usd_per_million_output_tokens_ci95: Interval | None = None
+    billed_s: float | None = Field(
+        default=None,
+        description="Real seconds of the instance this cost is for: the scope's wall time; for one prompt class of "
+        "a mixed level, its share of the level's wall by decode slot-seconds (docs/benchmarks.md).",
+    )
 
 
 class CounterAcceptance(Contract):
@@ -212,8 +217,14 @@ class Speedups(Contract):
     throughput: Speedup | None = Field(default=None, description="Mean per-request output tokens/s, spec / base.")
     aggregate_throughput: Speedup | None = Field(
         default=None,
-        description="Aggregate output tokens/s, speculative / baseline; also the cost ratio (baseline $/M / "
-        "speculative $/M, one price). Interval: paired requests resampled with their e2e (docs/benchmarks.md).",
+        description="Aggregate output tokens/s, speculative / baseline (for one prompt class of a mixed level: its "
+        "tokens over the level's wall). Interval: paired requests resampled with their e2e (docs/benchmarks.md).",
+    )
+    cost: Speedup | None = Field(
+        default=None,
+        description="Cost ratio baseline $/M / speculative $/M (> 1: speculation cheaper). For all classes the "
+        "aggregate throughput ratio (one price, one wall); for one class of a mixed level, from its billed share "
+        "of the wall (docs/benchmarks.md, per-class throughput and cost).",
     )
 
 
