@@ -93,7 +93,7 @@ def test_class_throughput_and_cost_above_the_batch_limit_match_the_servers(
         assert pooled.cost.usd_per_million_output_tokens is not None
         assert min(class_cost) <= pooled.cost.usd_per_million_output_tokens <= max(class_cost)
     # the cost ratio of a class is its own, from its billed time: baseline $/M / speculative $/M
-    for c, cs in level.by_prompt_class.items():
+    for cs in level.by_prompt_class.values():
         b, sp = cs.variants["baseline"].cost, cs.variants["speculative"].cost
         assert cs.speedup is not None and cs.speedup.cost is not None and b and sp
         assert b.usd_per_million_output_tokens and sp.usd_per_million_output_tokens

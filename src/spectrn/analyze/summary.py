@@ -67,6 +67,7 @@ from spectrn.run.summary import (
     VariantSummary,
     Verdict,
 )
+from spectrn.spec.pricing import price_of
 
 ALL = "all"
 MIN_DECODE_EVENTS = 100  # fewer decode events per variant than this: timing is not a performance result
@@ -213,6 +214,7 @@ class Settings:
     paired: bool
     seed: int = 0
     slos: tuple[Slo, ...] = ()
+    price_source: str | None = None  # the price and where it came from (spectrn.spec.pricing)
 
     @classmethod
     def of(cls, meta: RunMeta, seed: int = 0, acceptance: Mapping[str, Any] | None = None) -> Settings:
@@ -220,7 +222,13 @@ class Settings:
 
         cfg = meta.config
         inst = INSTANCES.get(cfg.instance_type)
-        hourly = cfg.pricing.instance_hourly_usd or (inst.hourly_usd if inst else INSTANCES["trn2.48xlarge"].hourly_usd)
+        catalog = inst.hourly_usd if inst else INSTANCES["trn2.48xlarge"].hourly_usd
+        # a recorded config is read leniently: a region without a built-in price falls back to the built-in one
+        price = price_of(cfg.instance_type, cfg.pricing.instance_hourly_usd, cfg.pricing.region, catalog) or price_of(
+            cfg.instance_type, None, None, catalog
+        )
+        assert price is not None  # the built-in region always has a built-in price
+        hourly = price.hourly_usd
         prov = meta.provenance
         spec_server = prov.servers.get("speculative")
         if spec_server is not None and spec_server.window:
@@ -233,6 +241,7 @@ class Settings:
         semantics = choose_semantics(meta, acceptance).semantics
         return cls(
             hourly_usd=float(hourly),
+            price_source=price.text(),
             share=float(cfg.pricing.instances_per_service),
             max_error_rate=float(cfg.bench.max_error_rate),
             slo_ttft_s=cfg.bench.slo_ttft_s,
@@ -309,6 +318,7 @@ def variant_summary(
             usd_per_million_output_tokens=usd,
             usd_per_million_output_tokens_ci95=cost_ci,
             billed_s=billed,
+            price_source=st.price_source,
         )
     goodput = slo_summary(acc, st, wall, scope_class=scope_class, itl_by_class=itl_by_class)
     return VariantSummary(

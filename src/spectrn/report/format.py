@@ -84,6 +84,18 @@ def provenance_line(s: Summary) -> str:
     return "; ".join(parts)
 
 
+def price_line(s: Summary) -> str | None:
+    """The price behind every $/M figure and where it came from (None: the run has no cost figure)."""
+    cost = next((vs.cost for lv in s.levels for _, cs in lv.scopes() for vs in cs.variants.values() if vs.cost), None)
+    if cost is None:
+        return None
+    source = cost.price_source or f"${cost.instance_hourly_usd:.2f}/h (source not recorded)"
+    mixed = any(len(lv.by_prompt_class) > 1 for lv in s.levels)
+    return f"$/M tokens at {source} x {cost.instances_per_service:g} instance per service" + (
+        "; a prompt class is billed its share of the level's time by decode slot-seconds" if mixed else ""
+    )
+
+
 def verdict_line(s: Summary) -> str:
     parts = ["clean run" if s.clean else "NOT A CLEAN RUN"]
     if not s.verdict.performance:

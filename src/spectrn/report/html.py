@@ -22,6 +22,7 @@ from spectrn.report.format import (
     not_performance_banner,
     num,
     output_lengths_text,
+    price_line,
     provenance_line,
     slo_table,
     speedup_of,
@@ -227,6 +228,9 @@ def report_html(folder: RunFolder, summary: Summary, images: list[tuple[str, Pat
                 left=2,
             )
         )  # fmt: skip
+        price = price_line(summary)
+        if price is not None:
+            parts.append(f'<p class="muted">{_e(price)}</p>')
         slos = slo_table(lv)
         if slos is not None:
             parts.append("<h3>SLOs and goodput</h3>")

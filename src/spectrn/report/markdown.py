@@ -12,6 +12,7 @@ from spectrn.report.format import (
     not_performance_banner,
     num,
     output_lengths_text,
+    price_line,
     provenance_line,
     slo_table,
     speedup_of,
@@ -101,6 +102,9 @@ def summary_markdown(summary: Summary, config: SpectrnConfig | None = None, *, i
                 f"_{_md(GOODPUT_DEFINITION)}._",
                 "",
             ]
+        price = price_line(s)
+        if price is not None:
+            lines += [_md(price), ""]
         spec = lv.variants.get("speculative")
         acc = spec.acceptance if spec else None
         if acc is not None and acc.agreement:

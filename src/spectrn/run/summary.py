@@ -113,6 +113,11 @@ class Cost(Contract):
     instances_per_service: float
     usd_per_million_output_tokens: float | None = None
     usd_per_million_output_tokens_ci95: Interval | None = None
+    price_source: str | None = Field(
+        default=None,
+        description="The hourly price and where it came from: the run's pricing.instance_hourly_usd, or the built-in "
+        "on-demand list price with its region, date and source page (docs/neuron.md, Price).",
+    )
     billed_s: float | None = Field(
         default=None,
         description="Real seconds of the instance this cost is for: the scope's wall time; for one prompt class of "
