@@ -6,6 +6,7 @@ import html
 from pathlib import Path
 
 from spectrn.run.capacity import Capacity, Estimate, Ratio
+from spectrn.run.summary import interval_text
 
 
 def _n(x: float | None, digits: int = 1) -> str:
@@ -17,7 +18,7 @@ def _est(e: Estimate, digits: int = 1, prefix: str = "") -> str:
         return "n/a"
     text = f"{prefix}{e.value:.{digits}f}"
     if e.ci95 is not None:
-        text += f" [{prefix}{e.ci95[0]:.{digits}f}, {prefix}{e.ci95[1]:.{digits}f}]"
+        text += interval_text(e.ci95, lambda x: f"{prefix}{x:.{digits}f}")
     return text
 
 
@@ -26,7 +27,7 @@ def _ratio(r: Ratio) -> str:
         return "n/a"
     text = f"{r.value:.2f}x"
     if r.ci95 is not None:
-        text += f" [{r.ci95[0]:.2f}, {r.ci95[1]:.2f}]"
+        text += interval_text(r.ci95, lambda x: f"{x:.2f}")
     return text
 
 

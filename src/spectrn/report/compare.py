@@ -10,7 +10,7 @@ from spectrn.analyze.difference import differences, scoped
 from spectrn.analyze.run import ensure_summary
 from spectrn.report.format import LATENCIES, SPEEDUPS, speedup_of, stat
 from spectrn.run.folder import RunFolder
-from spectrn.run.summary import Speedup, Summary
+from spectrn.run.summary import Speedup, Summary, interval_text
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -129,7 +129,7 @@ def _sp(value: float | None, ci: list[float] | None) -> str:
 def _ratio(value: float | None, ci: list[float] | None) -> str:
     if value is None:
         return "n/a"
-    return f"{value:.3f}x" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+    return f"{value:.3f}x" + (interval_text(ci, lambda x: f"{x:.3f}") if ci else "")
 
 
 def differences_table(cmp: dict[str, Any]) -> Table:

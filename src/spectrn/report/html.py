@@ -44,7 +44,7 @@ from spectrn.report.plots import (
     values_by_variant,
 )
 from spectrn.run.folder import EMF, PUBLISH_STATE, REPORT, RunFolder
-from spectrn.run.summary import LevelSummary, Summary
+from spectrn.run.summary import LevelSummary, Summary, interval_text
 
 if TYPE_CHECKING:
     pass
@@ -135,9 +135,9 @@ def _variant_rows(lv: LevelSummary) -> list[list[str]]:
                     f"{100 * acc.rate:.1f}%" if acc is not None and acc.rate is not None else "-",
                     num(acc.mean_accepted_length, 1.0, 2) if acc is not None else "-",
                     acc.source or "-" if acc is not None else "-",
-                    num(agg.aggregate) + (f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci else ""),
+                    num(agg.aggregate) + (interval_text(ci, lambda x: f"{x:.1f}") if ci else ""),
                     (usd(cost.usd_per_million_output_tokens) if cost else "n/a")
-                    + (f" [{cost_ci[0]:.2f}, {cost_ci[1]:.2f}]" if cost_ci else ""),
+                    + (interval_text(cost_ci, lambda x: f"{x:.2f}") if cost_ci else ""),
                 ]
             )
     return rows

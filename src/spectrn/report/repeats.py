@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from spectrn.report.format import num
 from spectrn.run.repeats import RepeatedFigure, RepeatedScope, Repeats
+from spectrn.run.summary import interval_text
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -27,7 +28,7 @@ def figure_text(fig: RepeatedFigure | None, scale: float = 1.0, digits: int = 1,
     unit = "x" if ratio else ""
     text = f"{num(fig.point, scale, digits)}{unit}"
     if fig.ci95 is not None:
-        text += f" [{num(fig.ci95[0], scale, digits)}, {num(fig.ci95[1], scale, digits)}]"
+        text += interval_text(fig.ci95, lambda x: num(x, scale, digits))
     if fig.cv is not None and math.isfinite(fig.cv):
         text += f" cv {fig.cv:.1%}"
     return text

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from spectrn.paths import atomic_write_text
+from spectrn.run.summary import interval_text
 from spectrn.sweep.recommend import ALL, MIX
 
 
@@ -15,7 +16,7 @@ def _fx(v: Any, ci: Any = None) -> str:
         return "n/a"
     text = f"{v:.2f}x"
     if isinstance(ci, list | tuple) and len(ci) == 2 and None not in ci:
-        text += f" [{ci[0]:.2f}, {ci[1]:.2f}]"
+        text += interval_text(ci, lambda x: f"{x:.2f}")
     return text
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from spectrn.report.html import html_table
+from spectrn.run.summary import interval_text
 from spectrn.twin.compare import Point
 from spectrn.twin.model import Twin
 from spectrn.twin.predict import Estimate, Prediction, speedup_curve
@@ -42,7 +43,7 @@ def _ci(e: Estimate | None, scale: float = 1.0, digits: int = 2) -> str:
         return "n/a"
     text = f"{e.value * scale:.{digits}f}"
     if e.ci95 is not None:
-        text += f" [{e.ci95[0] * scale:.{digits}f}, {e.ci95[1] * scale:.{digits}f}]"
+        text += interval_text(e.ci95, lambda x: f"{x * scale:.{digits}f}")
     return text
 
 

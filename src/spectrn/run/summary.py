@@ -19,6 +19,7 @@ whenever a reader would have to change.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -26,6 +27,15 @@ from pydantic import BaseModel, ConfigDict, Field
 SCHEMA_VERSION: Literal[2] = 2
 
 Interval = tuple[float, float]
+
+# An interval whose bounds print alike says nothing about precision: shown as this reason instead of "[x, x]"
+NO_SPREAD = "no spread: every resample gave this value (one sample or one repeat, or samples all alike)"
+
+
+def interval_text(ci: Sequence[float], fmt: Callable[[float], str]) -> str:
+    """`` [lo, hi]`` with each bound formatted by ``fmt``, or `` (no spread: ...)`` when both print alike."""
+    lo, hi = fmt(ci[0]), fmt(ci[1])
+    return f" ({NO_SPREAD})" if lo == hi else f" [{lo}, {hi}]"
 Severity = Literal["error", "warning", "note"]
 
 
@@ -198,7 +208,7 @@ class Speedup(Contract):
             return "n/a"
         if self.ci95 is None:
             return f"{self.value:.{digits}f}x"
-        return f"{self.value:.{digits}f}x [{self.ci95[0]:.{digits}f}, {self.ci95[1]:.{digits}f}]"
+        return f"{self.value:.{digits}f}x" + interval_text(self.ci95, lambda x: f"{x:.{digits}f}")
 
     @property
     def verdict(self) -> Literal["faster", "slower", "not significant"] | None:
