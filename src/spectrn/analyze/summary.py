@@ -46,6 +46,7 @@ from spectrn.analyze.stats import (
 )
 from spectrn.analyze.throughput import aggregate_ci, in_flight, ratio_ci
 from spectrn.errors import AnalysisError
+from spectrn.run.measured import measured
 from spectrn.run.records import RequestRecord, RunMeta
 from spectrn.run.summary import (
     ClassSummary,
@@ -676,6 +677,9 @@ def summarize(
         update={"rescaled": st.time_scale != 1.0, "engine": meta.engine, "load_shape": load_shape_text(meta)}
     )
     provenance = _with_semantics(provenance, meta, acceptance, findings)
+    contradiction = measured(meta.config, provenance).finding()
+    if contradiction:  # what the run measured is not what its config says: first, before any figure is read
+        findings.insert(0, Finding(code="config_contradiction", severity="warning", message=contradiction))
     stack = _stack_notice(meta, provenance)
     if stack:
         findings.append(Finding(code="unsupported_stack", severity="warning", message=stack))
@@ -745,14 +749,11 @@ def load_shape_text(meta: RunMeta) -> str | None:
 
 
 def config_label(meta: RunMeta) -> str:
-    """``<draft>/k<window>`` (``medusa/k<window>`` for Medusa): one value naming the speculative setup."""
-    cfg = meta.config
-    server = meta.provenance.servers.get("speculative")
-    draft = server.draft if server and server.source != "config" else cfg.draft
-    window = server.window if server and server.source != "config" else cfg.num_speculative_tokens
-    if cfg.speculation_mode == "medusa":
-        draft = "medusa"
-    return f"{draft or 'unknown'}/k{window if window is not None else '?'}"
+    """``<draft>/k<window>`` (``medusa/k<window>`` for Medusa): one value naming the speculative setup, as
+    measured (``spectrn.run.measured``: the server's own values where spectrn learnt them)."""
+    m = measured(meta.config, meta.provenance)
+    draft = "medusa" if meta.config.speculation_mode == "medusa" else m.draft
+    return f"{draft or 'unknown'}/k{m.window if m.window is not None else '?'}"
 
 
 def _level(

@@ -81,7 +81,11 @@ def render_table(summary: Summary) -> Table:
 
     multi = len(summary.levels) > 1
     where = "" if multi else f" at {summary.levels[0].label}"
-    title = f"spectrn {summary.run_id}{where}: baseline vs speculative (p50; speedup with 95% CI)"
+    # the setup as measured (the servers' draft and window where spectrn learnt them: summary.config_label)
+    title = (
+        f"spectrn {summary.run_id} ({summary.config_label}){where}: baseline vs speculative (p50; speedup with "
+        "95% CI)"
+    )
     table = comparison_table(title, "speedup [95% CI]", multi=multi)
     for lv in summary.levels:
         for n, (cls, cs) in enumerate(lv.scopes()):
