@@ -28,7 +28,7 @@ def test_endpoint_run_shows_the_servers_draft_and_window_everywhere(cli: Run, tm
         code, out, err = cli(
             "bench", "--endpoint", f"baseline={base.base_url}", "--endpoint", f"speculative={spec.base_url}",
             "--concurrency", "2", "--requests", "8", "--max-tokens", "32", "--prompts", "structured",
-            "--out-dir", str(tmp_path), "--run-id", "ep",
+            "--out-dir", str(tmp_path), "--run-id", "ep", "--time-scale", "0.05",
         )  # fmt: skip
     finally:
         base.stop()
@@ -46,6 +46,10 @@ def test_endpoint_run_shows_the_servers_draft_and_window_everywhere(cli: Run, tm
     md = (run / "report" / "summary.md").read_text()
     assert "draft `qwen3-0.6b` (from the server), window 5 (from the server)" in md
     assert "CONFIG CONTRADICTS SERVER" in md
+    # the servers' time scale, declared with --time-scale (no server says it): figures rescaled, and said so
+    assert s["provenance"]["time_scale"] == 0.05 and s["provenance"]["rescaled"]
+    assert "simulated at time scale 0.05: figures rescaled to real time" in md
+    assert "simulated at time scale 0.05: figures rescaled to real time" in terminal
     # qwen3-1.7b appears only where the contradiction is told, never as the run's draft
     assert all("config says" in line for line in md.splitlines() if "qwen3-1.7b" in line)
     html = " ".join((run / "report" / "index.html").read_text().split())
@@ -80,3 +84,23 @@ def test_compare_of_two_simulator_runs_invents_no_difference(cli: Run, tmp_path:
     assert "simulated at time scale 0.05" in " ".join((out + err).split())
     md = (tmp_path / "c.md").read_text()
     assert md.count("simulated at time scale 0.05") == 2
+
+
+def test_endpoint_run_without_a_declared_time_scale_says_whose_time_its_figures_are_in(
+    cli: Run, tmp_path: Path
+) -> None:
+    base = run_in_thread(SimSettings(time_scale=0.05))
+    spec = run_in_thread(SimSettings(time_scale=0.05, speculative=True))
+    try:
+        code, out, err = cli(
+            "bench", "--endpoint", f"baseline={base.base_url}", "--endpoint", f"speculative={spec.base_url}",
+            "--concurrency", "1", "--requests", "2", "--max-tokens", "16", "--prompts", "structured",
+            "--out-dir", str(tmp_path), "--run-id", "ep1", "--no-report",
+        )  # fmt: skip
+    finally:
+        base.stop()
+        spec.stop()
+    assert code == 0, err
+    assert "figures in the servers' own time (simulators run at a time scale: pass it as --time-scale)" in " ".join(
+        (out + err).split()
+    )

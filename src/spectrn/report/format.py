@@ -77,6 +77,8 @@ def provenance_line(s: Summary) -> str:
             if p.rescaled
             else f"simulated at time scale {p.time_scale:g}: figures are SCALED, not real time"
         )
+    elif p.runtime == "endpoints":  # no server says its time scale: name what the figures assume
+        parts.append("figures in the servers' own time (simulators run at a time scale: pass it as --time-scale)")
     if p.engine != "spectrn":
         parts.append(f"load generator {p.engine}")
     if p.load_shape:
