@@ -104,3 +104,16 @@ def test_endpoint_run_without_a_declared_time_scale_says_whose_time_its_figures_
     assert "figures in the servers' own time (simulators run at a time scale: pass it as --time-scale)" in " ".join(
         (out + err).split()
     )
+
+
+def test_sweep_names_the_time_scale_in_every_output(cli: Run, tmp_path: Path) -> None:
+    code, out, err = cli("sweep", "--local", "--windows", "5", "--concurrency", "2", "--requests", "4",
+                         "--max-tokens", "16", "--prompts", "structured", "--time-scale", "0.05", "--sweep-id", "sw",
+                         "--out-dir", str(tmp_path))  # fmt: skip
+    assert code == 0, err
+    note = "simulated at time scale 0.05: figures rescaled to real time"
+    assert f"timing: {note}" in " ".join((out + err).split())
+    sweep = tmp_path / "sw"
+    assert json.loads((sweep / "analysis.json").read_text())["timing"] == [note]
+    assert f"Timing: {note}." in (sweep / "sweep.md").read_text()
+    assert f"Timing: {note}." in " ".join((sweep / "report" / "index.html").read_text().split())

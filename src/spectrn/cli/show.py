@@ -145,6 +145,8 @@ def print_sweep_analysis(analysis: dict[str, Any], console: Console, artifacts: 
             t.add_row(*(Text(c) for c in row))
         print_table(console, t)
 
+    for note in analysis.get("timing", []):  # figures not in real time say so before any figure
+        say(console, f"timing: {note}", style="bold")
     for level in analysis.get("levels", []):
         header, rows = matrix_table(analysis, level)
         table(f"TPOT p50 speedup (baseline / speculative) at {level}, 95% CI", header, rows, left=("draft",))

@@ -114,6 +114,8 @@ def sweep_markdown(analysis: dict[str, Any], artifacts: dict[str, str] | None = 
         f"{', '.join(map(str, s.get('windows', [])))}; load {', '.join(s.get('levels', []))}; prompts "
         f"{s.get('prompts')}; {s.get('requests')} requests x {s.get('max_tokens')} tokens per endpoint and cell.",
         "",
+        *(f"Timing: {note}." for note in analysis.get("timing", [])),
+        "",
     ]
     eq = analysis.get("equivalence", {})
     if eq.get("compared"):
