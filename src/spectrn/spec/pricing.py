@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 PRICE_SOURCE_URL = "https://aws.amazon.com/ec2/pricing/on-demand/"
+# named without its scheme in figures' provenance: reports stay self-contained text, never a link out
+PRICE_SOURCE_PAGE = PRICE_SOURCE_URL.removeprefix("https://")
 BUILTIN_REGION = "us-east-2"  # the region the catalog's prices were read for (the bucket's default region too)
 PRICE_AS_OF = "2026-11-30"  # when the catalog's prices were read (not verified since: docs/neuron.md)
 
@@ -26,7 +28,7 @@ class Price:
     url: str | None
 
     def text(self) -> str:
-        """``$44.70/h (built-in on-demand list price, us-east-2, as of 2026-11-30, <url>)``."""
+        """``$44.70/h (built-in on-demand list price, us-east-2, as of 2026-11-30, <page>)``."""
         if self.source == "config":
             return f"${self.hourly_usd:.2f}/h (pricing.instance_hourly_usd, set in the run's config)"
         return (
@@ -40,7 +42,7 @@ def builtin_price(instance_type: str, hourly_usd: float, region: str | None) -> 
     if region is not None and region != BUILTIN_REGION:
         return None
     return Price(hourly_usd=hourly_usd, source="built-in", region=BUILTIN_REGION, as_of=PRICE_AS_OF,
-                 url=PRICE_SOURCE_URL)  # fmt: skip
+                 url=PRICE_SOURCE_PAGE)  # fmt: skip
 
 
 def price_of(instance_type: str, override: float | None, region: str | None, catalog_usd: float) -> Price | None:
