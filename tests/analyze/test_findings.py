@@ -142,9 +142,11 @@ def test_unknown_window_is_read_as_observed_and_says_so() -> None:
                 "declared; its largest step carried 4 tokens, so acceptance is read as observed (pass --draft and "
                 "--window to read it against the server's real window)"),
     ]  # fmt: skip
-    # a declared window: nothing unknown
+    # a window the server says: nothing unknown; that it is not the config's (7) is the one finding
     declared = Provenance(runtime="endpoints", servers={"speculative": ServerIdentity(source="server", window=4)})
-    assert findings(clean_pair(spec_sizes=[4, 2, 3] * 4), provenance=declared) == []
+    got = findings(clean_pair(spec_sizes=[4, 2, 3] * 4), provenance=declared)
+    assert [f.code for f in got] == ["config_contradiction"]
+    assert "the config says window 7, but the speculative server serves window 4" in got[0].message
 
 
 # 3.000 tokens per step reaching 8 = window 7 + 1: counters that move make the run upstream V1 (k + 1 per step)

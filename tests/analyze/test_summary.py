@@ -304,22 +304,27 @@ def test_clustered_intervals_match_a_direct_bootstrap_of_the_expanded_values() -
     assert ci.p50[0] <= weighted_median(all_v, all_w) <= ci.p50[1]
 
 
-def test_per_class_cost_is_the_class_running_alone_at_the_same_load() -> None:
-    """In a mixed run, a class's cost per token is its tokens over the time its requests held the streams
-    (sum of e2e / concurrency), not over the whole run's wall time, which the other class also used."""
+def test_per_class_throughput_and_cost_are_shares_of_the_level() -> None:
+    """In a mixed run, a class's throughput is its tokens over the level's wall (the classes sum to the pool) and
+    its cost is its share of that wall by the slot-seconds (first to last token) its requests held
+    (docs/benchmarks.md, per-class throughput and cost)."""
     recs = []
     for i in range(8):
         cls = "structured" if i % 2 else "open"
-        e2e = 0.5 if cls == "structured" else 2.0  # 10 tokens each
+        e2e = 0.5 if cls == "structured" else 2.0  # 10 tokens each, first token at 0.1 s
         recs.append(rec("baseline", i, cls=cls, times=(0.1, e2e), toks=(1, 9), e2e=e2e, sent_at=1000 + i))
         recs.append(rec("speculative", i, cls=cls, times=(0.1, e2e), toks=(1, 9), e2e=e2e, sent_at=1000 + i))
     s = summarize(recs, meta())
-    for cls, e2e in (("structured", 0.5), ("open", 2.0)):
+    wall = max(i + (0.5 if i % 2 else 2.0) for i in range(8))  # first send (i = 0) to last end (i = 6, open)
+    slots = {"structured": 4 * (0.5 - 0.1), "open": 4 * (2.0 - 0.1)}
+    pooled = s.levels[0].variants["baseline"]
+    assert pooled.output_tokens_per_s.aggregate == pytest.approx(80 / wall)
+    for cls in ("structured", "open"):
         vs = s.levels[0].by_prompt_class[cls].variants["baseline"]
-        tok_s = 4 * (4 * 10) / (4 * e2e)  # 4 streams x (40 tokens / 4 requests' e2e)
-        assert vs.output_tokens_per_s.aggregate == pytest.approx(tok_s)
-        assert vs.cost is not None
-        assert vs.cost.usd_per_million_output_tokens == pytest.approx(22.35 / (tok_s * 3600) * 1e6)
+        assert vs.output_tokens_per_s.aggregate == pytest.approx(40 / wall)
+        billed = wall * slots[cls] / sum(slots.values())
+        assert vs.cost is not None and vs.cost.billed_s == pytest.approx(billed)
+        assert vs.cost.usd_per_million_output_tokens == pytest.approx(22.35 * billed / 3600 / 40 * 1e6)
 
 
 def test_a_class_with_records_of_one_variant_only() -> None:

@@ -49,6 +49,12 @@ CASES: list[Case] = [
     _c("YAML nested 5000 levels deep", "render -c deep.yaml", 2, "nested too deeply"),
     _c("config file over 1 MB", "render -c huge.yaml", 2, "over the 1000000-byte limit"),
     _c("unknown (misspelt) key", "render -c unknown.yaml", 2, "bench.requets: unknown key"),
+    _c(
+        "pricing.region without a built-in price, and no price given",
+        ("render", "--set", "pricing.region=eu-west-1"),
+        2,
+        "pricing.region: no built-in price for trn2.48xlarge in 'eu-west-1'",
+    ),
     _c("config not UTF-8", "render -c latin1.yaml", 2, "is not UTF-8"),
     _c("config is a list, not a mapping", "render -c list.yaml", 2, "top level must be a mapping"),
     _c("config file missing", "render -c missing.yaml", 2, "does not exist"),

@@ -100,3 +100,36 @@ def test_sweep_serves_the_twin(hidden: Hidden, tmp_path: Path) -> None:
     assert len(summaries) == 1
     s = json.loads(summaries[0].read_text())
     assert s["provenance"]["profile"] == "neuron-fork"
+
+
+def test_report_on_a_two_draft_sweep_compares_only_the_twins_draft(
+    hidden: Hidden, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import html
+    import shutil
+
+    # a sweep folder with one cell of the twin's draft and one of another draft (the same measured requests,
+    # relabelled: were it compared, its points would be the twin's own and read as a fit)
+    sweep = tmp_path / "sw"
+    (sweep / "sweep.json").parent.mkdir(parents=True)
+    (sweep / "sweep.json").write_text("{}")
+    own = sweep / "cells" / "own" / "calibration"
+    other = sweep / "cells" / "other" / "calibration-06b"
+    for dst in (own, other):
+        shutil.copytree(hidden.calibration_run, dst)
+        (dst / "summary.json").unlink()  # re-analysed with its own run.json
+    meta = json.loads((other / "run.json").read_text())
+    assert meta["config"]["draft"] == hidden.twin.calibration.draft != "qwen3-0.6b"
+    meta["config"]["draft"] = "qwen3-0.6b"
+    meta["run_id"] = "calibration-06b"
+    (other / "run.json").write_text(json.dumps(meta))
+    capsys.readouterr()
+    run("twin", "report", str(hidden.twin_file), "--out-dir", str(tmp_path / "rep"), "--measured", str(sweep),
+        "--windows", "9", "--concurrency", "4,16", "--samples", "20")  # fmt: skip
+    err = " ".join(capsys.readouterr().err.split())
+    note = f"calibration-06b: draft qwen3-0.6b, not the twin's {hidden.twin.calibration.draft}: not compared"
+    assert f"warning: {note}" in err
+    page = html.unescape((tmp_path / "rep" / "index.html").read_text())
+    assert note in " ".join(page.split())
+    rows = page.split("<h2>Predicted against measured</h2>")[1]
+    assert "calibration-06b</td>" not in rows and ">calibration</td>" in rows

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from spectrn.analyze.difference import ALL, scoped
+from spectrn.analyze.shares import decode_spans
 from spectrn.analyze.stats import BOOT_RESAMPLES, percentile_interval, replicates, rng, subsample
 from spectrn.analyze.summary import Accumulator, Settings, usd_per_million
 from spectrn.analyze.throughput import aggregate_replicates, in_flight, ratio_replicates
@@ -74,10 +75,15 @@ def _variant_figures(
     import numpy as np
 
     thr = aggregate_replicates(_arr(acc.out_tokens), _arr(acc.e2e), vs.duration_s, seed=seed + 40, resamples=resamples)
+    bought = thr
+    billed = vs.cost.billed_s if vs.cost is not None else None
+    if billed is not None and billed != vs.duration_s:  # a class of a mixed level: its billed share (analyze/shares)
+        spans = decode_spans(_arr(acc.ttft), _arr(acc.e2e))
+        bought = aggregate_replicates(_arr(acc.out_tokens), spans, billed, seed=seed + 45, resamples=resamples)
     cost = None
-    if thr is not None:
+    if bought is not None:
         with np.errstate(invalid="ignore", divide="ignore"):
-            cost = np.where(thr > 0, usd_per_million(st, 1.0) / thr, np.nan)  # $/M = price / throughput
+            cost = np.where(bought > 0, usd_per_million(st, 1.0) / bought, np.nan)  # $/M = price / throughput
     return {
         "tpot_p50_s": (vs.tpot_s.p50, _median_reps(_arr(acc.tpot), seed=seed + 10, resamples=resamples)),
         "ttft_p50_s": (vs.ttft_s.p50, _median_reps(_arr(acc.ttft), seed=seed, resamples=resamples)),

@@ -32,6 +32,7 @@ from spectrn.analyze import metric_table
 from spectrn.analyze.acceptance import StreamCounter, combine, counters_from_json, window_contradiction
 from spectrn.analyze.metrics import request_metrics
 from spectrn.analyze.semantics import choose as choose_semantics
+from spectrn.analyze.shares import LevelShare, decode_spans, level_share
 from spectrn.analyze.slo import RequestValues, Slo, evaluate, slos_of
 from spectrn.analyze.stats import (
     BOOT_MAX_REQUESTS,
@@ -47,6 +48,7 @@ from spectrn.analyze.stats import (
 from spectrn.analyze.throughput import aggregate_ci, in_flight, ratio_ci
 from spectrn.errors import AnalysisError
 from spectrn.labels import ALL_CLASSES, setup_label
+from spectrn.run.measured import measured
 from spectrn.run.records import RequestRecord, RunMeta
 from spectrn.run.summary import (
     ClassSummary,
@@ -68,6 +70,7 @@ from spectrn.run.summary import (
     VariantSummary,
     Verdict,
 )
+from spectrn.spec.pricing import price_of
 
 ALL = ALL_CLASSES
 MIN_DECODE_EVENTS = 100  # fewer decode events per variant than this: timing is not a performance result
@@ -214,6 +217,7 @@ class Settings:
     paired: bool
     seed: int = 0
     slos: tuple[Slo, ...] = ()
+    price_source: str | None = None  # the price and where it came from (spectrn.spec.pricing)
 
     @classmethod
     def of(cls, meta: RunMeta, seed: int = 0, acceptance: Mapping[str, Any] | None = None) -> Settings:
@@ -221,7 +225,13 @@ class Settings:
 
         cfg = meta.config
         inst = INSTANCES.get(cfg.instance_type)
-        hourly = cfg.pricing.instance_hourly_usd or (inst.hourly_usd if inst else INSTANCES["trn2.48xlarge"].hourly_usd)
+        catalog = inst.hourly_usd if inst else INSTANCES["trn2.48xlarge"].hourly_usd
+        # a recorded config is read leniently: a region without a built-in price falls back to the built-in one
+        price = price_of(cfg.instance_type, cfg.pricing.instance_hourly_usd, cfg.pricing.region, catalog) or price_of(
+            cfg.instance_type, None, None, catalog
+        )
+        assert price is not None  # the built-in region always has a built-in price
+        hourly = price.hourly_usd
         prov = meta.provenance
         spec_server = prov.servers.get("speculative")
         if spec_server is not None and spec_server.window:
@@ -234,6 +244,7 @@ class Settings:
         semantics = choose_semantics(meta, acceptance).semantics
         return cls(
             hourly_usd=float(hourly),
+            price_source=price.text(),
             share=float(cfg.pricing.instances_per_service),
             max_error_rate=float(cfg.bench.max_error_rate),
             slo_ttft_s=cfg.bench.slo_ttft_s,
@@ -263,14 +274,13 @@ def variant_summary(
     *,
     planned: int | None,
     acceptance: Any,
-    share_of: int | None = None,
+    share: LevelShare | None = None,
     scope_class: str | None = None,
     itl_by_class: Mapping[str, TokenDistribution] | None = None,
 ) -> VariantSummary:
-    """One variant's statistics. ``share_of``: the closed-loop concurrency when ``acc`` holds one prompt class of
-    a mixed run; its aggregate throughput (and cost) is then the class's own: its tokens over the time its
-    requests occupied the ``share_of`` streams (sum of their e2e / streams), i.e. what the service would deliver
-    running that class alone at that load, rather than its tokens over the whole mixed run's wall time.
+    """One variant's statistics. ``share``: given when ``acc`` holds one prompt class of a mixed level, whose
+    throughput is then its tokens over the level's wall and whose cost is its billed share of that wall
+    (``spectrn.analyze.shares``, docs/benchmarks.md); without it the scope's own wall time is used.
     ``scope_class``: the prompt class ``acc`` holds (only the SLOs binding it apply); ``itl_by_class``: each
     class's per-token ITL, for class-scoped ITL percentile SLOs of a pooled scope."""
     seed = st.seed
@@ -279,10 +289,18 @@ def variant_summary(
     if itl.n:
         itl.ci95 = clustered_ci([(v, w) for _, _, v, w in acc.itl_sample], seed=seed + 20)
     total_tokens = float(out.sum())
-    wall = float(e2e.sum()) / share_of if share_of else acc.wall_s / st.time_scale
-    aggregate = total_tokens / wall if wall > 0 else None
+    wall = share.wall_s if share is not None else acc.wall_s / st.time_scale
+    aggregate = total_tokens / wall if wall > 0 and total_tokens > 0 else None
     # requests resampled with the time they occupied, not token counts over a fixed wall (spectrn.analyze.throughput)
     agg_ci = aggregate_ci(out, e2e, wall, seed=seed + 40) if aggregate is not None else None
+    # what the instance's time bought: the whole wall for a scope of its own, a class's slot share of a mixed one
+    spans = decode_spans(ttft, e2e)
+    billed = share.billed_s(float(spans.sum())) if share is not None else wall
+    bought = total_tokens / billed if billed > 0 and total_tokens > 0 else None
+    if share is None:
+        bought_ci = agg_ci
+    else:
+        bought_ci = aggregate_ci(out, spans, billed, seed=seed + 45) if bought is not None else None
     requests = Requests(
         planned=planned,
         completed=acc.completed,
@@ -292,16 +310,18 @@ def variant_summary(
         error_examples=dict(acc.examples),
     )
     cost = None
-    if aggregate:
-        usd = usd_per_million(st, aggregate)
+    if bought:
+        usd = usd_per_million(st, bought)
         cost_ci = None
-        if agg_ci is not None and agg_ci[0] > 0:  # cost falls as throughput rises: the bounds swap
-            cost_ci = (usd_per_million(st, agg_ci[1]), usd_per_million(st, agg_ci[0]))
+        if bought_ci is not None and bought_ci[0] > 0:  # cost falls as throughput rises: the bounds swap
+            cost_ci = (usd_per_million(st, bought_ci[1]), usd_per_million(st, bought_ci[0]))
         cost = Cost(
             instance_hourly_usd=st.hourly_usd,
             instances_per_service=st.share,
             usd_per_million_output_tokens=usd,
             usd_per_million_output_tokens_ci95=cost_ci,
+            billed_s=billed,
+            price_source=st.price_source,
         )
     goodput = slo_summary(acc, st, wall, scope_class=scope_class, itl_by_class=itl_by_class)
     return VariantSummary(
@@ -390,11 +410,14 @@ def speedups(
     paired: bool = True,
     seed: int = 0,
     walls: tuple[float, float] | None = None,
+    bills: tuple[float, float] | None = None,
 ) -> Speedups:
     """baseline / speculative for latencies (> 1 = speculation faster), speculative / baseline for throughput.
 
     ``walls``: each variant's wall time in real seconds (``VariantSummary.duration_s``), for the aggregate
-    throughput ratio (also the cost ratio); without them that ratio is left out."""
+    throughput ratio; without them that ratio is left out. ``bills``: each variant's billed seconds
+    (``Cost.billed_s``) when they differ from the walls (a class of a mixed level), for the cost ratio; without
+    them the cost ratio is the aggregate throughput ratio (one price, one wall)."""
     import numpy as np
 
     bi, si = np.frombuffer(base.index, dtype=np.int64), np.frombuffer(spec.index, dtype=np.int64)
@@ -447,17 +470,29 @@ def speedups(
         out.itl_p50 = _itl_speedup(base, spec, paired=paired, seed=seed + 110)
     if walls is not None:
         out.aggregate_throughput = _aggregate_speedup(base, spec, walls, (pb, ps) if paired else None, seed + 120)
+        out.cost = out.aggregate_throughput
+    if bills is not None:
+        out.cost = _aggregate_speedup(base, spec, bills, (pb, ps) if paired else None, seed + 130, spans=True)
     return out
 
 
 def _aggregate_speedup(
-    base: Accumulator, spec: Accumulator, walls: tuple[float, float], pairs: Any, seed: int
+    base: Accumulator,
+    spec: Accumulator,
+    walls: tuple[float, float],
+    pairs: Any,
+    seed: int,
+    spans: bool = False,
 ) -> Speedup | None:
     """Aggregate throughput speculative / baseline: the point from all requests (each variant's tokens / wall);
-    the interval resamples the paired requests with their e2e (``spectrn.analyze.throughput``)."""
+    the interval resamples the paired requests with their e2e (``spectrn.analyze.throughput``). ``spans``: the
+    requests' time is their decode slot time and ``walls`` the billed seconds (a class's cost ratio)."""
     wb, ws = walls
     tb, ts = _arr(base.out_tokens), _arr(spec.out_tokens)
-    eb, es = _arr(base.e2e), _arr(spec.e2e)
+    if spans:
+        eb, es = decode_spans(_arr(base.ttft), _arr(base.e2e)), decode_spans(_arr(spec.ttft), _arr(spec.e2e))
+    else:
+        eb, es = _arr(base.e2e), _arr(spec.e2e)
     if wb <= 0 or ws <= 0 or tb.sum() <= 0:
         return None
     value = (float(ts.sum()) / ws) / (float(tb.sum()) / wb)
@@ -469,6 +504,14 @@ def _aggregate_speedup(
     else:
         num, den = (ts, es, ls), (tb, eb, lb)
     return Speedup(value=value, ci95=ratio_ci(num, den, paired=pairs is not None, seed=seed))
+
+
+def _bills(cs: ClassSummary) -> tuple[float, float] | None:
+    """The billed seconds of a class's baseline and speculative (None: either has no cost)."""
+    b, s = cs.variants["baseline"].cost, cs.variants["speculative"].cost
+    if b is None or s is None or b.billed_s is None or s.billed_s is None:
+        return None
+    return b.billed_s, s.billed_s
 
 
 def _itl_speedup(base: Accumulator, spec: Accumulator, *, paired: bool, seed: int) -> Speedup | None:
@@ -632,6 +675,9 @@ def summarize(
         update={"rescaled": st.time_scale != 1.0, "engine": meta.engine, "load_shape": load_shape_text(meta)}
     )
     provenance = _with_semantics(provenance, meta, acceptance, findings)
+    contradiction = measured(meta.config, provenance).finding()
+    if contradiction:  # what the run measured is not what its config says: first, before any figure is read
+        findings.insert(0, Finding(code="config_contradiction", severity="warning", message=contradiction))
     stack = _stack_notice(meta, provenance)
     if stack:
         findings.append(Finding(code="unsupported_stack", severity="warning", message=stack))
@@ -699,14 +745,11 @@ def load_shape_text(meta: RunMeta) -> str | None:
 
 
 def config_label(meta: RunMeta) -> str:
-    """``<draft>/k<window>`` (``medusa/k<window>`` for Medusa): one value naming the speculative setup."""
-    cfg = meta.config
-    server = meta.provenance.servers.get("speculative")
-    draft = server.draft if server and server.source != "config" else cfg.draft
-    window = server.window if server and server.source != "config" else cfg.num_speculative_tokens
-    if cfg.speculation_mode == "medusa":
-        draft = "medusa"
-    return setup_label(draft, window, sep="/")
+    """``<draft>/k<window>`` (``medusa/k<window>`` for Medusa): one value naming the speculative setup, as
+    measured (``spectrn.run.measured``: the server's own values where spectrn learnt them)."""
+    m = measured(meta.config, meta.provenance)
+    draft = "medusa" if meta.config.speculation_mode == "medusa" else m.draft
+    return setup_label(draft or "unknown", m.window, sep="/")
 
 
 def _level(
@@ -746,19 +789,23 @@ def _level(
         out.variants[v] = variant_summary(
             pooled[v], st, planned=planned, acceptance=acceptance_of(pooled[v], v, True), itl_by_class=by_class
         )
+    # a class of a mixed level has no wall of its own: its figures are shares of the level's (analyze/shares.py)
+    shares = {
+        v: level_share(_arr(pooled[v].ttft), _arr(pooled[v].e2e), out.variants[v].duration_s) for v in variants
+    } if len(classes) > 1 else {}  # fmt: skip
     for c in classes:
         cs = ClassSummary()
         for v in variants:
             if (lv, v, c) in accs:
                 a = accs[(lv, v, c)]
                 cs.variants[v] = variant_summary(
-                    a, st, planned=None, acceptance=acceptance_of(a, v, False), share_of=out.load.concurrency
-                    if len(classes) > 1 and out.load.kind == "closed" else None, scope_class=c,
+                    a, st, planned=None, acceptance=acceptance_of(a, v, False), share=shares.get(v), scope_class=c,
                 )  # fmt: skip
         if (lv, "baseline", c) in accs and (lv, "speculative", c) in accs:
             cs.speedup = speedups(
                 accs[(lv, "baseline", c)], accs[(lv, "speculative", c)], paired=st.paired, seed=seed,
                 walls=(cs.variants["baseline"].duration_s, cs.variants["speculative"].duration_s),
+                bills=_bills(cs) if shares else None,
             )  # fmt: skip
         out.by_prompt_class[c] = cs
     if "baseline" in pooled and "speculative" in pooled:

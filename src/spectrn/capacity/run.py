@@ -197,17 +197,19 @@ def _stops_paying(probes: Sequence[Probe], runs: dict[str, ProbeRun]) -> StopsPa
 
 def _price(cfg: SpectrnConfig) -> Price:
     from spectrn.spec.catalog import INSTANCES
+    from spectrn.spec.pricing import price_of
 
-    given = cfg.pricing.instance_hourly_usd
     inst = INSTANCES.get(cfg.instance_type)
-    if given:
-        source = "config pricing.instance_hourly_usd"
-    elif inst is not None:
-        source = f"spectrn's instance catalog (spec/catalog.py): approximate on-demand price of {cfg.instance_type}"
-    else:
-        source = "spectrn's instance catalog: the trn2.48xlarge price (the instance type is not in the catalog)"
-    hourly = given or (inst.hourly_usd if inst else INSTANCES["trn2.48xlarge"].hourly_usd)
-    return Price(instance_type=cfg.instance_type, instance_hourly_usd=float(hourly),
+    catalog = inst.hourly_usd if inst else INSTANCES["trn2.48xlarge"].hourly_usd
+    given = cfg.pricing.instance_hourly_usd
+    price = price_of(cfg.instance_type, given, cfg.pricing.region, catalog) or price_of(
+        cfg.instance_type, None, None, catalog
+    )
+    assert price is not None  # the built-in region always has a built-in price
+    source = price.text()
+    if inst is None and not given:
+        source += ": the trn2.48xlarge price (the instance type is not in the catalog)"
+    return Price(instance_type=cfg.instance_type, instance_hourly_usd=price.hourly_usd,
                  instances_per_service=float(cfg.pricing.instances_per_service), source=source)  # fmt: skip
 
 

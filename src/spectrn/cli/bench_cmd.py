@@ -175,7 +175,13 @@ def bench(
     ] = None,
     model: ModelOpt = None,
     time_scale: Annotated[
-        float | None, typer.Option("--time-scale", metavar="X", help="Simulator time scale (runtime sim).")
+        float | None,
+        typer.Option(
+            "--time-scale",
+            metavar="X",
+            help="Simulator time scale (runtime sim); with --endpoint, the time scale the simulators there were "
+            "started with (figures are rescaled to real time).",
+        ),
     ] = None,
     engine: Annotated[
         str, typer.Option("--engine", metavar="spectrn|llmperf", help="In-cluster load generator.")

@@ -44,13 +44,22 @@ def print_summary(summary: Summary, console: Console) -> None:
 
     A run that is not a performance result (vLLM on CPU, coalesced streams) says so first, in a banner, and
     its headline is what it does prove (token accounting, acceptance, output equivalence), not speedups."""
-    from spectrn.report.format import correctness_lines, headline_lines, not_performance_banner, provenance_line
+    from spectrn.report.format import (
+        correctness_lines,
+        headline_lines,
+        not_performance_banner,
+        price_line,
+        provenance_line,
+    )
     from spectrn.report.tables import render_table
 
     performance = summary.verdict.performance
     if not performance:
         say(console, not_performance_banner(summary), style="bold white on red")
     print_table(console, render_table(summary))
+    price = price_line(summary)
+    if price is not None:
+        say(console, price, style="dim")
     say(console, provenance_line(summary), style="dim")
     if performance:
         for line in headline_lines(summary):
@@ -138,6 +147,8 @@ def print_sweep_analysis(analysis: SweepAnalysis, console: Console, artifacts: d
             t.add_row(*(Text(c) for c in row))
         print_table(console, t)
 
+    for note in analysis.timing:  # figures not in real time say so before any figure
+        say(console, f"timing: {note}", style="bold")
     for level in analysis.levels:
         header, rows = matrix_table(analysis, level)
         table(f"TPOT p50 speedup (baseline / speculative) at {level}, 95% CI", header, rows, left=("draft",))

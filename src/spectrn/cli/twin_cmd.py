@@ -265,6 +265,9 @@ def report(
     for path in measured or []:
         found = sorted(p.parent for p in path.glob("cells/*/*/run.json")) if (path / "sweep.json").exists() else [path]
         runs += found
-    points = compare_runs(t, runs, samples=min(samples, 100)) if runs else []
-    page = write_twin_report(t, prediction, points, out)
+    skipped: list[str] = []
+    points = compare_runs(t, runs, samples=min(samples, 100), skipped=skipped) if runs else []
+    for note in skipped:
+        err_console().print(f"warning: {note}", markup=False, highlight=False)
+    page = write_twin_report(t, prediction, points, out, skipped=skipped)
     err_console().print(f"report: {page}", markup=False, highlight=False)

@@ -322,7 +322,11 @@ def bench_local(
     stopped) here. Every input is checked before a server starts or a file is written. ``declared``: the user
     named the endpoints' draft and window (--draft/--window)."""
     if endpoints:
-        prov = endpoint_provenance(cfg, endpoints, declared=declared)
+        if time_scale is not None and not 0 < time_scale <= 100:
+            raise ConfigError(f"--time-scale {time_scale:g} is outside (0, 100]", hint="the --time-scale the "
+                              "servers were started with, e.g. 0.25")  # fmt: skip
+        # no server says its time scale (a real one runs in real time): a simulator's is what the user declares
+        prov = endpoint_provenance(cfg, endpoints, declared=declared, time_scale=time_scale or 1.0)
         plan = plan_from_config(
             cfg, endpoints, run_id=run_id, out_root=out_root, model=model, provenance=prov, on_event=on_event
         )

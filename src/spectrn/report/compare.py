@@ -9,22 +9,13 @@ from typing import TYPE_CHECKING, Any
 from spectrn.analyze.difference import differences, scoped
 from spectrn.analyze.run import ensure_summary
 from spectrn.intervals import interval_text
-from spectrn.report.format import LATENCIES, SPEEDUPS, speedup_of, stat
+from spectrn.report.format import LATENCIES, SPEEDUPS, provenance_line, speedup_of, stat
 from spectrn.run.folder import RunFolder
+from spectrn.run.measured import config_as_run
 from spectrn.run.summary import Speedup, Summary
 
 if TYPE_CHECKING:
     from rich.table import Table
-
-
-def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if isinstance(d, dict):
-        for k, v in d.items():
-            out.update(_flatten(v, f"{prefix}{k}."))
-    else:
-        out[prefix.rstrip(".")] = d
-    return out
 
 
 def _provenance(s: Summary) -> dict[str, Any]:
@@ -64,8 +55,8 @@ def compare_runs(a: Path | RunFolder, b: Path | RunFolder) -> dict[str, Any]:
                 f"the runs differ in {key} ({prov[key][0]} vs {prov[key][1]}): their figures are not comparable "
                 "as performance results; compare speedups within each run only"
             )
-    fa = _flatten(ra.meta.config.model_dump(mode="json"))
-    fb = _flatten(rb.meta.config.model_dump(mode="json"))
+    # the configuration as each run ran it (runtime, time scale, the servers' draft and window), not as written
+    fa, fb = config_as_run(ra.meta, sa.provenance), config_as_run(rb.meta, sb.provenance)
     diffs = {k: [fa.get(k), fb.get(k)] for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)}
     la = {lv.label: lv for lv in sa.levels}
     lb = {lv.label: lv for lv in sb.levels}
@@ -111,8 +102,9 @@ def compare_runs(a: Path | RunFolder, b: Path | RunFolder) -> dict[str, Any]:
     # each run's requests resampled on its own: intervals on B / A (spectrn.analyze.difference)
     accs_a, accs_b = scoped(ra.records(), ra.meta), scoped(rb.records(), rb.meta)
     return {
-        "a": {"run_id": sa.run_id, "config": sa.config_label, "clean": sa.clean},
-        "b": {"run_id": sb.run_id, "config": sb.config_label, "clean": sb.clean},
+        # each run's provenance in words: runtime, time scale (figures not in real time say so), load shape
+        "a": {"run_id": sa.run_id, "config": sa.config_label, "clean": sa.clean, "provenance": provenance_line(sa)},
+        "b": {"run_id": sb.run_id, "config": sb.config_label, "clean": sb.clean, "provenance": provenance_line(sb)},
         "provenance_differences": prov,
         "warnings": warnings,
         "pairs": [list(p) for p in pairs],
@@ -156,7 +148,10 @@ def compare_table(cmp: dict[str, Any]) -> Table:
     from rich.text import Text
 
     a, b = cmp["a"], cmp["b"]
-    t = Table(title=Text(f"speedups: A = {a['run_id']} ({a['config']})  vs  B = {b['run_id']} ({b['config']})"))
+    t = Table(
+        title=Text(f"speedups: A = {a['run_id']} ({a['config']})  vs  B = {b['run_id']} ({b['config']})"),
+        caption=Text(f"A: {a.get('provenance', '?')}\nB: {b.get('provenance', '?')}"),
+    )
     for col in ("load", "prompt class", "speedup of", "A [95% CI]", "B [95% CI]", "B - A"):
         t.add_column(col, justify="left" if col in ("load", "prompt class", "speedup of") else "right", no_wrap=True)
     last = None
@@ -178,6 +173,11 @@ def compare_table(cmp: dict[str, Any]) -> Table:
 def compare_markdown(cmp: dict[str, Any]) -> str:
     a, b = cmp["a"], cmp["b"]
     lines = [f"### spectrn: `{b['run_id']}` ({b['config']}) vs `{a['run_id']}` ({a['config']})", ""]
+    lines += [
+        f"- A `{a['run_id']}`: {a.get('provenance', '?')}",
+        f"- B `{b['run_id']}`: {b.get('provenance', '?')}",
+        "",
+    ]
     lines += [f"**WARNING: {w}**" for w in cmp.get("warnings", [])]
     if cmp.get("provenance_differences"):
         lines += ["", "Provenance differences (A → B):", ""]

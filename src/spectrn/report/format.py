@@ -89,11 +89,25 @@ def provenance_line(s: Summary) -> str:
             if p.rescaled
             else f"simulated at time scale {p.time_scale:g}: figures are SCALED, not real time"
         )
+    elif p.runtime == "endpoints":  # no server says its time scale: name what the figures assume
+        parts.append("figures in the servers' own time (simulators run at a time scale: pass it as --time-scale)")
     if p.engine != "spectrn":
         parts.append(f"load generator {p.engine}")
     if p.load_shape:
         parts.append(f"load shape: {p.load_shape}")
     return "; ".join(parts)
+
+
+def price_line(s: Summary) -> str | None:
+    """The price behind every $/M figure and where it came from (None: the run has no cost figure)."""
+    cost = next((vs.cost for lv in s.levels for _, cs in lv.scopes() for vs in cs.variants.values() if vs.cost), None)
+    if cost is None:
+        return None
+    source = cost.price_source or f"${cost.instance_hourly_usd:.2f}/h (source not recorded)"
+    mixed = any(len(lv.by_prompt_class) > 1 for lv in s.levels)
+    return f"$/M tokens at {source} x {cost.instances_per_service:g} instance per service" + (
+        "; a prompt class is billed its share of the level's time by decode slot-seconds" if mixed else ""
+    )
 
 
 def verdict_line(s: Summary) -> str:

@@ -26,6 +26,7 @@ from spectrn.report.format import (
     not_performance_banner,
     num,
     output_lengths_text,
+    price_line,
     provenance_line,
     slo_table,
     usd,
@@ -44,6 +45,7 @@ from spectrn.report.plots import (
     values_by_variant,
 )
 from spectrn.run.folder import EMF, REPORT, RunFolder
+from spectrn.run.measured import measured
 from spectrn.run.summary import LevelSummary, Summary
 
 if TYPE_CHECKING:
@@ -135,6 +137,15 @@ def _variant_rows(lv: LevelSummary) -> list[list[str]]:
     return rows
 
 
+def _origin(source: str, configured: object, used: object) -> str:
+    """Where a configuration row's value came from, and the config's value when the server's differs."""
+    if source == "server":
+        return " (from the server" + (f"; the config says {configured})" if configured != used else ")")
+    if source == "unknown":
+        return f" (the server did not say; the config says {configured})"
+    return ""
+
+
 def report_html(folder: RunFolder, summary: Summary, images: list[tuple[str, Path, str]], markdown: str) -> str:
     """The whole report as one HTML string (images inlined; every text from the run escaped)."""
     from spectrn import __version__
@@ -171,11 +182,13 @@ def report_html(folder: RunFolder, summary: Summary, images: list[tuple[str, Pat
         )
     parts.append("<h2>Configuration and provenance</h2>")
     servers = summary.provenance.servers
-    target, draft = models_shown(summary, cfg.target, cfg.draft)
+    m = measured(cfg, summary.provenance)  # the servers' own draft and window where spectrn learnt them
+    target, draft = models_shown(summary, cfg.target, m.draft or "unknown")
     conf_rows = [
         ["target", target],
-        ["draft", draft],
-        ["window (num_speculative_tokens)", str(cfg.num_speculative_tokens)],
+        ["draft", draft + _origin(m.draft_from, cfg.draft, m.draft)],
+        ["window (num_speculative_tokens)", str(m.window if m.window is not None else "unknown")
+         + _origin(m.window_from, cfg.num_speculative_tokens, m.window)],
         ["speculation mode", cfg.speculation_mode],
         ["vLLM dialect", cfg.vllm_dialect],
         ["instance", f"{cfg.instance_type} TP{cfg.tensor_parallel_size}"],
@@ -220,6 +233,9 @@ def report_html(folder: RunFolder, summary: Summary, images: list[tuple[str, Pat
                 left=2,
             )
         )  # fmt: skip
+        price = price_line(summary)
+        if price is not None:
+            parts.append(f'<p class="muted">{_e(price)}</p>')
         slos = slo_table(lv)
         if slos is not None:
             parts.append("<h3>SLOs and goodput</h3>")

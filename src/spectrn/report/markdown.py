@@ -15,11 +15,13 @@ from spectrn.report.format import (
     models_shown,
     not_performance_banner,
     output_lengths_text,
+    price_line,
     provenance_line,
     slo_table,
     usd,
     verdict_line,
 )
+from spectrn.run.measured import measured
 from spectrn.run.summary import Summary
 
 if TYPE_CHECKING:
@@ -31,15 +33,23 @@ def _md(text: str) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("*", "\\*").replace("_", "\\_").replace("`", "'")
 
 
+def _origin(source: str) -> str:
+    """`` (from the server)`` after a value the server gave; nothing after the config's own."""
+    return {"server": " (from the server)", "unknown": " (the server did not say)"}.get(source, "")
+
+
 def summary_markdown(summary: Summary, config: SpectrnConfig | None = None, *, ignore_eos: bool | None = None) -> str:
     """A pull-request comment: provenance, verdict, per-class headline, table, acceptance, cost, warnings."""
     s = summary
     lines = [f"### spectrn run `{s.run_id}`", ""]
     if config is not None:
         c = config
-        target, draft = models_shown(s, c.target, c.draft)
+        ran = measured(c, s.provenance)  # the servers' own draft and window where spectrn learnt them
+        target, draft = models_shown(s, c.target, ran.draft or "unknown")
+        window = ran.window if ran.window is not None else "unknown"
         lines.append(
-            f"target `{target}`, draft `{draft}`, window {c.num_speculative_tokens}, mode {c.speculation_mode}, "
+            f"target `{target}`, draft `{draft}`{_origin(ran.draft_from)}, window {window}{_origin(ran.window_from)}, "
+            f"mode {c.speculation_mode}, "
             f"{c.instance_type} TP{c.tensor_parallel_size}, prompts {c.bench.prompts}, max_tokens "
             f"{c.bench.max_tokens}, temperature {c.bench.temperature}"
             + (f", output lengths {output_lengths_text(ignore_eos)}" if ignore_eos is not None else "")
@@ -92,6 +102,9 @@ def summary_markdown(summary: Summary, config: SpectrnConfig | None = None, *, i
                 f"_{_md(GOODPUT_DEFINITION)}._",
                 "",
             ]
+        price = price_line(s)
+        if price is not None:
+            lines += [_md(price), ""]
         spec = lv.variants.get("speculative")
         acc = spec.acceptance if spec else None
         if acc is not None and acc.agreement:

@@ -116,6 +116,8 @@ def sweep_markdown(analysis: SweepAnalysis, artifacts: dict[str, str] | None = N
         f"{', '.join(map(str, s.windows))}; load {', '.join(s.levels)}; prompts "
         f"{s.prompts}; {s.requests} requests x {s.max_tokens} tokens per endpoint and cell.",
         "",
+        *(f"Timing: {note}." for note in analysis.timing),
+        "",
     ]
     eq = analysis.equivalence
     if eq.compared:

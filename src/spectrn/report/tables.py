@@ -37,8 +37,8 @@ def _rows(cs: ClassSummary) -> list[tuple[str, str, str, str]]:
     bc = b.cost.usd_per_million_output_tokens if b and b.cost else None
     sc = s.cost.usd_per_million_output_tokens if s and s.cost else None
     if bc is not None or sc is not None:
-        # the cost ratio is the aggregate throughput speedup (one price): shown with its paired interval
-        paired = speedup_of(cs.speedup, "aggregate_throughput")
+        # the cost ratio with its paired interval (a class of a mixed level: from its billed share of the wall)
+        paired = speedup_of(cs.speedup, "cost") or speedup_of(cs.speedup, "aggregate_throughput")
         ratio = speedup_text(paired) if paired is not None else f"{bc / sc:.2f}x" if bc and sc else "n/a"
         out.append(("$/M tokens", usd(bc), usd(sc), ratio))
     return out + _slo_rows(cs)
@@ -84,7 +84,10 @@ def render_table(summary: Summary) -> Table:
 
     multi = len(summary.levels) > 1
     where = "" if multi else f" at {summary.levels[0].label}"
-    title = f"spectrn {summary.run_id}{where}: baseline vs speculative (p50; speedup with 95% CI)"
+    # the setup as measured (the servers' draft and window where spectrn learnt them: summary.config_label)
+    title = (
+        f"spectrn {summary.run_id} ({summary.config_label}){where}: baseline vs speculative (p50; speedup with 95% CI)"
+    )
     table = comparison_table(title, "speedup [95% CI]", multi=multi)
     for lv in summary.levels:
         for n, (cls, cs) in enumerate(lv.scopes()):

@@ -182,8 +182,11 @@ def _fmt(v: float | None) -> str:
     return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4g}"
 
 
-def write_twin_report(twin: Twin, prediction: Prediction, points: Sequence[Point], out: Path) -> Path:
-    """Write ``out/index.html`` and its PNGs; return the page's path."""
+def write_twin_report(
+    twin: Twin, prediction: Prediction, points: Sequence[Point], out: Path, *, skipped: Sequence[str] = ()
+) -> Path:
+    """Write ``out/index.html`` and its PNGs; return the page's path. ``skipped``: measured runs left out of the
+    comparison, with the reason (another draft than the twin's)."""
     out.mkdir(parents=True, exist_ok=True)
     cal = twin.calibration
     figs = {
@@ -297,6 +300,10 @@ def write_twin_report(twin: Twin, prediction: Prediction, points: Sequence[Point
     parts.append(html_table(["window", "within the batch limit", "95%", "without the batch limit", "95%"], cross))
     parts.append(f'<figure><img src="{figs["crossover"]}" alt="crossover"><figcaption>Crossover.</figcaption></figure>')
     parts.append("<h2>Predicted against measured</h2>")
+    if skipped:
+        parts.append("<p><b>Not compared</b> (another draft than the twin's):</p><ul>")
+        parts += [f"<li>{_e(s)}</li>" for s in skipped]
+        parts.append("</ul>")
     if points:
         parts.append(
             html_table(

@@ -28,6 +28,8 @@ from spectrn.intervals import interval_text
 SCHEMA_VERSION: Literal[2] = 2
 
 Interval = tuple[float, float]
+
+# An interval whose bounds print alike says nothing about precision: shown as this reason instead of "[x, x]"
 Severity = Literal["error", "warning", "note"]
 
 
@@ -115,6 +117,16 @@ class Cost(Contract):
     instances_per_service: float
     usd_per_million_output_tokens: float | None = None
     usd_per_million_output_tokens_ci95: Interval | None = None
+    price_source: str | None = Field(
+        default=None,
+        description="The hourly price and where it came from: the run's pricing.instance_hourly_usd, or the built-in "
+        "on-demand list price with its region, date and source page (docs/neuron.md, Price).",
+    )
+    billed_s: float | None = Field(
+        default=None,
+        description="Real seconds of the instance this cost is for: the scope's wall time; for one prompt class of "
+        "a mixed level, its share of the level's wall by decode slot-seconds (docs/benchmarks.md).",
+    )
 
 
 class CounterAcceptance(Contract):
@@ -212,8 +224,14 @@ class Speedups(Contract):
     throughput: Speedup | None = Field(default=None, description="Mean per-request output tokens/s, spec / base.")
     aggregate_throughput: Speedup | None = Field(
         default=None,
-        description="Aggregate output tokens/s, speculative / baseline; also the cost ratio (baseline $/M / "
-        "speculative $/M, one price). Interval: paired requests resampled with their e2e (docs/benchmarks.md).",
+        description="Aggregate output tokens/s, speculative / baseline (for one prompt class of a mixed level: its "
+        "tokens over the level's wall). Interval: paired requests resampled with their e2e (docs/benchmarks.md).",
+    )
+    cost: Speedup | None = Field(
+        default=None,
+        description="Cost ratio baseline $/M / speculative $/M (> 1: speculation cheaper). For all classes the "
+        "aggregate throughput ratio (one price, one wall); for one class of a mixed level, from its billed share "
+        "of the wall (docs/benchmarks.md, per-class throughput and cost).",
     )
 
 

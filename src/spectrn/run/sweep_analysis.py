@@ -347,6 +347,9 @@ class SweepAnalysis(Contract):
     sweep_id: str = Field(description="The sweep's id.")
     settings: SweepSettings = Field(default_factory=SweepSettings, description="The sweep's settings (sweep.json).")
     rows: list[MatrixRow] = Field(default_factory=list, description="The matrix, then the mix rows.")
+    timing: list[str] = Field(
+        default_factory=list, description="Why the cells' figures are not real time (a time scale), in words."
+    )
     classes: list[str] = Field(default_factory=list, description="Prompt classes measured.")
     levels: list[str] = Field(default_factory=list, description="Load levels measured, in load order.")
     mix_weights: dict[str, float] = Field(default_factory=dict, description="Normalised mix weights.")

@@ -6,7 +6,8 @@ count and hidden size feed the simulator's cost model). Users add models under `
 
 Instances: Neuron instance types with chip count, physical NeuronCores per chip, supported logical
 NeuronCore (LNC) settings and an on-demand hourly price used for cost per token. Prices are
-approximate us-east list prices at the time of writing; override them with ``pricing.instance_hourly_usd``.
+on-demand list prices for one region and date (``spectrn.spec.pricing``); override them with
+``pricing.instance_hourly_usd``.
 """
 
 from __future__ import annotations

@@ -53,6 +53,7 @@ from spectrn.errors import ConfigError
 from spectrn.labels import id_part, setup_label
 from spectrn.names import check_name, name_problem
 from spectrn.spec.catalog import INSTANCES, MODELS, InstanceSpec, ModelSpec
+from spectrn.spec.pricing import BUILTIN_REGION, PRICE_SOURCE_URL
 from spectrn.spec.stacks import LEGACY_CONSEQUENCE, eagle3_without_recipe, unsupported_stack
 
 DEFAULT_CONFIG_FILE = "spectrn.yaml"
@@ -654,13 +655,26 @@ class Pricing(Strict):
     instance_hourly_usd: float | None = Field(
         default=None,
         gt=0,
-        description="Instance price per hour; default: the instance catalog's approximate on-demand price.",
+        description="Instance price per hour (USD); default: the built-in on-demand list price for "
+        "pricing.region (docs/neuron.md, Price). Set it for any other region, a discount or a reservation.",
+    )
+    region: str | None = Field(
+        default=None,
+        description="AWS region whose on-demand price applies; default: the built-in prices' region (us-east-2). "
+        "A region without a built-in price needs pricing.instance_hourly_usd.",
     )
     instances_per_service: float = Field(
         default=0.5,
         gt=0,
         description="Share of an instance one service uses (0.5: both services share one trn2.48xlarge).",
     )
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, v: str | None) -> str | None:
+        if v is not None and not _AWS_REGION.fullmatch(v):
+            raise ValueError(f"{v!r} is not an AWS region (e.g. us-east-2)")
+        return v
 
 
 class CloudWatchConfig(Strict):
@@ -921,6 +935,14 @@ class SpectrnConfig(Strict):
             raise FieldError(
                 f"instance_type: unknown instance {self.instance_type!r}; choose one of {', '.join(sorted(INSTANCES))}",
                 fields=("instance_type",),
+            )
+        if self.pricing.instance_hourly_usd is None and self.pricing.region not in (None, BUILTIN_REGION):
+            raise FieldError(
+                f"pricing.region: no built-in price for {self.instance_type} in {self.pricing.region!r} (the built-in "
+                f"prices are on-demand list prices for {BUILTIN_REGION})",
+                fields=("pricing.region",),
+                fix=f"set pricing.instance_hourly_usd to the hourly price of {self.instance_type} in "
+                f"{self.pricing.region} ({PRICE_SOURCE_URL})",
             )
         if not 1 <= self.num_speculative_tokens <= 32:
             raise FieldError(

@@ -539,6 +539,7 @@ def analyze_sweep(
     decision by ``objective`` (``spectrn.sweep.objective``; None: cost when the runs set SLOs, else tpot)."""
     from spectrn.sweep.objective import decide
 
+    cells = list(cells)
     rows = build_matrix(cells)
     if not rows:
         raise AnalysisError("the sweep has no finished cell to analyze", hint="run `spectrn sweep` first")
@@ -565,6 +566,7 @@ def analyze_sweep(
     scopes = [*classes, *([MIX] if mixed and len(classes) > 1 else [])] or [ALL]
     return {
         "rows": [r.to_dict() for r in rows + mixed],
+        "timing": sorted({t for t in (timing_note(c.summary) for c in cells) if t}),
         "classes": classes,
         "levels": levels,
         "mix_weights": {c: x / sum(w.values()) for c, x in w.items()} if w else {},
@@ -576,6 +578,18 @@ def analyze_sweep(
             [r.to_dict() for r in rows], objective, levels, recs=[r.to_dict() for r in recs], cheaper=_cheaper
         ),
     }
+
+
+def timing_note(s: Summary) -> str | None:
+    """Why a cell's figures may not be real time, in words (None: real time, as far as spectrn knows)."""
+    p = s.provenance
+    if p.time_scale != 1.0:
+        return f"simulated at time scale {p.time_scale:g}: figures rescaled to real time" if p.rescaled else (
+            f"simulated at time scale {p.time_scale:g}: figures are SCALED, not real time"
+        )  # fmt: skip
+    if p.runtime == "endpoints":
+        return "figures in the servers' own time (simulators run at a time scale: pass it as --time-scale)"
+    return None
 
 
 def _cheaper(row: Mapping[str, Any]) -> tuple[int, float, str]:

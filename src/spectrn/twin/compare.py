@@ -57,9 +57,15 @@ def default_ramps(levels: Sequence[int], time_scale: float = 1.0) -> dict[int, f
     return {c: min(AUTO_RAMP_STEP_S * (c - 1), AUTO_RAMP_MAX_S) / time_scale for c in levels}
 
 
-def compare_runs(twin: Twin, run_dirs: Sequence[Path], *, samples: int = 100, seed: int = 0) -> list[Point]:
-    """Predicted and measured TPOT p50 per class and throughput, per variant and level of every run."""
+def compare_runs(
+    twin: Twin, run_dirs: Sequence[Path], *, samples: int = 100, seed: int = 0, skipped: list[str] | None = None
+) -> list[Point]:
+    """Predicted and measured TPOT p50 per class and throughput, per variant and level of every run.
+
+    Only runs of the twin's own draft are compared: a twin predicts its draft's acceptance, so another draft's
+    cells (a sweep over drafts) would read as prediction errors. Each run left out is named in ``skipped``."""
     from spectrn.analyze.run import ensure_summary
+    from spectrn.run.measured import measured
     from spectrn.run.summary import Load
 
     points: list[Point] = []
@@ -69,6 +75,14 @@ def compare_runs(twin: Twin, run_dirs: Sequence[Path], *, samples: int = 100, se
         summary = ensure_summary(folder)
         meta = folder.meta
         cfg = meta.config
+        draft = measured(cfg, summary.provenance).draft  # the server's own where spectrn learnt it
+        if draft is not None and draft != twin.calibration.draft:
+            if skipped is not None:
+                skipped.append(
+                    f"{folder.run_id}: draft {draft}, not the twin's {twin.calibration.draft}: not compared (a twin "
+                    "predicts its own draft; calibrate one per draft)"
+                )
+            continue
         server = summary.provenance.servers.get("speculative")
         window = server.window if server is not None and server.window else cfg.num_speculative_tokens
         scale = summary.provenance.time_scale or 1.0

@@ -1,0 +1,52 @@
+"""The hourly instance price a run's cost figures use, and where that price came from.
+
+A built-in price is a list price for one region, taken on one date from AWS's public on-demand pricing page
+(``PRICE_SOURCE_URL``); prices differ by region and change over time, so a run in another region must name its
+price (``pricing.instance_hourly_usd``) and every cost figure carries the price with its source
+(docs/neuron.md, "Price").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PRICE_SOURCE_URL = "https://aws.amazon.com/ec2/pricing/on-demand/"
+# named without its scheme in figures' provenance: reports stay self-contained text, never a link out
+PRICE_SOURCE_PAGE = PRICE_SOURCE_URL.removeprefix("https://")
+BUILTIN_REGION = "us-east-2"  # the region the catalog's prices were read for (the bucket's default region too)
+PRICE_AS_OF = "2026-11-30"  # when the catalog's prices were read (not verified since: docs/neuron.md)
+
+
+@dataclass(frozen=True)
+class Price:
+    """One hourly price and its provenance."""
+
+    hourly_usd: float
+    source: str  # "config" (pricing.instance_hourly_usd) or "built-in"
+    region: str | None
+    as_of: str | None
+    url: str | None
+
+    def text(self) -> str:
+        """``$44.70/h (built-in on-demand list price, us-east-2, as of 2026-11-30, <page>)``."""
+        if self.source == "config":
+            return f"${self.hourly_usd:.2f}/h (pricing.instance_hourly_usd, set in the run's config)"
+        return (
+            f"${self.hourly_usd:.2f}/h (built-in on-demand list price, {self.region}, as of {self.as_of}, {self.url})"
+        )
+
+
+def builtin_price(instance_type: str, hourly_usd: float, region: str | None) -> Price | None:
+    """The catalog's price for ``instance_type`` in ``region`` (None: no built-in price for that region)."""
+    del instance_type  # every built-in price is for BUILTIN_REGION; the type only picks the catalog row
+    if region is not None and region != BUILTIN_REGION:
+        return None
+    return Price(hourly_usd=hourly_usd, source="built-in", region=BUILTIN_REGION, as_of=PRICE_AS_OF,
+                 url=PRICE_SOURCE_PAGE)  # fmt: skip
+
+
+def price_of(instance_type: str, override: float | None, region: str | None, catalog_usd: float) -> Price | None:
+    """The price a run uses: the config's override, else the built-in price for its region (None: neither)."""
+    if override is not None:
+        return Price(hourly_usd=override, source="config", region=region, as_of=None, url=None)
+    return builtin_price(instance_type, catalog_usd, region)
