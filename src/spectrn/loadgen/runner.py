@@ -688,7 +688,7 @@ async def _scrape_all(session: Any, plan: RunPlan, tag: str, notes: list[str]) -
             out[name] = None
             continue
         _write_text(mdir / f"{name}.{tag}.prom", text)  # name: checked by check_name before the run
-        snap = parse_metrics(text)
+        snap = await asyncio.to_thread(parse_metrics, text)  # bounded, but up to a second: off the event loop
         for p in snap.problems:
             notes.append(f"{name}: {p}; acceptance not reported")
         out[name] = None if snap.problems else snap
