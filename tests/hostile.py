@@ -99,7 +99,7 @@ MODES: dict[str, Mode] = {
     "metrics_flood": Mode(None, "/metrics of 40,000 lines, under the byte cap", "token_ids"),
     "version_endless": Mode(None, "/version and /sim/identity stream 64 KiB every 10 ms, never ending", "token_ids"),
     "version_surrogate": Mode(None, "/version holding a lone surrogate escape", "token_ids"),
-    "draft_controls": Mode(None, "/sim/identity declares a draft with escapes, bidi overrides and 300 chars", "token_ids"),
+    "draft_controls": Mode(None, "/sim/identity: a draft with escapes, bidi overrides and 300 chars", "token_ids"),
 }
 SIDE_MODES = ("models_not_object", "tokenize_not_object", "metrics_declared_charset", "metrics_many_positions",
               "metrics_flood", "version_endless", "version_surrogate", "draft_controls")  # fmt: skip
@@ -387,7 +387,8 @@ class HostileServer(LoopServer):
                f"vllm:spec_decode_num_accepted_tokens_total {8 * n}",
                "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter"]  # fmt: skip
         per = [3, 2, 2, 1] if positions == 4 else [8 / positions] * positions
-        out += [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{position="{i}"}} {p * n}' for i, p in enumerate(per)]
+        series = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+        out += [f'{series}{{position="{i}"}} {p * n}' for i, p in enumerate(per)]
         return "\n".join(out) + "\n"
 
     async def _endless(self, request: web.Request) -> web.StreamResponse:

@@ -50,7 +50,8 @@ def test_more_position_series_than_any_window_are_unusable_not_a_rate(hostile, c
     counters = json.loads((run_dir / "acceptance.json").read_text(encoding="utf-8"))["speculative@c2"]
     assert counters["per_position"] is None and counters["rate"] is None
     assert counters["problem"] == (
-        "2000 vllm:spec_decode_num_accepted_tokens_per_pos positions, more than the 32 speculative tokens spectrn accepts"
+        "2000 vllm:spec_decode_num_accepted_tokens_per_pos positions, "
+        "more than the 32 speculative tokens spectrn accepts"
     )
 
 

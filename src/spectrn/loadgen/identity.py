@@ -31,9 +31,8 @@ from spectrn.loadgen.metrics import (
     parse_metrics,
     scrape,
 )
-from spectrn.sanitize import decode, server_label
 from spectrn.run.summary import Provenance, ServerIdentity
-
+from spectrn.sanitize import decode, server_label
 
 # /version and /sim/identity answer a few dozen bytes; a longer answer is not one, and is not read further
 MAX_IDENTITY_BYTES = 64 << 10
