@@ -96,12 +96,16 @@ MODES: dict[str, Mode] = {
         None, "/metrics in UTF-8 declared as charset=utf-16 (window 4, half the drafts accepted)", "token_ids"
     ),
     "metrics_many_positions": Mode(None, "/metrics with 2,000 per-position acceptance series", "token_ids"),
+    "metrics_overflow": Mode(
+        None, "/metrics counters whose ratio overflows (1e300 accepted / 1e-300 drafts)", "token_ids"
+    ),
     "metrics_flood": Mode(None, "/metrics of 40,000 lines, under the byte cap", "token_ids"),
     "version_endless": Mode(None, "/version and /sim/identity stream 64 KiB every 10 ms, never ending", "token_ids"),
     "version_surrogate": Mode(None, "/version holding a lone surrogate escape", "token_ids"),
     "draft_controls": Mode(None, "/sim/identity: a draft with escapes, bidi overrides and 300 chars", "token_ids"),
 }
 SIDE_MODES = ("models_not_object", "tokenize_not_object", "metrics_declared_charset", "metrics_many_positions",
+              "metrics_overflow",
               "metrics_flood", "version_endless", "version_surrogate", "draft_controls")  # fmt: skip
 SURROGATE_JSON = '"bad \\ud800 input"'  # JSON text whose string decodes to a lone surrogate
 DRAFT_CONTROLS = "d\x1b[31m\u202eevil\u00e9" + "x" * 300
@@ -339,6 +343,8 @@ class HostileServer(LoopServer):
             if self.mode == "metrics_declared_charset":
                 headers = {"Content-Type": "text/plain; version=0.0.4; charset=utf-16"}
                 return web.Response(body=self._counters(4).encode(), headers=headers)
+            if self.mode == "metrics_overflow":
+                return web.Response(text=self._counters(0, scale=(1e-300, 1e300)), content_type="text/plain")
             if self.mode == "metrics_many_positions":
                 return web.Response(text=self._counters(2000), content_type="text/plain")
             if self.mode == "metrics_flood":
@@ -377,16 +383,18 @@ class HostileServer(LoopServer):
             app.router.add_route(method, path, h)
         return app
 
-    def _counters(self, positions: int) -> str:
+    def _counters(self, positions: int, scale: tuple[float, float] = (1, 1)) -> str:
         """vLLM V1's spec-decode counters after ``served`` responses: 4 drafts of 4 tokens each, half accepted,
-        the accepted tokens spread over ``positions`` per-position series."""
-        n = self.served
-        out = ["# TYPE vllm:spec_decode_num_drafts counter", f"vllm:spec_decode_num_drafts_total {4 * n}",
-               "# TYPE vllm:spec_decode_num_draft_tokens counter", f"vllm:spec_decode_num_draft_tokens_total {16 * n}",
+        the accepted tokens spread over ``positions`` per-position series; ``scale``: factors for the drafts
+        and for the token counts (finite numbers whose ratio is not)."""
+        n, (d, t) = self.served, scale
+        out = ["# TYPE vllm:spec_decode_num_drafts counter", f"vllm:spec_decode_num_drafts_total {4 * n * d}",
+               "# TYPE vllm:spec_decode_num_draft_tokens counter",
+               f"vllm:spec_decode_num_draft_tokens_total {16 * n * t}",
                "# TYPE vllm:spec_decode_num_accepted_tokens counter",
-               f"vllm:spec_decode_num_accepted_tokens_total {8 * n}",
+               f"vllm:spec_decode_num_accepted_tokens_total {8 * n * t}",
                "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter"]  # fmt: skip
-        per = [3, 2, 2, 1] if positions == 4 else [8 / positions] * positions
+        per = [3, 2, 2, 1] if positions == 4 else [8 / positions] * positions if positions else []
         series = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
         out += [f'{series}{{position="{i}"}} {p * n}' for i, p in enumerate(per)]
         return "\n".join(out) + "\n"

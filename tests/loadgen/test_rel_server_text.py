@@ -55,6 +55,16 @@ def test_more_position_series_than_any_window_are_unusable_not_a_rate(hostile, c
     )
 
 
+def test_counters_whose_ratio_overflows_are_unusable_not_a_crash(hostile, capsys, tmp_path) -> None:
+    """Finite counters (1e300 tokens over 1e-300 drafts) whose mean acceptance length is infinite: the run
+    finishes, acceptance.json is written, and the counters are unusable with the reason."""
+    code, err, run_dir = _bench(capsys, tmp_path, hostile("metrics_overflow"), hostile("token_ids"))
+    assert code == 0, err
+    counters = json.loads((run_dir / "acceptance.json").read_text(encoding="utf-8"))["speculative@c2"]
+    assert counters["problem"] == "mean_accepted_length overflow (the counters are not counts of one run)"
+    assert summary(run_dir).levels[0].variants["speculative"].acceptance.counters is None
+
+
 def test_a_metrics_flood_is_refused_before_parsing(hostile, capsys, tmp_path) -> None:
     code, err, run_dir = _bench(capsys, tmp_path, hostile("metrics_flood"), hostile("token_ids"))
     assert code == 0, err

@@ -152,7 +152,7 @@ def acceptance_delta(before: MetricsSnapshot | None, after: MetricsSnapshot | No
         per_position = [(per_pos_after[p] - per_pos_before.get(p, 0.0)) / drafts for p in positions]
         if any(not math.isfinite(r) or not 0.0 <= r <= 1.0 for r in per_position):
             return _unusable(f"a per-position acceptance rate outside 0..1: {per_position}")
-    return {
+    out = {
         "source": "counter deltas",
         "drafts": drafts,
         "draft_tokens": draft_tokens,
@@ -161,6 +161,11 @@ def acceptance_delta(before: MetricsSnapshot | None, after: MetricsSnapshot | No
         "mean_accepted_length": 1.0 + accepted / drafts if drafts > 0 else None,
         "per_position": per_position,
     }
+    # finite counters can still give an infinite difference or ratio (1e308 - -1e308, 1e300 / 1e-300)
+    overflowed = [k for k, v in out.items() if isinstance(v, float) and not math.isfinite(v)]
+    if overflowed:
+        return _unusable(f"{', '.join(overflowed)} overflow (the counters are not counts of one run)")
+    return out
 
 
 async def scrape(session: Any, base_url: str, timeout_s: float = 10.0) -> tuple[str | None, str | None]:
