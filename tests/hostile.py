@@ -99,15 +99,18 @@ MODES: dict[str, Mode] = {
     "metrics_overflow": Mode(
         None, "/metrics counters whose ratio overflows (1e300 accepted / 1e-300 drafts)", "token_ids"
     ),
+    "long_model_id": Mode(None, "/v1/models serves a 300-character model id", "token_ids"),
     "metrics_flood": Mode(None, "/metrics of 40,000 lines, under the byte cap", "token_ids"),
     "version_endless": Mode(None, "/version and /sim/identity stream 64 KiB every 10 ms, never ending", "token_ids"),
     "version_surrogate": Mode(None, "/version holding a lone surrogate escape", "token_ids"),
     "draft_controls": Mode(None, "/sim/identity: a draft with escapes, bidi overrides and 300 chars", "token_ids"),
 }
 SIDE_MODES = ("models_not_object", "tokenize_not_object", "metrics_declared_charset", "metrics_many_positions",
+              "long_model_id",
               "metrics_overflow",
               "metrics_flood", "version_endless", "version_surrogate", "draft_controls")  # fmt: skip
 SURROGATE_JSON = '"bad \\ud800 input"'  # JSON text whose string decodes to a lone surrogate
+LONG_MODEL = "org/" + "m" * 296  # 300 characters: a file name holding it passes 255 bytes
 DRAFT_CONTROLS = "d\x1b[31m\u202eevil\u00e9" + "x" * 300
 
 
@@ -326,7 +329,8 @@ class HostileServer(LoopServer):
     async def _models(self, _r: web.Request) -> web.Response:
         if self.mode == "models_not_object":
             return web.json_response([{"id": MODEL}])
-        return web.json_response({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
+        model = LONG_MODEL if self.mode == "long_model_id" else MODEL
+        return web.json_response({"object": "list", "data": [{"id": model, "object": "model"}]})
 
     async def _tokenize(self, request: web.Request) -> web.Response:
         body = await request.json()

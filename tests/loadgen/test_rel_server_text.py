@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from doubles.relhelp import bench_argv, last_line, measured_error_classes, records, run_cli, summary
-from hostile import DRAFT_CONTROLS, HostileServer
+from hostile import DRAFT_CONTROLS, LONG_MODEL, HostileServer
 
 REQUESTS = 6
 COMMON = ["--requests", str(REQUESTS), "--max-tokens", "12", "--concurrency", "2", "--prompts", "all"]
@@ -63,6 +63,16 @@ def test_counters_whose_ratio_overflows_are_unusable_not_a_crash(hostile, capsys
     counters = json.loads((run_dir / "acceptance.json").read_text(encoding="utf-8"))["speculative@c2"]
     assert counters["problem"] == "mean_accepted_length overflow (the counters are not counts of one run)"
     assert summary(run_dir).levels[0].variants["speculative"].acceptance.counters is None
+
+
+def test_a_model_id_longer_than_a_file_name_allows(hostile, capsys, tmp_path) -> None:
+    """A 300-character model id names the llmperf-compatible files: cut to fit 255 bytes (with a digest), the
+    id itself kept whole in the summary."""
+    code, err, run_dir = _bench(capsys, tmp_path, hostile("long_model_id"), hostile("long_model_id"))
+    assert code == 0, err
+    assert summary(run_dir).model == LONG_MODEL
+    files = sorted(p.name for p in (run_dir / "speculative").glob("*.json"))
+    assert len(files) == 2 and all(len(f.encode()) <= 255 and f.startswith("org-mmm") for f in files), files
 
 
 def test_a_metrics_flood_is_refused_before_parsing(hostile, capsys, tmp_path) -> None:

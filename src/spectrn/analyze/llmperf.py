@@ -27,7 +27,7 @@ from spectrn.errors import AnalysisError
 from spectrn.run.folder import REQUESTS, RunFolder
 from spectrn.run.records import RequestRecord, RunMeta
 from spectrn.run.summary import Provenance
-from spectrn.sanitize import server_label, valid_text
+from spectrn.sanitize import file_name, server_label, valid_text
 
 MAX_TOKEN_COUNT = 10_000_000  # a count above this is not a real count (the stream parser's bound, loadgen/stream.py)
 
@@ -173,7 +173,8 @@ def write_llmperf_files(folder: RunFolder) -> list[Path]:
             w.f.close()
             w.tmp.unlink(missing_ok=True)
         raise
-    model = _safe(str(meta.model or "model"))
+    # the stem's other parts and suffix take at most 55 bytes: the name stays within NAME_MAX (255)
+    model = file_name(_safe(str(meta.model or "model")), 200)
     out_tokens = int(meta.max_tokens or 0)
     written: list[Path] = []
     for w in writers.values():
