@@ -82,6 +82,7 @@ MODES: dict[str, Mode] = {
     "refused": Mode("connect", "nothing listens on the port"),
     # ---- D: secrets the server echoes back
     "error_echoes_credentials": Mode("http_400", "an error message echoing a URL with user:password@"),
+    "bidi_error": Mode("http_500", "an error message holding right-to-left override and isolate characters"),
     "terminal_escapes": Mode(
         "http_500", "an error message holding terminal escapes (clear screen, window title, hyperlink) and markup"
     ),
@@ -100,17 +101,22 @@ MODES: dict[str, Mode] = {
         None, "/metrics counters whose ratio overflows (1e300 accepted / 1e-300 drafts)", "token_ids"
     ),
     "long_model_id": Mode(None, "/v1/models serves a 300-character model id", "token_ids"),
+    "draft_markdown": Mode(
+        None, "/sim/identity: a draft holding a Markdown image, a link, HTML and a pipe", "token_ids"
+    ),
     "metrics_flood": Mode(None, "/metrics of 40,000 lines, under the byte cap", "token_ids"),
     "version_endless": Mode(None, "/version and /sim/identity stream 64 KiB every 10 ms, never ending", "token_ids"),
     "version_surrogate": Mode(None, "/version holding a lone surrogate escape", "token_ids"),
     "draft_controls": Mode(None, "/sim/identity: a draft with escapes, bidi overrides and 300 chars", "token_ids"),
 }
 SIDE_MODES = ("models_not_object", "tokenize_not_object", "metrics_declared_charset", "metrics_many_positions",
-              "long_model_id",
+              "long_model_id", "draft_markdown",
               "metrics_overflow",
               "metrics_flood", "version_endless", "version_surrogate", "draft_controls")  # fmt: skip
 SURROGATE_JSON = '"bad \\ud800 input"'  # JSON text whose string decodes to a lone surrogate
 LONG_MODEL = "org/" + "m" * 296  # 300 characters: a file name holding it passes 255 bytes
+MARKDOWN_DRAFT = "![t](http://evil.example/t.png) <img src=x> [click](http://evil.example) `x` | y"
+BIDI = "user\u202egnp.exe\u2066x\u2069"  # shows as "userexe.png" on a terminal that honours the override
 DRAFT_CONTROLS = "d\x1b[31m\u202eevil\u00e9" + "x" * 300
 
 
@@ -186,6 +192,8 @@ class HostileServer(LoopServer):
         if m == "error_surrogate":
             body_text = '{"error": {"message": ' + SURROGATE_JSON + ', "code": 400}}'
             return web.Response(text=body_text, status=400, content_type="application/json")
+        if m == "bidi_error":
+            return web.json_response({"error": {"message": BIDI, "code": 500}}, status=500)
         if m == "terminal_escapes":
             return web.json_response({"error": {"message": TERMINAL_ESCAPES, "code": 500}}, status=500)
         if m == "json_not_sse":
@@ -370,6 +378,8 @@ class HostileServer(LoopServer):
                 return await self._endless(request)
             if self.mode == "draft_controls":
                 return web.json_response({"draft": DRAFT_CONTROLS})
+            if self.mode == "draft_markdown":
+                return web.json_response({"draft": MARKDOWN_DRAFT})
             return web.Response(status=404)
 
         app = web.Application()

@@ -15,8 +15,11 @@ Server text reaches five sinks, each with its own rules (docs/reliability.md, "S
   non-whitespace character, at most 1024 characters (API_Dimension, cited in docs/cloudwatch.md).
 * ``terminal``: C0/C1 control characters, DEL and the Unicode bidirectional controls (which reorder what
   follows them on screen) shown as escapes.
-* ``markdown``: every character Markdown or HTML gives a meaning to escaped, so server text in a pull-request
-  comment is text: no image, link, emphasis, table cell or raw HTML.
+* ``markdown``: every character Markdown or HTML gives an inline meaning to escaped, for short text such as a
+  prompt class in a table cell: no image, link, emphasis, table cell or raw HTML.
+* ``markdown_code``: server text as a code span, where Markdown interprets nothing (no link, image, autolink,
+  emphasis or HTML: CommonMark "Code spans", GitHub Flavored Markdown's autolinks skip them); the fence is
+  longer than any run of backticks inside, ``|`` is escaped so a table cell stays one cell (GFM "Tables").
 
 HTML is escaped by the report's own ``html.escape`` at the point of rendering.
 """
@@ -33,7 +36,7 @@ MAX_DIMENSION_CHARS = 1024
 # Unicode's explicit bidirectional formatting characters (UAX #9): embeddings, overrides, isolates and marks.
 BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 _UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9._-]")
-_MARKDOWN_SPECIAL = frozenset("\\`*_{}[]()<>#+-.!|~&\"'=:")
+_MARKDOWN_SPECIAL = frozenset("\\`*_{}[]()#!|~")
 
 
 def valid_text(text: str) -> str:
@@ -75,18 +78,21 @@ def cw_dimension(text: str) -> str:
     return out if out.strip() else "unknown"
 
 
+def _controls(ch: str) -> bool:
+    return ch in BIDI_CONTROLS or (ch < " " and ch not in "\n\t") or "\x7f" <= ch <= "\x9f"
+
+
 def terminal(text: str) -> str:
-    """``text`` for a terminal: control characters, DEL and bidi controls as escapes, nothing else changed."""
-    return "".join(
-        _escape(ch) if ch in BIDI_CONTROLS or ch < " " or "\x7f" <= ch <= "\x9f" else ch for ch in valid_text(text)
-    )
+    """``text`` for a terminal: control characters (newline and tab aside), DEL and bidi controls as escapes,
+    lone surrogates as escapes, nothing else changed."""
+    return "".join(_escape(ch) if _controls(ch) else ch for ch in valid_text(text))
 
 
 def markdown(text: str) -> str:
     """``text`` inside Markdown as literal text: specials backslash-escaped, ``<``/``>``/``&`` as entities,
     line breaks as spaces (a table cell or list item stays one line), controls and bidi escaped."""
     out = []
-    for ch in terminal(text.replace("\r\n", " ").replace("\n", " ").replace("\r", " ")):
+    for ch in terminal(_one_line(text)):
         if ch == "<":
             out.append("&lt;")
         elif ch == ">":
@@ -98,3 +104,18 @@ def markdown(text: str) -> str:
         else:
             out.append(ch)
     return "".join(out)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.replace("\r", "\n").replace("\t", " ").split("\n"))
+
+
+def markdown_code(text: str) -> str:
+    """``text`` as one Markdown code span, shown literally (see the module's docstring)."""
+    body = terminal(_one_line(text)).replace("|", "\\|")
+    longest = max((len(run) for run in re.findall(r"`+", body)), default=0)
+    fence = "`" * (longest + 1)
+    # CommonMark strips one space from each side of a span that has both, and a backtick next to the fence would
+    # lengthen it: a space on each side keeps the content as it is (a blank content is never stripped)
+    pad = " " if body.strip() and (body[0] in "` " or body[-1] in "` ") else ""
+    return f"{fence}{pad}{body}{pad}{fence}"

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from doubles.relhelp import bench_argv, last_line, measured_error_classes, records, run_cli, summary
-from hostile import DRAFT_CONTROLS, LONG_MODEL, HostileServer
+from hostile import BIDI, DRAFT_CONTROLS, LONG_MODEL, MARKDOWN_DRAFT, HostileServer
 
 REQUESTS = 6
 COMMON = ["--requests", str(REQUESTS), "--max-tokens", "12", "--concurrency", "2", "--prompts", "all"]
@@ -116,3 +116,32 @@ def test_a_declared_draft_becomes_a_printable_ascii_label(hostile, capsys, tmp_p
     assert all(" " <= ch <= "~" for ch in draft), draft
     assert draft.startswith("d\\x1b[31m\\u202eevil\\xe9xxx") and DRAFT_CONTROLS.startswith("d\x1b[31m\u202eevil\xe9")
     assert "\u202e" not in err and "\x1b" not in err
+
+
+def test_bidi_overrides_in_server_text_reach_the_terminal_escaped(hostile, capsys, tmp_path) -> None:
+    """A right-to-left override in an error message would reorder what the terminal shows; it is shown as its
+    escape, and the record keeps the message as sent."""
+    code, err, run_dir = _bench(capsys, tmp_path, hostile("token_ids"), hostile("bidi_error"))
+    assert code == 4, err
+    assert not set(err) & {"\u202e", "\u2066", "\u2069"}, err
+    assert "user\\u202egnp.exe\\u2066x\\u2069" in err
+    assert {r["error_msg"] for r in records(run_dir) if r["variant"] == "baseline" and not r.get("warmup")} == {BIDI}
+
+
+def test_compare_markdown_carries_no_image_link_or_html_from_a_server(hostile, capsys, tmp_path) -> None:
+    """Two runs whose speculative servers declare different drafts, one of them Markdown with an image, a link,
+    HTML, a backtick and a pipe: ``compare --markdown`` shows it as one code span, literally."""
+    base = hostile("token_ids")
+    for run_id, mode in (("a", "token_ids"), ("b", "draft_markdown")):
+        endpoints = {"baseline": base.url, "speculative": hostile(mode).url}
+        code, _, err = run_cli(bench_argv(endpoints, tmp_path / "results", run_id, *COMMON), capsys)
+        assert code == 0, err
+    md = tmp_path / "cmp.md"
+    code, _, err = run_cli(["compare", str(tmp_path / "results" / "a"), str(tmp_path / "results" / "b"),
+                            "--markdown", str(md)], capsys)  # fmt: skip
+    assert code == 0, err
+    text = md.read_text(encoding="utf-8")
+    # a code span whose fence (two backticks) is longer than the backtick run inside, the pipe escaped
+    span = "``" + MARKDOWN_DRAFT.replace("|", "\\|") + "/k?``"  # the config label: draft/window
+    assert text.startswith(f"### spectrn: `b` ({span}) vs `a` (`unknown/k?`)"), text
+    assert text.count("![t]") == 1 and text.count("<img") == 1  # nowhere else, so nowhere outside the span
