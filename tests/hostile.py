@@ -82,13 +82,42 @@ MODES: dict[str, Mode] = {
     "refused": Mode("connect", "nothing listens on the port"),
     # ---- D: secrets the server echoes back
     "error_echoes_credentials": Mode("http_400", "an error message echoing a URL with user:password@"),
+    "bidi_error": Mode("http_500", "an error message holding right-to-left override and isolate characters"),
     "terminal_escapes": Mode(
         "http_500", "an error message holding terminal escapes (clear screen, window title, hyperlink) and markup"
     ),
+    # ---- E: text that is not valid Unicode
+    "error_surrogate": Mode("http_400", "an error message holding a lone surrogate escape (\\ud800)"),
+    # pydantic's JSON parser refuses a lone surrogate escape (RFC 8259 section 8.2 leaves its meaning open)
+    "text_surrogate": Mode("malformed_sse", "streamed text holding a lone surrogate escape"),
     # ---- side endpoints (the stream itself is well-formed)
     "models_not_object": Mode(None, "/v1/models answers a JSON list", "token_ids"),
     "tokenize_not_object": Mode(None, "/tokenize answers a JSON string", "token_ids"),
+    "metrics_declared_charset": Mode(
+        None, "/metrics in UTF-8 declared as charset=utf-16 (window 4, half the drafts accepted)", "token_ids"
+    ),
+    "metrics_many_positions": Mode(None, "/metrics with 2,000 per-position acceptance series", "token_ids"),
+    "metrics_overflow": Mode(
+        None, "/metrics counters whose ratio overflows (1e300 accepted / 1e-300 drafts)", "token_ids"
+    ),
+    "long_model_id": Mode(None, "/v1/models serves a 300-character model id", "token_ids"),
+    "draft_markdown": Mode(
+        None, "/sim/identity: a draft holding a Markdown image, a link, HTML and a pipe", "token_ids"
+    ),
+    "metrics_flood": Mode(None, "/metrics of 40,000 lines, under the byte cap", "token_ids"),
+    "version_endless": Mode(None, "/version and /sim/identity stream 64 KiB every 10 ms, never ending", "token_ids"),
+    "version_surrogate": Mode(None, "/version holding a lone surrogate escape", "token_ids"),
+    "draft_controls": Mode(None, "/sim/identity: a draft with escapes, bidi overrides and 300 chars", "token_ids"),
 }
+SIDE_MODES = ("models_not_object", "tokenize_not_object", "metrics_declared_charset", "metrics_many_positions",
+              "long_model_id", "draft_markdown",
+              "metrics_overflow",
+              "metrics_flood", "version_endless", "version_surrogate", "draft_controls")  # fmt: skip
+SURROGATE_JSON = '"bad \\ud800 input"'  # JSON text whose string decodes to a lone surrogate
+LONG_MODEL = "org/" + "m" * 296  # 300 characters: a file name holding it passes 255 bytes
+MARKDOWN_DRAFT = "![t](http://evil.example/t.png) <img src=x> [click](http://evil.example) `x` | y"
+BIDI = "user\u202egnp.exe\u2066x\u2069"  # shows as "userexe.png" on a terminal that honours the override
+DRAFT_CONTROLS = "d\x1b[31m\u202eevil\u00e9" + "x" * 300
 
 
 def event(
@@ -141,6 +170,8 @@ class HostileServer(LoopServer):
         super().__init__()
         self.mode = mode
         self.requests: list[dict[str, Any]] = []
+        self.served = 0  # well-formed streams served (the counters /metrics reports move with it)
+        self.side_bytes = 0  # bytes an endless side endpoint managed to send before the client hung up
 
     # ---- the streaming handler, per mode
     async def _stream(self, request: web.Request) -> web.StreamResponse:
@@ -158,6 +189,11 @@ class HostileServer(LoopServer):
         if m == "error_echoes_credentials":
             msg = f"cannot reach upstream http://admin:{PLANTED}@10.0.0.1:9000/v1"
             return web.json_response({"error": {"message": msg, "code": 400}}, status=400)
+        if m == "error_surrogate":
+            body_text = '{"error": {"message": ' + SURROGATE_JSON + ', "code": 400}}'
+            return web.Response(text=body_text, status=400, content_type="application/json")
+        if m == "bidi_error":
+            return web.json_response({"error": {"message": BIDI, "code": 500}}, status=500)
         if m == "terminal_escapes":
             return web.json_response({"error": {"message": TERMINAL_ESCAPES, "code": 500}}, status=500)
         if m == "json_not_sse":
@@ -208,8 +244,12 @@ class HostileServer(LoopServer):
             return {"prompt_tokens": 5, "completion_tokens": n}
 
         one = event(text=" a", ids=[1], chat=chat)
-        if m in ("token_ids", "models_not_object", "tokenize_not_object"):
+        if m == "token_ids" or m in SIDE_MODES:
+            self.served += 1
             yield from well_formed(chat)
+        elif m == "text_surrogate":
+            yield event(text=" a", ids=[1], chat=chat).replace(b'" a"', SURROGATE_JSON.encode())
+            yield from well_formed(chat)[1:]
         elif m == "continuous_usage":
             if chat:  # the fork's role event carries usage 0
                 yield (
@@ -297,7 +337,8 @@ class HostileServer(LoopServer):
     async def _models(self, _r: web.Request) -> web.Response:
         if self.mode == "models_not_object":
             return web.json_response([{"id": MODEL}])
-        return web.json_response({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
+        model = LONG_MODEL if self.mode == "long_model_id" else MODEL
+        return web.json_response({"object": "list", "data": [{"id": model, "object": "model"}]})
 
     async def _tokenize(self, request: web.Request) -> web.Response:
         body = await request.json()
@@ -310,7 +351,35 @@ class HostileServer(LoopServer):
         async def health(_r: web.Request) -> web.Response:
             return web.Response(status=200)
 
-        async def metrics(_r: web.Request) -> web.Response:
+        async def metrics(request: web.Request) -> web.StreamResponse:
+            if self.mode == "metrics_declared_charset":
+                headers = {"Content-Type": "text/plain; version=0.0.4; charset=utf-16"}
+                return web.Response(body=self._counters(4).encode(), headers=headers)
+            if self.mode == "metrics_overflow":
+                return web.Response(text=self._counters(0, scale=(1e-300, 1e300)), content_type="text/plain")
+            if self.mode == "metrics_many_positions":
+                return web.Response(text=self._counters(2000), content_type="text/plain")
+            if self.mode == "metrics_flood":
+                lines = "".join(f'vllm:flood_total{{n="{i}"}} 1\n' for i in range(40_000))
+                return web.Response(text="# TYPE vllm:flood_total counter\n" + lines, content_type="text/plain")
+            if self.mode == "version_endless":
+                return await self._endless(request)
+            return web.Response(status=404)
+
+        async def version(request: web.Request) -> web.StreamResponse:
+            if self.mode == "version_endless":
+                return await self._endless(request)
+            if self.mode == "version_surrogate":
+                return web.Response(text='{"version": ' + SURROGATE_JSON + "}", content_type="application/json")
+            return web.json_response({"version": "0.10.1"})
+
+        async def sim_identity(request: web.Request) -> web.StreamResponse:
+            if self.mode == "version_endless":
+                return await self._endless(request)
+            if self.mode == "draft_controls":
+                return web.json_response({"draft": DRAFT_CONTROLS})
+            if self.mode == "draft_markdown":
+                return web.json_response({"draft": MARKDOWN_DRAFT})
             return web.Response(status=404)
 
         app = web.Application()
@@ -318,6 +387,8 @@ class HostileServer(LoopServer):
             ("GET", "/health", health),
             ("GET", "/v1/models", self._models),
             ("GET", "/metrics", metrics),
+            ("GET", "/version", version),
+            ("GET", "/sim/identity", sim_identity),
             ("POST", "/tokenize", self._tokenize),
             ("POST", "/v1/completions", self._stream),
             ("POST", "/v1/chat/completions", self._stream),
@@ -325,6 +396,35 @@ class HostileServer(LoopServer):
         for method, path, h in handlers:
             app.router.add_route(method, path, h)
         return app
+
+    def _counters(self, positions: int, scale: tuple[float, float] = (1, 1)) -> str:
+        """vLLM V1's spec-decode counters after ``served`` responses: 4 drafts of 4 tokens each, half accepted,
+        the accepted tokens spread over ``positions`` per-position series; ``scale``: factors for the drafts
+        and for the token counts (finite numbers whose ratio is not)."""
+        n, (d, t) = self.served, scale
+        out = ["# TYPE vllm:spec_decode_num_drafts counter", f"vllm:spec_decode_num_drafts_total {4 * n * d}",
+               "# TYPE vllm:spec_decode_num_draft_tokens counter",
+               f"vllm:spec_decode_num_draft_tokens_total {16 * n * t}",
+               "# TYPE vllm:spec_decode_num_accepted_tokens counter",
+               f"vllm:spec_decode_num_accepted_tokens_total {8 * n * t}",
+               "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter"]  # fmt: skip
+        per = [3, 2, 2, 1] if positions == 4 else [8 / positions] * positions if positions else []
+        series = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+        out += [f'{series}{{position="{i}"}} {p * n}' for i, p in enumerate(per)]
+        return "\n".join(out) + "\n"
+
+    async def _endless(self, request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await resp.prepare(request)
+        try:
+            await resp.write(b'{"version": "')
+            for _ in range(100_000):
+                await resp.write(b"9" * (64 << 10))
+                self.side_bytes += 64 << 10
+                await asyncio.sleep(0.01)
+        except (ConnectionError, RuntimeError, asyncio.CancelledError):
+            pass  # the client stopped reading: that is the point
+        return resp
 
     def __enter__(self) -> HostileServer:
         if self.mode == "refused":

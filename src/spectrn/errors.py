@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from spectrn.sanitize import terminal
+
 
 class SpectrnError(Exception):
     """Base of every error spectrn raises on purpose."""
@@ -140,13 +142,11 @@ def one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
 def printable(text: str) -> str:
-    """``text`` safe for a terminal: control characters (escape sequences, bells, carriage returns) shown as
-    ``\\xNN`` instead of acting on the terminal; newlines and tabs kept. Print it with markup off."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    """``text`` safe for a terminal: control characters (escape sequences, bells, carriage returns) and the
+    bidirectional overrides that reorder a line shown as escapes instead of acting on the terminal; newlines and
+    tabs kept (``spectrn.sanitize.terminal``). Print it with markup off."""
+    return terminal(text)
 
 
 def redact(text: str) -> str:

@@ -226,6 +226,7 @@ def test_nothing_in_src_exists_only_for_tests() -> None:
 # test below checks it), finer keys ("package.module") where one module of a package sits lower than the rest.
 RANK = {
     "errors": 0,
+    "sanitize": 0,
     "names": 1, "paths": 1, "events": 1, "windows": 1, "analyze.slo": 1, "labels": 1, "intervals": 1,
     "spec": 2,
     "run": 3,

@@ -55,6 +55,13 @@ CASES: list[Case] = [
         2,
         "pricing.region: no built-in price for trn2.48xlarge in 'eu-west-1'",
     ),
+    _c(
+        "the same key twice (a second bench:)",
+        "render -c dup.yaml",
+        2,
+        "line 3 column 1: malformed YAML: duplicate key 'bench' (first on line 1)",
+    ),
+    _c("the same nested key twice", "render -c dup_nested.yaml", 2, "duplicate key 'requests' (first on line 2)"),
     _c("config not UTF-8", "render -c latin1.yaml", 2, "is not UTF-8"),
     _c("config is a list, not a mapping", "render -c list.yaml", 2, "top level must be a mapping"),
     _c("config file missing", "render -c missing.yaml", 2, "does not exist"),
@@ -392,6 +399,8 @@ def make_inputs(root: Path) -> None:
     (root / "deep.yaml").write_text("a: " + "[" * 5000 + "]" * 5000 + "\n")
     (root / "huge.yaml").write_text("# " + "x" * 1_100_000 + "\n")
     (root / "unknown.yaml").write_text("bench:\n  requets: 5\n")
+    (root / "dup.yaml").write_text("bench:\n  requests: 5\nbench:\n  concurrency: [2]\n")
+    (root / "dup_nested.yaml").write_text("bench:\n  requests: 5\n  requests: 50\n")
     (root / "latin1.yaml").write_bytes("namespace: caf\xe9\n".encode("latin-1"))
     (root / "list.yaml").write_text("- a\n- b\n")
     (root / "broken.yaml").write_text("bench: [1, 2\n")

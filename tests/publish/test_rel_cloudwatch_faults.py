@@ -149,6 +149,25 @@ def test_ctrl_c_mid_publish_then_a_rerun_never_sends_a_batch_twice(moto, run_dir
 
 
 @pytest.mark.slow
+def test_sigterm_mid_publish_is_exactly_once_like_ctrl_c(moto, run_dir, capsys) -> None:
+    """SIGTERM (``kill``, a pod deletion) while a call is in flight: like Ctrl-C, the call finishes and is
+    recorded, the publish stops (exit 143, ``Terminated``), and the re-run sends each other batch exactly once."""
+    total = _planned_calls(run_dir)
+    with CloudWatchProxy(moto, lambda n: None) as p:
+        code, err = _stop_mid_publish(run_dir, p, signal.SIGTERM)
+        first = p.forwarded
+        assert 2 <= first < total, "the publish was not stopped part-way"
+        assert code == 143 and err.splitlines()[-1].startswith("Terminated: stopped by SIGTERM during publish"), err
+        assert _recorded(run_dir) == first  # the call in flight at SIGTERM was accepted and recorded
+
+        p.decide = lambda n: None
+        code, err2 = _publish(run_dir, p.url, capsys, "--no-dashboard")
+        assert code == 0, err2
+    assert p.forwarded == total and len(set(p.batches)) == total  # each batch exactly once, none twice
+    assert _recorded(run_dir) == total
+
+
+@pytest.mark.slow
 def test_sigkill_mid_publish_loses_nothing_and_repeats_at_most_the_call_in_flight(moto, run_dir, capsys) -> None:
     """SIGKILL cannot be handled: a call CloudWatch accepted in the instant before the kill may miss its record
     (PutMetricData has no idempotency token), and the re-run sends that one batch again. Nothing else repeats

@@ -27,6 +27,9 @@ from spectrn.errors import AnalysisError
 from spectrn.run.folder import RunFolder
 from spectrn.run.records import RequestRecord, RunMeta
 from spectrn.run.summary import Provenance
+from spectrn.sanitize import file_name, server_label, valid_text
+
+MAX_TOKEN_COUNT = 10_000_000  # a count above this is not a real count (the stream parser's bound, loadgen/stream.py)
 
 LLMPERF_QUANTILES = (25, 50, 75, 90, 95, 99)
 VARIANT_FOLDERS = {"base": "baseline", "baseline": "baseline", "sd": "speculative", "speculative": "speculative"}
@@ -164,7 +167,8 @@ def write_llmperf_files(folder: RunFolder) -> list[Path]:
             w.f.close()
             w.tmp.unlink(missing_ok=True)
         raise
-    model = _safe(str(meta.model or "model"))
+    # the stem's other parts and suffix take at most 55 bytes: the name stays within NAME_MAX (255)
+    model = file_name(_safe(str(meta.model or "model")), 200)
     out_tokens = int(meta.max_tokens or 0)
     written: list[Path] = []
     for w in writers.values():
@@ -201,41 +205,55 @@ def _records(folder: Path, variant: str, prompt_class: str, level: str, start: f
     out = []
     for i, row in enumerate(_read_rows(files[0])):
         where = f"{files[0]} response {i}"
+        ident = {"variant": variant, "index": i, "prompt_id": f"{prompt_class}-{i}", "prompt_class": prompt_class,
+                 "level": level, "sent_at": start}  # fmt: skip
         code = row.get("error_code")
         if code:
-            out.append(
-                RequestRecord(
-                    variant=variant,
-                    index=i,
-                    prompt_id=f"{prompt_class}-{i}",
-                    prompt_class=prompt_class,
-                    level=level,
-                    sent_at=start,
-                    status=code if isinstance(code, int) else None,
-                    error=f"http_{code}",
-                    error_msg=str(row.get("error_msg") or "")[:300],
-                )  # fmt: skip
-            )
+            status = code if isinstance(code, int) and not isinstance(code, bool) and 100 <= code <= 599 else None
+            # the server's message as data: a lone surrogate (from a JSON escape) kept as its escape
+            msg = valid_text(str(row.get("error_msg") or "")[:300])
+            error = f"http_{server_label(str(code), 40)}"
+            out.append(RequestRecord(**ident, status=status, error=error, error_msg=msg))
             continue
-        n_out = int(_num(row, "number_output_tokens", where))
+        ttft, e2e = _num(row, "ttft_s", where), _num(row, "end_to_end_latency_s", where)
+        itl, n_out = _num(row, "inter_token_latency_s", where), _num(row, "number_output_tokens", where)
+        n_in = row.get("number_input_tokens")
+        problem = _impossible(ttft, e2e, itl, n_out, n_in)
+        if problem is not None:  # a classified record, never a negative TPOT or an overflow in a clean run
+            out.append(RequestRecord(**ident, status=200, error="bad_response", error_msg=f"{where}: {problem}"))
+            continue
         out.append(
             RequestRecord(
-                variant=variant,
-                index=i,
-                prompt_id=f"{prompt_class}-{i}",
-                prompt_class=prompt_class,
-                level=level,
-                sent_at=start,
-                ttft=_num(row, "ttft_s", where),
-                e2e=_num(row, "end_to_end_latency_s", where),
-                completion_tokens=n_out,
-                prompt_tokens=int(row.get("number_input_tokens") or 0) or None,
+                **ident,
+                ttft=ttft,
+                e2e=e2e,
+                completion_tokens=int(n_out),
+                prompt_tokens=int(n_in) if isinstance(n_in, int | float) and n_in > 0 else None,
                 status=200,
                 token_source="text",
-                llmperf_itl=_num(row, "inter_token_latency_s", where),
-            )  # fmt: skip
+                llmperf_itl=itl,
+            )
         )
     return out
+
+
+def _impossible(ttft: float, e2e: float, itl: float, n_out: float, n_in: object) -> str | None:
+    """Why a successful row cannot describe a real response (times and counts that contradict each other), or None."""
+    if ttft < 0 or e2e <= 0 or itl < 0:
+        return f"a negative time (ttft_s {ttft!r}, end_to_end_latency_s {e2e!r}, inter_token_latency_s {itl!r})"
+    if ttft > e2e:
+        return f"ttft_s {ttft!r} is after the end (end_to_end_latency_s {e2e!r})"
+    if n_out != int(n_out) or not 1 <= n_out <= MAX_TOKEN_COUNT:
+        return f"number_output_tokens {n_out!r} is not a count in 1..{MAX_TOKEN_COUNT}"
+    if n_in is not None and (
+        isinstance(n_in, bool)
+        or not isinstance(n_in, int | float)
+        or not math.isfinite(n_in)
+        or n_in != int(n_in)
+        or not 0 <= n_in <= MAX_TOKEN_COUNT
+    ):
+        return f"number_input_tokens {server_label(repr(n_in), 60)} is not a count in 0..{MAX_TOKEN_COUNT}"
+    return None
 
 
 def ingest(results_dir: Path, run_dir: Path, *, run_id: str | None = None, meta: RunMeta | None = None) -> RunFolder:

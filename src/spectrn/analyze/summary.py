@@ -662,6 +662,9 @@ def summarize(
                 "still running); statistics cover the requests that finished",
             )
         )
+    for note in meta.notes:
+        if note.startswith("wall clock stepped"):  # written by the load generator (loadgen/clock.py)
+            findings.append(Finding(code="wall_clock_step", severity="warning", message=note))
     changed = [n for n in meta.read_notes if n.startswith("run.json ") and ": " in n]
     if changed:
         findings.append(

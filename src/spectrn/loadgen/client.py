@@ -29,6 +29,7 @@ from typing import Any, Literal
 import aiohttp
 
 from spectrn.errors import BenchError, redact, redact_url
+from spectrn.loadgen.clock import wall_now
 from spectrn.loadgen.stream import (
     SseDecoder,
     StreamParser,
@@ -223,7 +224,7 @@ async def run_request(
     body = build_body(params, text, history)
     stream = StreamParser(max_events=params.max_events, keep_output=params.keep_output)
     status: int | None = None
-    sent_at = time.time()
+    sent_at = wall_now()  # the monotonic clock's wall time: a step of the system clock cannot move it
     t_call = time.perf_counter()
     clock = [t_call]  # moved to the moment the headers are sent, when the session has the trace hook
     end: float | None = None

@@ -20,31 +20,43 @@ contradict is kept as declared, and the contradiction becomes a note (and, from 
 
 from __future__ import annotations
 
+import asyncio
+import json
 from typing import Any
 
-from spectrn.loadgen.metrics import SPEC_ACCEPTED_PER_POS, MetricsSnapshot, parse_metrics
+from spectrn.loadgen.metrics import (
+    MAX_DECLARED_WINDOW,
+    SPEC_ACCEPTED_PER_POS,
+    MetricsSnapshot,
+    parse_metrics,
+    scrape,
+)
 from spectrn.run.summary import Provenance, ServerIdentity
+from spectrn.sanitize import decode, server_label
+
+# /version and /sim/identity answer a few dozen bytes; a longer answer is not one, and is not read further
+MAX_IDENTITY_BYTES = 64 << 10
 
 
 async def _get_json(session: Any, url: str) -> Any:
+    """The JSON at ``url``, read as UTF-8 (JSON's encoding, RFC 8259, whatever charset the server declares)
+    and at most ``MAX_IDENTITY_BYTES``; None for anything else."""
     import aiohttp
 
     try:
-        async with session.get(url, timeout=aiohttp.ClientTimeout(total=10)) as resp:
+        async with session.get(url, timeout=aiohttp.ClientTimeout(total=10), allow_redirects=False) as resp:
             if resp.status != 200:
                 return None
-            return await resp.json(content_type=None)
-    except (aiohttp.ClientError, TimeoutError, ValueError):
-        return None
-
-
-async def _get_text(session: Any, url: str) -> str | None:
-    import aiohttp
-
-    try:
-        async with session.get(url, timeout=aiohttp.ClientTimeout(total=10)) as resp:
-            return await resp.text(errors="replace") if resp.status == 200 else None
-    except (aiohttp.ClientError, TimeoutError):
+            raw = await resp.content.read(MAX_IDENTITY_BYTES + 1)
+            while raw and len(raw) <= MAX_IDENTITY_BYTES:
+                more = await resp.content.read(MAX_IDENTITY_BYTES + 1 - len(raw))
+                if not more:
+                    break
+                raw += more
+            if len(raw) > MAX_IDENTITY_BYTES:
+                return None
+            return json.loads(decode(raw))
+    except (aiohttp.ClientError, TimeoutError, OSError, ValueError, RecursionError):
         return None
 
 
@@ -78,9 +90,6 @@ def metrics_style(metrics_text: str | None) -> str | None:
     return None
 
 
-MAX_DECLARED_WINDOW = 32
-
-
 def _positions(metrics_text: str | None) -> int | None:
     if not metrics_text:
         return None
@@ -95,7 +104,8 @@ def _int(value: Any) -> int | None:
 
 
 def _str(value: Any) -> str | None:
-    return value[:200] if isinstance(value, str) and value else None
+    # a label only (it names a dimension, a terminal line, report text): printable ASCII, the rest escaped
+    return server_label(value) if isinstance(value, str) and value else None
 
 
 async def identify(session: Any, endpoints: dict[str, str], models: dict[str, str], prov: Provenance) -> Provenance:
@@ -112,9 +122,9 @@ async def identify(session: Any, endpoints: dict[str, str], models: dict[str, st
         if isinstance(sim, dict) and ident.source == "unknown" and name != "baseline":
             update["draft"] = _str(sim.get("draft"))  # a label only: nothing the figures use comes from here
         if name != "baseline":
-            metrics_text = await _get_text(session, f"{root}/metrics")
-            update["metrics_style"] = metrics_style(metrics_text)
-            positions = _positions(metrics_text) if ident.source == "unknown" else None
+            metrics_text, _problem = await scrape(session, root)  # size-capped, UTF-8; the problem is the runner's
+            update["metrics_style"] = await asyncio.to_thread(metrics_style, metrics_text)
+            positions = await asyncio.to_thread(_positions, metrics_text) if ident.source == "unknown" else None
             if positions:
                 update.update(window=positions, source="server")
         servers[name] = ident.model_copy(update=update)

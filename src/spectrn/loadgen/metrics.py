@@ -18,13 +18,21 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from spectrn.sanitize import decode, server_label
+
 SPEC_DRAFTS = "vllm:spec_decode_num_drafts"
 SPEC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
 SPEC_ACCEPTED = "vllm:spec_decode_num_accepted_tokens"
 SPEC_ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
 V0_ACCEPTANCE_GAUGE = "vllm:spec_decode_draft_acceptance_rate"
 V0_EFFICIENCY_GAUGE = "vllm:spec_decode_efficiency"
-MAX_METRICS_BYTES = 32 << 20  # vLLM's exposition is tens of kilobytes
+# vLLM's exposition is tens of kilobytes and a few thousand lines; the parser takes about 0.1 ms a line, so
+# these bounds keep one parse under about a second whatever a server sends
+MAX_METRICS_BYTES = 2 << 20
+MAX_METRICS_LINES = 10_000
+# num_speculative_tokens spectrn accepts in its own config (1..32): a server listing more per-position series
+# than that declares no real window, and its per-position figures are not used
+MAX_DECLARED_WINDOW = 32
 
 
 @dataclass
@@ -61,6 +69,10 @@ def parse_metrics(text: str) -> MetricsSnapshot:
     from prometheus_client.parser import text_string_to_metric_families
 
     snap = MetricsSnapshot()
+    lines = text.count("\n")
+    if lines > MAX_METRICS_LINES:
+        snap.problems.append(f"/metrics has {lines} lines, more than the {MAX_METRICS_LINES} spectrn parses")
+        return snap
     try:
         for family in text_string_to_metric_families(text):
             for s in family.samples:
@@ -70,7 +82,7 @@ def parse_metrics(text: str) -> MetricsSnapshot:
                 snap.samples.setdefault(_normalise(s.name), {})[key] = float(s.value)
     except Exception as e:  # the parser raises ValueError/TypeError/IndexError on garbage
         snap.samples.clear()
-        snap.problems.append(f"unparseable /metrics: {type(e).__name__}: {e}")
+        snap.problems.append(f"unparseable /metrics: {type(e).__name__}: {server_label(str(e))}")
     return snap
 
 
@@ -130,12 +142,17 @@ def acceptance_delta(before: MetricsSnapshot | None, after: MetricsSnapshot | No
     per_pos_after = after.by_label(SPEC_ACCEPTED_PER_POS, "position")
     per_pos_before = before.by_label(SPEC_ACCEPTED_PER_POS, "position")
     per_position = None
+    if len(per_pos_after) > MAX_DECLARED_WINDOW:
+        return _unusable(
+            f"{len(per_pos_after)} {SPEC_ACCEPTED_PER_POS} positions, more than the {MAX_DECLARED_WINDOW} "
+            "speculative tokens spectrn accepts"
+        )
     if per_pos_after and drafts > 0:
-        positions = sorted(per_pos_after, key=lambda p: int(p) if p.isdigit() else 0)
+        positions = sorted(per_pos_after, key=lambda p: int(p) if p.isdigit() and len(p) < 6 else 0)
         per_position = [(per_pos_after[p] - per_pos_before.get(p, 0.0)) / drafts for p in positions]
         if any(not math.isfinite(r) or not 0.0 <= r <= 1.0 for r in per_position):
             return _unusable(f"a per-position acceptance rate outside 0..1: {per_position}")
-    return {
+    out = {
         "source": "counter deltas",
         "drafts": drafts,
         "draft_tokens": draft_tokens,
@@ -144,6 +161,11 @@ def acceptance_delta(before: MetricsSnapshot | None, after: MetricsSnapshot | No
         "mean_accepted_length": 1.0 + accepted / drafts if drafts > 0 else None,
         "per_position": per_position,
     }
+    # finite counters can still give an infinite difference or ratio (1e308 - -1e308, 1e300 / 1e-300)
+    overflowed = [k for k, v in out.items() if isinstance(v, float) and not math.isfinite(v)]
+    if overflowed:
+        return _unusable(f"{', '.join(overflowed)} overflow (the counters are not counts of one run)")
+    return out
 
 
 async def scrape(session: Any, base_url: str, timeout_s: float = 10.0) -> tuple[str | None, str | None]:
@@ -165,6 +187,6 @@ async def scrape(session: Any, base_url: str, timeout_s: float = 10.0) -> tuple[
                 raw += data
             if len(raw) > MAX_METRICS_BYTES:
                 return None, f"/metrics sent over {MAX_METRICS_BYTES} bytes"
-            return bytes(raw).decode(resp.charset or "utf-8", errors="replace"), None
+            return decode(bytes(raw)), None  # UTF-8, whatever charset the server declares
     except (aiohttp.ClientError, TimeoutError, OSError, LookupError) as e:
         return None, f"/metrics unreachable: {type(e).__name__}: {e}"

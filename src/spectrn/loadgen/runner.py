@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from spectrn import __version__
 from spectrn.errors import BenchError, EndpointError, SpectrnError, one_line, redact, redact_url
+from spectrn.loadgen import clock
 from spectrn.loadgen.arrivals import Level as Level  # re-exported: the runner's callers name levels
 from spectrn.loadgen.arrivals import (
     TraceRow,
@@ -46,6 +47,7 @@ from spectrn.loadgen.arrivals import (
 from spectrn.loadgen.arrivals import poisson_arrivals as poisson_arrivals  # re-exported: older imports
 from spectrn.loadgen.arrivals import poisson_offsets as poisson_offsets
 from spectrn.loadgen.client import RequestParams, endpoint_url, request_trace_config, run_request
+from spectrn.loadgen.clock import wall_now
 from spectrn.loadgen.identity import identify
 from spectrn.loadgen.metrics import acceptance_delta, parse_metrics, scrape
 from spectrn.loadgen.prompts import Schedule, ScheduledRequest, split_schedule, turn_class
@@ -485,7 +487,7 @@ async def _conversation(
         if out and not out[-1].ok:
             out.append(
                 RequestRecord(variant=name, index=req.index, prompt_id=req.prompt_id, prompt_class=cls, turn=n,
-                              level=level.label, warmup=req.warmup, shard=plan.shard, sent_at=time.time(),
+                              level=level.label, warmup=req.warmup, shard=plan.shard, sent_at=wall_now(),
                               error="conversation_ended", error_msg=f"turn {n - 1} failed: {out[-1].error}")
             )  # fmt: skip
             continue
@@ -691,7 +693,7 @@ async def _scrape_all(session: Any, plan: RunPlan, tag: str, notes: list[str]) -
             continue
         scrape_name = f"{name}.{tag}.prom"  # name: checked by check_name before the run
         _as_bench_error(mdir / scrape_name, partial(RunFolder(plan.out_dir).write_scrape, scrape_name, text))
-        snap = parse_metrics(text)
+        snap = await asyncio.to_thread(parse_metrics, text)  # bounded, but up to a second: off the event loop
         for p in snap.problems:
             notes.append(f"{name}: {p}; acceptance not reported")
         out[name] = None if snap.problems else snap
@@ -828,7 +830,8 @@ async def run_bench(
             hint="choose another --run-id, or remove the folder",
         )
     ensure_fd_budget(plan)
-    state = _RunState(started=time.time())
+    state = _RunState(started=wall_now())
+    clock_offset = clock.offset()  # the system clock against the monotonic one, to detect a step during the run
     acceptance: dict[str, dict[str, Any] | None] = {}
     phase = on_phase or (lambda _msg: None)
     sink: RecordSink | None = None
@@ -914,9 +917,12 @@ async def run_bench(
                 sink.close()
                 state.token_sources = sink.token_sources
                 state.notes.extend(sink.token_notes())
+                step = clock.step_note(clock_offset, wall_now() - state.started)
+                if step:
+                    state.notes.append(step)
                 folder = RunFolder(plan.out_dir)
                 _as_bench_error(folder.file(ACCEPTANCE), lambda: folder.write_acceptance(acceptance))
-                write_run_meta(plan, state, time.time())
+                write_run_meta(plan, state, wall_now())
             except BenchError:
                 if not failing:  # a run already failing keeps its first error
                     raise

@@ -33,6 +33,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from spectrn.run.records import TokenSource
+from spectrn.sanitize import valid_text
 
 # Bounds on what one response may make this process hold or compute.
 MAX_EVENT_BYTES = 1 << 20  # one SSE event (vLLM's are a few hundred bytes)
@@ -198,7 +199,7 @@ class StreamParser:
 
     def fail(self, error: str, msg: str) -> None:
         if self.error is None or self.error == "malformed_sse":
-            self.error, self.error_msg = error, msg
+            self.error, self.error_msg = error, valid_text(msg)  # a lone surrogate kept as its escape
 
     def event(self, payload: bytes, now: float) -> None:
         if self.done or self.fatal:
@@ -233,7 +234,7 @@ class StreamParser:
             return
         choice = ev.choices[0]
         if choice.finish_reason is not None:  # recorded, never trusted for counting: it may come on a tokenless event
-            self.finish_reason = choice.finish_reason[:MAX_FINISH_REASON_CHARS]
+            self.finish_reason = valid_text(choice.finish_reason[:MAX_FINISH_REASON_CHARS])
         if choice.delta is not None:
             text = choice.delta.content or ""
             thinking = choice.delta.reasoning_content or ""
@@ -255,7 +256,7 @@ class StreamParser:
         if self.keep_output:
             if ids:
                 self.token_ids.extend(ids)
-            self.text_parts.append(text)
+            self.text_parts.append(valid_text(text))
 
     def _counted(self) -> int:
         """Tokens the chunks so far account for by cumulative usage (0 before the first)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import signal
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from spectrn.analyze.run import ensure_summary
-from spectrn.errors import PublishError
+from spectrn.errors import PublishError, Terminated
 from spectrn.publish.aws import Boto3Sink, MetricsSink, require_aws
 from spectrn.publish.dashboard import build_dashboard, dashboard_name, dashboard_run
 from spectrn.publish.datums import MetricsFn, batch_datums, batch_hash, build_metric_datums
@@ -72,7 +73,8 @@ def _run_lock(run_dir: Path) -> AbstractContextManager[None]:
 
 
 class _CtrlC:
-    """Ctrl-C while a PutMetricData call is in flight: the call finishes and is recorded before the publish stops.
+    """Ctrl-C or SIGTERM while a PutMetricData call is in flight: the call finishes and is recorded before the
+    publish stops (SIGTERM then ends it as ``Terminated``, exit 143).
 
     CloudWatch has no idempotency token and cannot delete datapoints: a call interrupted after the service took
     it, but before publish.json recorded it, would be sent again by the re-run and counted twice. A second
@@ -80,28 +82,32 @@ class _CtrlC:
 
     def __init__(self) -> None:
         self.requested = False
+        self.signum: int | None = None
 
     @contextmanager
     def deferred(self) -> Iterator[None]:
-        import signal
         import threading
 
         if threading.current_thread() is not threading.main_thread():
             yield
             return
-        previous = signal.getsignal(signal.SIGINT)
-        if previous is None:  # installed outside Python: restore Python's default
-            previous = signal.default_int_handler
+        previous: dict[int, Any] = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        if previous[signal.SIGINT] is None:  # installed outside Python: restore Python's default
+            previous[signal.SIGINT] = signal.default_int_handler
+        if previous[signal.SIGTERM] is None:
+            previous[signal.SIGTERM] = signal.SIG_DFL
 
         def first(signum: int, frame: Any) -> None:
-            self.requested = True
-            signal.signal(signal.SIGINT, previous)  # the second Ctrl-C acts as usual
+            self.requested, self.signum = True, signum
+            signal.signal(signum, previous[signum])  # the second one acts as usual
 
-        signal.signal(signal.SIGINT, first)
+        for s in previous:
+            signal.signal(s, first)
         try:
             yield
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for s, handler in previous.items():
+                signal.signal(s, handler)
 
 
 def publish_run(
@@ -254,7 +260,12 @@ def publish_run(
                 save()
             if progress:
                 progress(i + 1, len(batches))
-            if stop.requested:  # Ctrl-C during that call: it went through and is recorded; stop here
+            if stop.requested:  # Ctrl-C or SIGTERM during that call: it went through and is recorded; stop here
+                if stop.signum == signal.SIGTERM:
+                    raise Terminated(
+                        f"stopped by SIGTERM during publish; the call in flight was recorded in {state_path}",
+                        hint=f"re-run `spectrn publish {run_dir}`: only the unsent batches are sent",
+                    )
                 raise KeyboardInterrupt
 
         dash_name = None

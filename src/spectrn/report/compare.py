@@ -13,6 +13,7 @@ from spectrn.report.format import LATENCIES, SPEEDUPS, provenance_line, speedup_
 from spectrn.run.folder import RunFolder
 from spectrn.run.measured import config_as_run
 from spectrn.run.summary import Speedup, Summary
+from spectrn.sanitize import markdown, markdown_code
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -171,22 +172,28 @@ def compare_table(cmp: dict[str, Any]) -> Table:
 
 
 def compare_markdown(cmp: dict[str, Any]) -> str:
+    # text from servers and run files enters Markdown as code spans or escaped (spectrn.sanitize): a pull-request
+    # comment must not carry images, links or HTML that a server chose
+    code, md = markdown_code, markdown
     a, b = cmp["a"], cmp["b"]
-    lines = [f"### spectrn: `{b['run_id']}` ({b['config']}) vs `{a['run_id']}` ({a['config']})", ""]
+    lines = [f"### spectrn: {code(b['run_id'])} ({code(b['config'])}) vs {code(a['run_id'])} ({code(a['config'])})", ""]
     lines += [
-        f"- A `{a['run_id']}`: {a.get('provenance', '?')}",
-        f"- B `{b['run_id']}`: {b.get('provenance', '?')}",
+        f"- A {code(a['run_id'])}: {md(str(a.get('provenance', '?')))}",
+        f"- B {code(b['run_id'])}: {md(str(b.get('provenance', '?')))}",
         "",
     ]
-    lines += [f"**WARNING: {w}**" for w in cmp.get("warnings", [])]
+    lines += [f"**WARNING: {md(w)}**" for w in cmp.get("warnings", [])]
     if cmp.get("provenance_differences"):
         lines += ["", "Provenance differences (A → B):", ""]
-        lines += [f"- {k}: {json.dumps(v[0])} → {json.dumps(v[1])}" for k, v in cmp["provenance_differences"].items()]
+        lines += [
+            f"- {md(k)}: {code(json.dumps(v[0]))} → {code(json.dumps(v[1]))}"
+            for k, v in cmp["provenance_differences"].items()
+        ]
     lines += ["", "| load | prompt class | speedup of | A | B | B − A |", "|---|---|---|---|---|---|"]
     for r in cmp["speedups"]:
         diff = f"{r['b'] - r['a']:+.2f}" if r["a"] is not None and r["b"] is not None else "n/a"
         lines.append(
-            f"| {r['level']} | {r['prompt_class']} | {r['metric']} | "
+            f"| {md(r['level'])} | {md(r['prompt_class'])} | {r['metric']} | "
             f"{_sp(r['a'], r['a_ci95'])} | {_sp(r['b'], r['b_ci95'])} | {diff} |"
         )
     if cmp.get("differences"):
@@ -194,14 +201,16 @@ def compare_markdown(cmp: dict[str, Any]) -> str:
         lines += ["| load | prompt class | variant | metric | B / A [95% CI] |", "|---|---|---|---|---|"]
         for r in cmp["differences"]:
             lines.append(
-                f"| {r['level']} | {r['prompt_class']} | {r['variant']} | {r['metric']} | "
+                f"| {md(r['level'])} | {md(r['prompt_class'])} | {md(r['variant'])} | {r['metric']} | "
                 f"{_ratio(r['ratio'], r['ci95'])} |"
             )
     diffs = {k: v for k, v in cmp["config_differences"].items()}
     if diffs:
         lines += ["", "Configuration differences (A → B):", ""]
-        lines += [f"- `{k}`: {json.dumps(v[0])} → {json.dumps(v[1])}" for k, v in list(diffs.items())[:30]]
+        lines += [
+            f"- {code(k)}: {code(json.dumps(v[0]))} → {code(json.dumps(v[1]))}" for k, v in list(diffs.items())[:30]
+        ]
     for side in ("a", "b"):
         if not cmp[side]["clean"]:
-            lines.append(f"\n**run {cmp[side]['run_id']} is not clean**")
+            lines.append(f"\n**run {md(cmp[side]['run_id'])} is not clean**")
     return "\n".join(lines) + "\n"

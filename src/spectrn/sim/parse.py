@@ -60,6 +60,12 @@ async def read_body(request: web.Request) -> dict[str, Any]:
         raise ApiError(400, f"JSON decode error: {e}") from None
     if not isinstance(body, dict):
         raise ApiError(400, "request body must be a JSON object")
+    try:  # a lone surrogate escape (\\ud800) parses but is no text: invalid input, not a server fault
+        json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ApiError(
+            400, f"the request holds text that is not valid Unicode (a lone surrogate at {e.start})"
+        ) from None
     return body
 
 

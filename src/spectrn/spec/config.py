@@ -55,6 +55,7 @@ from spectrn.names import check_name, name_problem
 from spectrn.spec.catalog import INSTANCES, MODELS, InstanceSpec, ModelSpec
 from spectrn.spec.pricing import BUILTIN_REGION, PRICE_SOURCE_URL
 from spectrn.spec.stacks import LEGACY_CONSEQUENCE, eagle3_without_recipe, unsupported_stack
+from spectrn.spec.yaml_keys import UniqueKeyLoader
 
 DEFAULT_CONFIG_FILE = "spectrn.yaml"
 # Validation context key: the config being validated was recorded by a run (``run.json``), not given by a person.
@@ -1254,7 +1255,7 @@ def has_registry(image: str) -> bool:
 # ---- loading ------------------------------------------------------------------------------------
 
 
-class _SafeLoader(yaml.SafeLoader):
+class _SafeLoader(UniqueKeyLoader):  # duplicate keys refused (spec/yaml_keys.py)
     """SafeLoader that refuses aliases, so a 'billion laughs' file cannot expand in memory."""
 
     def compose_node(self, parent: Any, index: Any) -> Any:
