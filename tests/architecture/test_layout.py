@@ -14,7 +14,6 @@ ONE_JOB = {
     "analyze/summary.py": "records -> Summary: the one-pass accumulators, A/B comparison and findings",
     "loadgen/runner.py": "one benchmark run: schedules, load shapes, limits, the run folder's writes",
     "render/manifests.py": "config -> Kubernetes objects",
-    "spec/config.py": "the strict run spec with its validation and sources",
     "kube/client.py": "the only kubernetes module: every API call and its error translation",
     "sim/server.py": "the simulator's HTTP protocol",
     "sim/engine.py": "the simulator's engine loop",

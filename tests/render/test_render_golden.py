@@ -17,7 +17,7 @@ import pytest
 
 from doubles.render_support import FIXED_PROMPTS, RESOURCES, SUPPORTED
 from spectrn.render import manifests as render
-from spectrn.spec.config import build_config
+from spectrn.spec.sources import build_config
 
 GOLDEN = Path(__file__).parent / "golden"
 

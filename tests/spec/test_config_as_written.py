@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from spectrn.errors import ConfigError
-from spectrn.spec.config import build_config, load_config
+from spectrn.spec.sources import build_config, load_config
 
 
 def test_a_file_number_is_the_text_as_written(tmp_path):

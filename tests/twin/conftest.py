@@ -26,7 +26,7 @@ from spectrn.finish import finish
 from spectrn.loadgen.bench import endpoint_provenance, execute, plan_from_config
 from spectrn.runtimes.sim_pair import free_port, terminate, wait_healthy
 from spectrn.sim.model import PRESETS
-from spectrn.spec.config import build_config
+from spectrn.spec.sources import build_config
 from spectrn.twin.calibrate import calibrate
 from spectrn.twin.model import Twin, dump_twin
 

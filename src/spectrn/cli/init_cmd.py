@@ -20,7 +20,7 @@ def init(
 ) -> None:
     """Write a commented default configuration file."""
     from spectrn.paths import atomic_write_text
-    from spectrn.spec.config import commented_default_yaml
+    from spectrn.spec.reference import commented_default_yaml
 
     if path.exists() and not force:
         raise ConfigError(f"{path} already exists", hint="pass --force to overwrite it")

@@ -30,7 +30,8 @@ import yaml
 
 from spectrn import names
 from spectrn.errors import ConfigError, RenderError
-from spectrn.spec.config import SpectrnConfig, check_config_names
+from spectrn.spec.config import SpectrnConfig
+from spectrn.spec.sources import check_config_names
 
 if TYPE_CHECKING:
     import jinja2
@@ -363,7 +364,7 @@ def pod_config_yaml(cfg: SpectrnConfig) -> str:
     """The config the load pod reads: the full run spec, with a user prompt path pointed at the mount."""
     data = cfg.model_dump(mode="json")
     if _user_prompts_path(cfg) is not None:
-        from spectrn.spec.config import WorkloadConfig
+        from spectrn.spec.bench import WorkloadConfig
 
         data["bench"]["prompts"] = f"{PROMPTS_MOUNT}/{USER_PROMPTS_KEY}"
         # the mounted set is the workload already shaped (prompts_data): shaping it again would sample twice

@@ -141,7 +141,7 @@ class SimSettings(BaseModel):
             cost = CostModel.model_validate({**preset.cost.model_dump(), **self.cost})
             acc = AcceptanceModel.model_validate({**preset.acceptance.model_dump(), **self.acceptance})
         except ValidationError as e:
-            from spectrn.spec.config import format_validation_error
+            from spectrn.spec.origins import format_validation_error
 
             raise ValueError(format_validation_error(e)) from None
         return preset.model_copy(update={"cost": cost, "acceptance": acc})
@@ -176,7 +176,8 @@ class SimSettings(BaseModel):
 
 def load_settings(path: Path | None = None, **overrides: Any) -> SimSettings:
     """Settings from an optional YAML file, then explicit overrides (None values ignored)."""
-    from spectrn.spec.config import deep_merge, format_validation_error, load_yaml
+    from spectrn.spec.origins import format_validation_error
+    from spectrn.spec.sources import deep_merge, load_yaml
 
     data: dict[str, Any] = {}
     if path is not None:
@@ -199,7 +200,8 @@ def load_settings(path: Path | None = None, **overrides: Any) -> SimSettings:
 
 def load_preset_file(path: Path) -> Preset:
     """A whole preset from YAML, validated strictly; errors name the file and the field."""
-    from spectrn.spec.config import format_validation_error, load_yaml
+    from spectrn.spec.origins import format_validation_error
+    from spectrn.spec.sources import load_yaml
 
     data = load_yaml(path, what="simulator preset file")
     if not isinstance(data, dict):
