@@ -158,7 +158,7 @@ def test_layers_do_not_reach_up() -> None:
     below the report that shows it, sweep orchestration above finish, which it calls per cell; only cli/ is on
     top. The SLO language (``analyze.slo``) is pure and imports no stage: the spec parses SLOs with it at load."""
     rank = {"run": 0, "spec": 0, "windows": 0, "names": 0, "errors": 0, "paths": 0, "analyze.slo": 0, "analyze": 1,
-            "publish": 2,
+            "dialects": 0, "publish": 2,
             "sweep": 2, "report": 3, "finish": 4, "sweep.orchestrate": 5, "sweep.runners": 5, "cli": 9}  # fmt: skip
 
     def rank_of(name: str) -> int | None:

@@ -22,3 +22,13 @@ def quantity(v: str) -> str:
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=())
+
+
+def one_of(value: str, choices: tuple[str, ...] | list[str]) -> str:
+    """A choice from a registry, refused in the words of pydantic's ``Literal`` error, so a list that grows at run
+    time (``spectrn.dialects``) reads like one written in the model."""
+    if value in choices:
+        return value
+    quoted = [repr(c) for c in choices]
+    expected = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+    raise ValueError(f"Input should be {expected}")

@@ -15,13 +15,16 @@ from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
+from spectrn.dialects import DIALECTS, plugin_releases, profiles, resolve, vllm_dialects
+from spectrn.dialects.base import Dialect
+from spectrn.dialects.methods import METHODS, SpeculationMethod
 from spectrn.errors import ConfigError
-from spectrn.spec.base import AWS_REGION, DNS_LABEL, DNS_SUBDOMAIN, IMAGE, Strict
+from spectrn.spec.base import AWS_REGION, DNS_LABEL, DNS_SUBDOMAIN, IMAGE, Strict, one_of
 from spectrn.spec.bench import BenchConfig, load_shape_rules
 from spectrn.spec.catalog import INSTANCES, MODELS, InstanceSpec, ModelSpec
 from spectrn.spec.cluster import CompileConfig, PodResources, Probes, S3Config, SecretRef, ServiceAccounts
 from spectrn.spec.origins import FieldError, Origins, dotted_path
-from spectrn.spec.stacks import LEGACY_CONSEQUENCE, eagle3_without_recipe, unsupported_stack
+from spectrn.spec.stacks import eagle3_without_recipe, unsupported_stack
 
 # Validation context key: the config being validated was recorded by a run (``run.json``), not given by a person.
 RECORDED = "recorded"
@@ -29,37 +32,12 @@ RECORDED = "recorded"
 ORIGINS = "origins"
 WINDOW_TUNING_RANGE = (5, 15)
 
-SpeculationMode = Literal["fused", "vanilla", "eagle", "medusa"]
-Dialect = Literal["legacy-neuron", "vllm-neuron"]
-PluginRelease = Literal["current", "0.2"]
 ResourcesMode = Literal["dra-v1", "dra-v1beta1", "device-plugin"]
 Runtime = Literal["neuron", "sim"]
 NodeProvisioning = Literal["node-group", "karpenter", "auto-mode"]
 
-# Deep Learning Container images (aws-neuron/deep-learning-containers README; docs/neuron.md):
-# the Neuron fork of vLLM (V0) and the vLLM V1 images that ship the vllm-neuron plugin.
-DLC = "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx"
-LEGACY_NEURON_IMAGE = f"{DLC}:0.9.1-neuronx-py311-sdk2.26.1-ubuntu22.04"
-PLUGIN_IMAGES: dict[str, str] = {
-    "current": f"{DLC}:0.24.0.1.1.0-neuronx-py313-sdk2.32.0-ubuntu24.04",  # plugin v0.24.0.1.1.0 (SDK 2.32)
-    "0.2": f"{DLC}:0.11.0-neuronx-py312-sdk2.27.1-ubuntu24.04",  # vLLM 0.11.0, plugin 0.2.1-lts
-}
 DEFAULT_SPECTRN_IMAGE = "spectrn:0.1.0"
 NEURON_SCHEDULER = "my-scheduler"  # the Neuron helm chart's scheduler.customScheduler.fullnameOverride
-
-# The simulator profile that plays each vllm-neuron plugin release (spectrn.sim.profiles; docs/neuron.md).
-PLUGIN_SIM_PROFILES: dict[str, str] = {"0.2": "vllm-neuron", "current": "vllm-neuron-0.24"}
-
-# Modes each vLLM dialect can run at all; SpectrnConfig._neuron_rules adds what each needs. medusa runs on
-# neither: the fork's Neuron path has no Medusa handling (docs/neuron.md, Rejected configurations).
-DIALECT_MODES: dict[str, tuple[str, ...]] = {
-    "legacy-neuron": ("fused", "eagle"),
-    "vllm-neuron": ("eagle",),
-}
-# NxDI model classes with an EAGLE draft layer (``fc``).
-NXDI_EAGLE_ARCHITECTURES = ("llama",)
-# The current plugin's EAGLE3 draft class is Eagle3LlamaForCausalLM.
-PLUGIN_EAGLE3_DRAFT_ARCHITECTURES = ("llama",)
 
 
 class Pricing(Strict):
@@ -93,12 +71,18 @@ class CloudWatchConfig(Strict):
 
 class SimConfig(Strict):
     preset: str = Field(default="qwen3-32b-trn2", description="Simulator calibration preset.")
-    profile: Literal["neuron-fork", "vllm-neuron", "vllm-neuron-0.24", "upstream"] | None = Field(
+    profile: str | None = Field(
         default=None,
         description="Server the simulator imitates on the wire and in /metrics. Default: the one vllm_dialect "
         "names (legacy-neuron: the preset's, neuron-fork for the Neuron presets; vllm-neuron plugin_release 0.2: "
         "vllm-neuron; current: vllm-neuron-0.24); upstream: vLLM V1's token_ids and moving spec counters.",
     )
+
+    @field_validator("profile")
+    @classmethod
+    def _profile(cls, v: str | None) -> str | None:
+        return v if v is None else one_of(v, list(profiles()))
+
     time_scale: float = Field(
         default=1.0, gt=0, le=100, description="Multiply all simulated times (0.1 = ten times faster)."
     )
@@ -122,21 +106,23 @@ class SpectrnConfig(Strict):
         default=7,
         description="Speculation window k (1..32). legacy-neuron and vllm-neuron 0.2 (NxDI fused speculation): speculation_length = k, the draft proposes k-1 tokens and one step emits at most k tokens. vllm-neuron current (eagle3): k proposals, up to k+1 tokens per step. See docs/neuron.md.",
     )
-    speculation_mode: SpeculationMode = Field(
+    speculation_mode: str = Field(
         default="fused",
         description="fused: draft + target compiled together (legacy-neuron). eagle: an EAGLE draft (legacy-neuron and vllm-neuron 0.2: EAGLE v1 with a Llama target; vllm-neuron current: eagle3). vanilla (non-fused draft model) and medusa cannot run on either server and are rejected. legacy-neuron (fused, eagle) is out of support since Neuron SDK 2.28. See docs/neuron.md.",
     )
-    vllm_dialect: Dialect = Field(
+    vllm_dialect: str = Field(
         default="legacy-neuron",
         description="legacy-neuron: the Neuron fork of vLLM V0 (DLC 0.9.x, --override-neuron-config; out of support since Neuron SDK 2.28: a warning says so); vllm-neuron: vLLM V1 with the vllm-neuron plugin (--additional-config, EAGLE only).",
     )
-    plugin_release: PluginRelease = Field(
+    plugin_release: str = Field(
         default="current",
         description='vllm-neuron only: current renders --additional-config \'{"neuron_config": {...}}\' and method eagle3 (plugin 0.24.x, SDK 2.32); 0.2 renders the 0.2.x form {"override_neuron_config": {...}} and method eagle (EAGLE v1, vLLM 0.11.0 DLC).',
     )
     image: str | None = Field(
         default=None,
-        description=f"vLLM Neuron container image; default per dialect: legacy-neuron {LEGACY_NEURON_IMAGE}; vllm-neuron current {PLUGIN_IMAGES['current']}; vllm-neuron 0.2 {PLUGIN_IMAGES['0.2']}.",
+        description="vLLM Neuron container image; default per dialect: "
+        + "; ".join(f"{d.label.removeprefix('vllm_dialect ')} {d.image}" for d in DIALECTS.values() if d.selectable)
+        + ".",
     )
     spectrn_image: str = Field(
         default=DEFAULT_SPECTRN_IMAGE,
@@ -212,6 +198,21 @@ class SpectrnConfig(Strict):
             raise ValueError("must be a DNS-1123 label: lowercase letters, digits and '-', at most 63 characters")
         return v
 
+    @field_validator("speculation_mode")
+    @classmethod
+    def _method(cls, v: str) -> str:
+        return one_of(v, list(METHODS))
+
+    @field_validator("vllm_dialect")
+    @classmethod
+    def _vllm_dialect(cls, v: str) -> str:
+        return one_of(v, vllm_dialects())
+
+    @field_validator("plugin_release")
+    @classmethod
+    def _plugin_release(cls, v: str) -> str:
+        return one_of(v, plugin_releases())
+
     @field_validator("scheduler_name")
     @classmethod
     def _scheduler(cls, v: str) -> str:
@@ -254,31 +255,44 @@ class SpectrnConfig(Strict):
         return self.pricing.instance_hourly_usd or self.instance.hourly_usd
 
     @property
+    def dialect(self) -> Dialect:
+        """The server dialect ``vllm_dialect`` and ``plugin_release`` name (``spectrn.dialects``)."""
+        found = resolve(self.vllm_dialect, self.plugin_release)
+        if found is None:  # a recorded config read leniently can hold a pair no dialect answers to: the default's
+            fields = type(self).model_fields
+            found = resolve(fields["vllm_dialect"].default, fields["plugin_release"].default)
+            assert found is not None, "the default vllm_dialect and plugin_release name a registered dialect"
+        return found
+
+    @property
+    def method(self) -> SpeculationMethod:
+        """The speculation method ``speculation_mode`` names (``spectrn.dialects.methods``)."""
+        return METHODS.get(self.speculation_mode) or METHODS["fused"]
+
+    @property
     def uses_draft_model(self) -> bool:
-        return self.speculation_mode != "medusa"
+        return self.method.uses_draft_model
 
     @property
     def server_image(self) -> str:
         """The vLLM image: ``image`` when set, else the dialect's (and plugin release's) default DLC."""
         if self.image:
             return self.image
-        return LEGACY_NEURON_IMAGE if self.vllm_dialect == "legacy-neuron" else PLUGIN_IMAGES[self.plugin_release]
+        return self.dialect.image
 
     @property
     def sim_profile_choice(self) -> str | None:
-        """The simulator profile this config asks for: ``sim.profile``; else, for vllm_dialect vllm-neuron, the
-        plugin release's (0.2: vllm-neuron, current: vllm-neuron-0.24), so a simulated run plays the server the
-        config would deploy; None: the preset's own (neuron-fork for the Neuron presets)."""
+        """The simulator profile this config asks for: ``sim.profile``; else the dialect's (vllm-neuron 0.2:
+        vllm-neuron, current: vllm-neuron-0.24), so a simulated run plays the server the config would deploy;
+        None: the preset's own (neuron-fork for the Neuron presets, the legacy fork's)."""
         if self.sim.profile is not None:
             return self.sim.profile
-        if self.vllm_dialect == "vllm-neuron":
-            return PLUGIN_SIM_PROFILES[self.plugin_release]
-        return None
+        return self.dialect.sim_profile
 
     @property
     def nxdi_speculation(self) -> bool:
         """Speculation runs through NxDI's fused model (window semantics: at most k tokens per step)."""
-        return self.vllm_dialect == "legacy-neuron" or self.plugin_release == "0.2"
+        return self.dialect.window == "nxdi"
 
     def source_of(self, *fields: str) -> str:
         """Where the values of ``fields`` came from, for messages: ``from flag --window``, ``the default``."""
@@ -402,82 +416,19 @@ class SpectrnConfig(Strict):
         load_shape_rules(self.bench, info.context.get(ORIGINS) if info.context else None)
         return self
 
-    def _server_label(self) -> str:
-        if self.vllm_dialect == "legacy-neuron":
-            return "vllm_dialect 'legacy-neuron'"
-        return f"vllm_dialect 'vllm-neuron' (plugin_release {self.plugin_release})"
-
     def _neuron_rules(self) -> None:
-        """Only configurations the chosen Neuron server can run; each rule cites its source (docs/neuron.md)."""
-        mode, dialect = self.speculation_mode, self.vllm_dialect
-        fields = ("speculation_mode", "vllm_dialect")
-        if mode == "vanilla" and dialect == "legacy-neuron":
+        """Only configurations the chosen Neuron server can run: the method's own requirements, then the
+        dialect's; each rule cites its source (docs/neuron.md)."""
+        dialect = resolve(self.vllm_dialect, self.plugin_release)
+        if dialect is None:
+            releases = [r for d in DIALECTS.values() if d.vllm_dialect == self.vllm_dialect for r in d.releases]
             raise FieldError(
-                "speculation_mode: 'vanilla' is not supported by vllm_dialect 'legacy-neuron': any speculative "
-                "config selects the fork's multi-step runner, whose forward reads only fused outputs "
-                "(output.fused_outputs), so non-fused draft speculation cannot run [aws-neuron/upstreaming-to-vllm "
-                "vllm/worker/neuron_worker.py, vllm/model_executor/model_loader/neuronx_distributed.py]",
-                fields=fields,
-                fix="use speculation_mode: fused (the same draft, compiled together with the target)",
+                f"plugin_release: {self.plugin_release!r} is not a release of vllm_dialect {self.vllm_dialect!r} "
+                f"(releases: {', '.join(releases)})",
+                fields=("plugin_release", "vllm_dialect"),
+                fix=f"set plugin_release to one of {', '.join(releases)}",
             )
-        if mode == "medusa":
-            raise FieldError(
-                f"speculation_mode: 'medusa' runs on no vLLM Neuron server ({self._server_label()}): the "
-                "vllm-neuron plugin runs EAGLE only, and the legacy fork's Neuron path has no Medusa handling: "
-                "without a draft model it serves through its plain runner, one token per step, while NxDI, given "
-                "medusa_speculation_length, builds its Medusa model instead of the token-generation model that "
-                "step calls [aws-neuron/upstreaming-to-vllm vllm/worker/neuron_worker.py, vllm/model_executor/"
-                "model_loader/neuronx_distributed.py; aws-neuron/neuronx-distributed-inference src/"
-                "neuronx_distributed_inference/models/model_base.py]",
-                fields=fields,
-                fix="use speculation_mode: eagle with an EAGLE3 draft on vllm_dialect: vllm-neuron (supported), "
-                f"or speculation_mode: fused with a draft model on vllm_dialect: legacy-neuron{LEGACY_CONSEQUENCE}",
-            )
-        allowed = DIALECT_MODES[dialect]
-        if mode not in allowed:
-            raise FieldError(
-                f"speculation_mode: {mode!r} is not supported by vllm_dialect {dialect!r} (supports: "
-                f"{', '.join(allowed)}): the vllm-neuron plugin runs only EAGLE speculation (0.2.x: EAGLE v1; "
-                "current: eagle3), no draft-model or Medusa speculation [vllm-project/vllm-neuron README.md 0.2.0; "
-                "aws-neuron/aws-neuron-sdk vllm-neuron/docs/getting-started/migration-nxdi-to-vllm-neuron.md]",
-                fields=fields,
-                fix="use speculation_mode: eagle with an EAGLE draft (supported), or vllm_dialect: legacy-neuron "
-                f"for draft-model speculation{LEGACY_CONSEQUENCE}",
-            )
-        target, draft = self.target_spec, self.draft_spec
-        if mode == "eagle":
-            if not draft.eagle_draft:
-                raise FieldError(
-                    f"speculation_mode: 'eagle' needs an EAGLE draft: draft {self.draft!r} is a plain model "
-                    "('you must use a draft model that is specifically fine-tuned for EAGLE speculation' "
-                    "[aws-neuron/aws-neuron-sdk libraries/nxd-inference/developer_guides/feature-guide.rst])",
-                    fields=("speculation_mode", "draft"),
-                    fix="declare the EAGLE checkpoint under custom_models with eagle_draft: true and use it as "
-                    f"draft, or use speculation_mode: fused with a plain draft{LEGACY_CONSEQUENCE}",
-                )
-            if self.nxdi_speculation:
-                for role, key, spec in (("target", self.target, target), ("draft", self.draft, draft)):
-                    if spec.architecture not in NXDI_EAGLE_ARCHITECTURES:
-                        raise FieldError(
-                            f"{role}: speculation_mode 'eagle' on {self._server_label()} runs NxDI EAGLE v1, whose "
-                            f"draft layer (fc) exists only in NxDI's Llama model class; {role} {key!r} is "
-                            f"architecture {spec.architecture or 'undeclared'!r} (Qwen3 cannot be an EAGLE draft) "
-                            "[aws-neuron/neuronx-distributed-inference src/neuronx_distributed_inference/models/"
-                            "llama/modeling_llama.py, models/qwen3/modeling_qwen3.py]",
-                            fields=(role, "speculation_mode", "vllm_dialect"),
-                            fix="use a Llama target with a Llama EAGLE draft (custom_models, architecture: llama), "
-                            f"or speculation_mode: fused on vllm_dialect: legacy-neuron{LEGACY_CONSEQUENCE}",
-                        )
-            elif draft.architecture not in PLUGIN_EAGLE3_DRAFT_ARCHITECTURES:
-                raise FieldError(
-                    f"draft: speculation_mode 'eagle' on {self._server_label()} runs eagle3, whose draft class is "
-                    f"Eagle3LlamaForCausalLM; draft {self.draft!r} is architecture "
-                    f"{draft.architecture or 'undeclared'!r} [aws-neuron/aws-neuron-sdk vllm-neuron/docs/design/"
-                    "speculation/speculative_decoding_design.md]",
-                    fields=("draft", "speculation_mode", "plugin_release"),
-                    fix="use an EAGLE3 draft with a Llama-style config (custom_models: architecture: llama, "
-                    "eagle_draft: true)",
-                )
+        self.method.check(self, dialect)
 
     def _s3_prefixes(self) -> None:
         """The S3 policy grants write under artifacts_prefix and read under models_prefix: neither may widen."""
@@ -513,11 +464,12 @@ class SpectrnConfig(Strict):
                 f"resources.neuron_devices: two services of {self.resources.neuron_devices} devices do not fit one "
                 f"{self.instance_type}; they will need two nodes"
             )
-        stack = unsupported_stack(self.vllm_dialect, self.speculation_mode)
+        stack = unsupported_stack(self.vllm_dialect, self.speculation_mode, self.plugin_release)
         if stack:
             out.append(stack)
-        if self.speculation_mode == "eagle" and not self.nxdi_speculation:
-            recipe = eagle3_without_recipe(self.target, self.target_spec.architecture)
+        recipes = self.dialect.eagle_recipe_architectures
+        if self.method.eagle and recipes is not None:
+            recipe = eagle3_without_recipe(self.target, self.target_spec.architecture, recipes)
             if recipe:
                 out.append(recipe)
         return out
