@@ -72,6 +72,7 @@ class CloudWatchConfig(Strict):
 class SimConfig(Strict):
     preset: str = Field(default="qwen3-32b-trn2", description="Simulator calibration preset.")
     profile: str | None = Field(
+        json_schema_extra={"enum": [*profiles(), None]},
         default=None,
         description="Server the simulator imitates on the wire and in /metrics. Default: the one vllm_dialect "
         "names (legacy-neuron: the preset's, neuron-fork for the Neuron presets; vllm-neuron plugin_release 0.2: "
@@ -107,21 +108,28 @@ class SpectrnConfig(Strict):
         description="Speculation window k (1..32). legacy-neuron and vllm-neuron 0.2 (NxDI fused speculation): speculation_length = k, the draft proposes k-1 tokens and one step emits at most k tokens. vllm-neuron current (eagle3): k proposals, up to k+1 tokens per step. See docs/neuron.md.",
     )
     speculation_mode: str = Field(
+        json_schema_extra={"enum": list(METHODS)},
         default="fused",
         description="fused: draft + target compiled together (legacy-neuron). eagle: an EAGLE draft (legacy-neuron and vllm-neuron 0.2: EAGLE v1 with a Llama target; vllm-neuron current: eagle3). vanilla (non-fused draft model) and medusa cannot run on either server and are rejected. legacy-neuron (fused, eagle) is out of support since Neuron SDK 2.28. See docs/neuron.md.",
     )
     vllm_dialect: str = Field(
+        json_schema_extra={"enum": list(vllm_dialects())},
         default="legacy-neuron",
         description="legacy-neuron: the Neuron fork of vLLM V0 (DLC 0.9.x, --override-neuron-config; out of support since Neuron SDK 2.28: a warning says so); vllm-neuron: vLLM V1 with the vllm-neuron plugin (--additional-config, EAGLE only).",
     )
     plugin_release: str = Field(
+        json_schema_extra={"enum": list(plugin_releases())},
         default="current",
         description='vllm-neuron only: current renders --additional-config \'{"neuron_config": {...}}\' and method eagle3 (plugin 0.24.x, SDK 2.32); 0.2 renders the 0.2.x form {"override_neuron_config": {...}} and method eagle (EAGLE v1, vLLM 0.11.0 DLC).',
     )
     image: str | None = Field(
         default=None,
         description="vLLM Neuron container image; default per dialect: "
-        + "; ".join(f"{d.label.removeprefix('vllm_dialect ')} {d.image}" for d in DIALECTS.values() if d.selectable)
+        + "; ".join(
+            f"{d.vllm_dialect}{''.join(' ' + r for r in d.releases[:1])} {d.image}"
+            for d in DIALECTS.values()
+            if d.selectable
+        )
         + ".",
     )
     spectrn_image: str = Field(

@@ -39,6 +39,10 @@ def _walk_fields(model: type[BaseModel], prefix: str = "") -> list[tuple[str, st
         if isinstance(ann, type) and issubclass(ann, BaseModel) and ann is not ModelSpec:
             rows.extend(_walk_fields(ann, f"{dotted}."))
             continue
+        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+        choices = extra.get("enum")
+        if isinstance(choices, list):  # a choice from a registry (spectrn.dialects): name the choices
+            ann = Literal[tuple(choices)]  # type: ignore[assignment]
         if field.is_required():
             rows.append((dotted, _type_name(ann), "required", field.description or ""))
             continue
