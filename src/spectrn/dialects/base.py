@@ -58,6 +58,8 @@ class Setup(Protocol):
     def target_spec(self) -> ModelSpec: ...
     @property
     def draft_spec(self) -> ModelSpec: ...
+    @property
+    def neuron_config(self) -> dict[str, Any]: ...
 
 
 def flag_json(value: Any) -> str:
@@ -101,9 +103,9 @@ class Dialect:
     selectable: bool = True  # a config may name it (vllm_dialect); else the simulator and local runs only
     out_of_support: bool = False  # Neuron no longer supports this stack (the unsupported_stack notice)
     refusals: dict[str, Refusal] = field(default_factory=dict)  # modes refused with a reason of their own
-    # NxDI config keys for on-device sampling, rendered on both services where the SDK examples pass them
-    on_device_sampling: dict[str, Any] | None = None
     counter_families: tuple[str, ...] = ()  # spec-decode metric families its /metrics registers
+    # the environment variables that carry the compile and execute timeouts (neuron_timeout_s); empty: none known
+    timeout_env: tuple[str, ...] = ()
 
     # ---- rules ---------------------------------------------------------------------------------------
     def check_mode(self, mode: str, fix_elsewhere: str) -> None:
@@ -147,10 +149,7 @@ class Dialect:
     def neuron_overrides(self, setup: Setup, speculative: bool) -> dict[str, Any]:
         """NxDI neuron config keys this server takes; plugin servers derive the speculation keys themselves
         from ``--speculative-config``, so only the base keys."""
-        out: dict[str, Any] = {"save_sharded_checkpoint": True}
-        if self.on_device_sampling is not None:
-            out["on_device_sampling_config"] = dict(self.on_device_sampling)
-        return out
+        return {"save_sharded_checkpoint": True, **setup.neuron_config}
 
     def config_flags(self, setup: Setup, speculative: bool) -> list[str]:
         """The flags that carry the Neuron config (and anything else this server needs on both services)."""

@@ -12,8 +12,8 @@ from spectrn.dialects.vllm_neuron_nxdi import PLUGIN_MODES_SOURCE, V1_COUNTERS
 
 class PluginCurrent(Dialect):
     def neuron_overrides(self, setup: Setup, speculative: bool) -> dict[str, Any]:
-        # aws-neuron-sdk vllm-neuron/docs/design/vllm/additional-config.md: neuron_config holds NxDI-free keys
-        return {}
+        # aws-neuron-sdk vllm-neuron/docs/design/vllm/additional-config.md: the plugin's own keys, none by default
+        return dict(setup.neuron_config)
 
     def config_flags(self, setup: Setup, speculative: bool) -> list[str]:
         extra = {"neuron_config": self.neuron_overrides(setup, speculative)}
@@ -57,4 +57,6 @@ DIALECT = PluginCurrent(
     # GPT-OSS (the recipes index also has Qwen3-VL and Qwen3-Embedding, without EAGLE3).
     eagle_recipe_architectures=("llama", "gpt-oss"),
     counter_families=V1_COUNTERS,
+    # aws-neuron-sdk vllm-neuron/docs/getting-started/quickstart-online-serving.md (docs/neuron.md)
+    timeout_env=("VLLM_NEURON_COMPILATION_TIMEOUT", "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"),
 )

@@ -197,7 +197,13 @@ def vllm_args(cfg: SpectrnConfig, speculative: bool) -> list[str]:
         "--max-num-seqs", str(cfg.max_num_seqs),
         "--max-model-len", str(cfg.max_model_len),
     ]  # fmt: skip
+    if cfg.max_num_batched_tokens is not None:
+        args += ["--max-num-batched-tokens", str(cfg.max_num_batched_tokens)]
+    if cfg.dtype is not None:
+        args += ["--dtype", cfg.dtype]
     args += cfg.dialect.config_flags(cfg, speculative)
+    if cfg.hf_overrides is not None:
+        args += ["--hf-overrides", flag_json(cfg.hf_overrides)]
     spec = speculative_config(cfg) if speculative else None
     if spec is not None:
         args += ["--speculative-config", flag_json(spec)]
@@ -219,8 +225,8 @@ def sim_args(cfg: SpectrnConfig, speculative: bool) -> list[str]:
         args += ["--profile", cfg.sim_profile_choice]
     if speculative:
         args.append("--speculative")
-        if cfg.uses_draft_model:
-            args += ["--draft", cfg.draft]
+        if cfg.sim_draft is not None:  # else the sim preset's own draft stands in for a custom one
+            args += ["--draft", cfg.sim_draft]
         args += ["--window", str(cfg.num_speculative_tokens)]
     args += ["--served-model-name", cfg.target_spec.hf_id]
     return args
@@ -238,6 +244,8 @@ def server_env(cfg: SpectrnConfig, speculative: bool) -> list[dict[str, Any]]:
         env.append(_env("DRAFT_MODEL_ID", cfg.draft_spec.hf_id))
     if cfg.runtime == "neuron":
         env += [_env(name, value) for name, value in cfg.dialect.env()]
+        if cfg.neuron_timeout_s is not None:
+            env += [_env(name, str(cfg.neuron_timeout_s)) for name in cfg.dialect.timeout_env]
         env += [
             _env("NEURON_COMPILED_ARTIFACTS", artifacts_path(cfg, speculative)),
             _env("NEURON_LOGICAL_NC_CONFIG", str(cfg.lnc)),

@@ -149,7 +149,10 @@ class SimPair:
         if cfg.sim_profile_choice is not None:  # else the preset's own (neuron-fork for the Neuron presets)
             cmd += ["--profile", cfg.sim_profile_choice]
         if variant == "speculative":
-            cmd += ["--speculative", "--draft", cfg.draft, "--window", str(cfg.num_speculative_tokens)]
+            cmd.append("--speculative")
+            if cfg.sim_draft is not None:  # else the sim preset's own draft stands in for a custom one
+                cmd += ["--draft", cfg.sim_draft]
+            cmd += ["--window", str(cfg.num_speculative_tokens)]
         return cmd + self.extra_args
 
     def __enter__(self) -> SimPair:

@@ -132,6 +132,30 @@ class SpectrnConfig(Strict):
         )
         + ".",
     )
+    neuron_config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Extra Neuron config keys rendered on both services inside the dialect's Neuron config (vllm-neuron current: neuron_config, e.g. on_device_sampling_config, quantization, bucket lists; 0.2: override_neuron_config; legacy-neuron: --override-neuron-config). See docs/neuron.md.",
+    )
+    max_num_batched_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_048_576,
+        description="vLLM --max-num-batched-tokens on both services (default: vLLM's); the SDK's GPT-OSS EAGLE3 recipe pins it to its prefill bucket (512). See docs/neuron.md.",
+    )
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] | None = Field(
+        default=None,
+        description="vLLM --dtype on both services (default: vLLM's, auto). See docs/neuron.md.",
+    )
+    hf_overrides: dict[str, Any] | None = Field(
+        default=None,
+        description="vLLM --hf-overrides on both services (e.g. {quantization_config: {}} loads gpt-oss in BF16 on Trn2). See docs/neuron.md.",
+    )
+    neuron_timeout_s: int | None = Field(
+        default=None,
+        ge=1,
+        le=86400,
+        description="vllm-neuron current only: VLLM_NEURON_COMPILATION_TIMEOUT and VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS on both services (the SDK's GPT-OSS recipes raise both to 1200 from the 600-second default). See docs/neuron.md.",
+    )
     spectrn_image: str = Field(
         default=DEFAULT_SPECTRN_IMAGE,
         description="spectrn's own image (load Job, simulator). A cluster pulls it, so it must name a registry (`make image`, then push: docs/kubernetes.md).",
@@ -298,6 +322,13 @@ class SpectrnConfig(Strict):
         return self.dialect.sim_profile
 
     @property
+    def sim_draft(self) -> str | None:
+        """The draft the simulator models: the config's when it is a catalog model (the simulator's cost and
+        acceptance models know catalog models only); None for a custom draft, whose place the sim preset's own
+        draft takes (the profile, window and wire behaviour still follow the config)."""
+        return self.draft if self.uses_draft_model and self.draft in MODELS else None
+
+    @property
     def nxdi_speculation(self) -> bool:
         """Speculation runs through NxDI's fused model (window semantics: at most k tokens per step)."""
         return self.dialect.window == "nxdi"
@@ -323,6 +354,14 @@ class SpectrnConfig(Strict):
             "image": self.server_image,
             "dialect": self.vllm_dialect,
         }
+        # keys that change what Neuron compiles; absent when unset, so existing artifact folders keep their names
+        if self.neuron_config:
+            parts["neuron_config"] = self.neuron_config
+        if self.hf_overrides is not None:
+            parts["hf_overrides"] = self.hf_overrides
+        for key in ("max_num_batched_tokens", "dtype"):
+            if getattr(self, key) is not None:
+                parts[key] = getattr(self, key)
         if speculative:
             parts.update(mode=self.speculation_mode, window=self.num_speculative_tokens)
             if self.uses_draft_model:
@@ -437,6 +476,15 @@ class SpectrnConfig(Strict):
                 fix=f"set plugin_release to one of {', '.join(releases)}",
             )
         self.method.check(self, dialect)
+        if self.neuron_timeout_s is not None and not dialect.timeout_env:
+            raise FieldError(
+                f"neuron_timeout_s: {dialect.label} has no documented compile/execute timeout variables (the SDK "
+                "documents VLLM_NEURON_COMPILATION_TIMEOUT and VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS for the current "
+                "vllm-neuron plugin [aws-neuron/aws-neuron-sdk vllm-neuron/docs/getting-started/"
+                "quickstart-online-serving.md])",
+                fields=("neuron_timeout_s", "vllm_dialect", "plugin_release"),
+                fix="remove neuron_timeout_s, or use vllm_dialect: vllm-neuron with plugin_release: current",
+            )
 
     def _s3_prefixes(self) -> None:
         """The S3 policy grants write under artifacts_prefix and read under models_prefix: neither may widen."""

@@ -70,10 +70,11 @@ def config_reference_markdown() -> str:
     return "\n".join(lines)
 
 
-def commented_default_yaml() -> str:
-    """The file `spectrn init` writes: every key with its default, each preceded by its description."""
+def commented_default_yaml(values: dict[str, Any] | None = None, *, preset: str | None = None) -> str:
+    """The file `spectrn init` writes: every key with its default (or, from a preset, the preset's value), each
+    preceded by its description."""
 
-    def emit(model: type[BaseModel], indent: int) -> list[str]:
+    def emit(model: type[BaseModel], indent: int, given: dict[str, Any]) -> list[str]:
         out: list[str] = []
         pad = "  " * indent
         for name, field in model.model_fields.items():
@@ -82,9 +83,12 @@ def commented_default_yaml() -> str:
                 out.append(f"{pad}# {field.description}")
             if isinstance(ann, type) and issubclass(ann, BaseModel) and ann is not ModelSpec:
                 out.append(f"{pad}{name}:")
-                out.extend(emit(ann, indent + 1))
+                # a nested model's own default fills fields it requires (bench.workload.synthetic.input)
+                default = field.get_default(call_default_factory=True)
+                base = default.model_dump() if isinstance(default, BaseModel) else {}
+                out.extend(emit(ann, indent + 1, {**base, **(given.get(name) or {})}))
                 continue
-            default = field.get_default(call_default_factory=True)
+            default = given[name] if name in given else field.get_default(call_default_factory=True)
             dumped = yaml.safe_dump({name: default}, default_flow_style=True, width=1000).strip()
             dumped = dumped.removeprefix("{").removesuffix("}")
             out.append(f"{pad}{dumped}")
@@ -94,4 +98,9 @@ def commented_default_yaml() -> str:
         "# spectrn configuration. Every key is optional; shown values are the defaults.",
         "# Override any key with SPECTRN_<KEY> (nested: SPECTRN_BENCH__CONCURRENCY=8) or a CLI flag.",
     ]
-    return "\n".join(header + emit(SpectrnConfig, 0)) + "\n"
+    if preset is not None:
+        header[0] = (
+            f"# spectrn configuration from preset {preset} (docs/neuron.md, Presets). Every key is optional; "
+            "shown values are the preset's, else the defaults."
+        )
+    return "\n".join(header + emit(SpectrnConfig, 0, values or {})) + "\n"
