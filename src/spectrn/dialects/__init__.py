@@ -7,12 +7,12 @@ is one entry in ``spectrn.dialects.methods`` (docs/architecture.md, "Where a cha
 
 from __future__ import annotations
 
-from spectrn.dialects import legacy_neuron, upstream, vllm_neuron_current, vllm_neuron_nxdi
+from spectrn.dialects import legacy_neuron, upstream, vllm_neuron_0_5, vllm_neuron_current, vllm_neuron_nxdi
 from spectrn.dialects.base import Dialect, ServerProfile
 from spectrn.windows import WindowSemantics
 
 # The order is the order of the choices in messages and the reference (the default first).
-_BUILTIN = (legacy_neuron, vllm_neuron_current, vllm_neuron_nxdi, upstream)
+_BUILTIN = (legacy_neuron, vllm_neuron_current, vllm_neuron_nxdi, vllm_neuron_0_5, upstream)
 
 DIALECTS: dict[str, Dialect] = {m.DIALECT.key: m.DIALECT for m in _BUILTIN}
 

@@ -120,7 +120,7 @@ class SpectrnConfig(Strict):
     plugin_release: str = Field(
         json_schema_extra={"enum": list(plugin_releases())},
         default="current",
-        description='vllm-neuron only: current renders --additional-config \'{"neuron_config": {...}}\' and method eagle3 (plugin 0.24.x, SDK 2.32); 0.2 renders the 0.2.x form {"override_neuron_config": {...}} and method eagle (EAGLE v1, vLLM 0.11.0 DLC).',
+        description='vllm-neuron only: current renders --additional-config \'{"neuron_config": {...}}\' and method eagle3 (plugin 0.24.x, SDK 2.32); 0.2 renders the 0.2.x form {"override_neuron_config": {...}} and method eagle (EAGLE v1, vLLM 0.11.0 DLC); 0.5 the same form on the last NxDI line (plugin 0.5.x, vLLM 0.16.0 DLC, SDK 2.31.1).',
     )
     image: str | None = Field(
         default=None,
