@@ -12,10 +12,12 @@ def test_plugin_0_2_runs_nxdi_semantics_and_the_current_plugin_upstream() -> Non
     assert semantics_of("legacy-neuron") == "nxdi"
     assert semantics_of("legacy-neuron", "current") == "nxdi"  # plugin_release means nothing on the fork
     assert semantics_of("vllm-neuron", "0.2") == "nxdi"
+    assert semantics_of("vllm-neuron", "0.5") == "nxdi"  # the last NxDI line (DLC 0.16.0), as 0.2.x
     assert semantics_of("vllm-neuron", "current") == "upstream"
     assert [semantics_of_profile(p) for p in ("neuron-fork", "vllm-neuron", "vllm-neuron-0.24", "upstream")] == [
         "nxdi", "nxdi", "upstream", "upstream"
     ]  # fmt: skip
+    assert semantics_of_profile("vllm-neuron-0.5") == "nxdi"
 
 
 def _deltas(drafts: float) -> dict[str, object]:
