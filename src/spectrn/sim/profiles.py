@@ -13,6 +13,9 @@
     The current vllm-neuron plugin (0.24.x on vLLM 0.24, DLC ``0.24.0.1.1.0``, SDK 2.32): V1's protocol, eagle3
     speculation through vLLM's own scheduler, so the V1 spec-decode counters move, and upstream window semantics
     (k proposals, up to k + 1 tokens per step).
+``vllm-neuron-0.5``
+    The vllm-neuron plugin 0.5.x on vLLM 0.16.0 (DLC 0.16.0), the last NxDI line: as ``vllm-neuron``, with
+    ``/version`` 0.16.0.
 ``upstream``
     Upstream vLLM V1, what the recorded transcripts in ``tests/fixtures/vllm-real`` come from: ``token_ids``
     per event, moving spec-decode counters with ``position`` labels, ``k + 1`` tokens per step at most.
