@@ -28,7 +28,7 @@ from spectrn.finish import finish
 from spectrn.loadgen.bench import execute, plan_from_config
 from spectrn.run.records import iter_records
 from spectrn.runtimes.sim_pair import SimPair
-from spectrn.spec.config import build_config
+from spectrn.spec.sources import build_config
 
 HERE = Path(__file__).resolve().parent
 

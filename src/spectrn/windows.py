@@ -1,6 +1,7 @@
 """What a speculation window of ``k`` means on each kind of server: proposals, tokens verified, tokens emitted.
 
-One definition for every module that reasons about windows (the simulator, analysis, prediction, sweeps):
+One definition for every module that reasons about windows (the simulator, analysis, prediction, sweeps); which
+semantics a server dialect or a simulator profile has is its dialect's (``spectrn.dialects``):
 
 ``"nxdi"``
     NxDI fused speculation (the Neuron fork of vLLM and the vllm-neuron plugin 0.2.x): ``speculation_length = k``
@@ -64,25 +65,3 @@ def expected_tokens_per_step(position_probs: Sequence[float]) -> float:
         run *= p
         total += run
     return total
-
-
-# Server profiles whose speculation follows upstream vLLM (k proposals, up to k + 1 tokens per step): upstream
-# V1 and the vllm-neuron plugin's current eagle3 line (0.24.x); every other profile runs NxDI fused speculation.
-UPSTREAM_PROFILES = ("upstream", "vllm-neuron-0.24")
-# vllm-neuron plugin releases that load through NxDI's fused speculation model (at most k tokens per step).
-NXDI_PLUGIN_RELEASES = ("0.2",)
-
-
-def for_profile(profile: str | None) -> WindowSemantics:
-    """Window semantics of a server profile (the simulator's, or an identified one): NxDI unless the profile runs
-    upstream vLLM's speculation (upstream V1, vllm-neuron 0.24's eagle3)."""
-    return "upstream" if profile in UPSTREAM_PROFILES else "nxdi"
-
-
-def for_dialect(dialect: str | None, plugin_release: str | None = None) -> WindowSemantics:
-    """Window semantics of a config's vLLM dialect: the legacy Neuron fork and the vllm-neuron plugin 0.2.x both
-    run NxDI fused speculation (0.2.x's loader sets ``enable_fused_speculation`` and ``speculation_length = k``);
-    the plugin's current eagle3 line (k proposals, up to k + 1 tokens) follows upstream (docs/neuron.md)."""
-    if dialect != "vllm-neuron" or plugin_release in NXDI_PLUGIN_RELEASES:
-        return "nxdi"
-    return "upstream"

@@ -14,7 +14,7 @@ from spectrn.analyze.run import analyze_folder
 from spectrn.loadgen.bench import endpoint_provenance, execute, plan_from_config
 from spectrn.run.records import read_records
 from spectrn.sim import SimSettings, run_in_thread
-from spectrn.spec.config import build_config
+from spectrn.spec.sources import build_config
 
 pytestmark = pytest.mark.slow
 WINDOW = 7

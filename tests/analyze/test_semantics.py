@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 from spectrn.analyze.semantics import from_server
-from spectrn.windows import for_dialect, for_profile
+from spectrn.dialects import semantics_of, semantics_of_profile
 
 
 def test_plugin_0_2_runs_nxdi_semantics_and_the_current_plugin_upstream() -> None:
     # docs/neuron.md: the fork and plugin 0.2.x load NxDI fused speculation (at most k tokens per step); the
     # current plugin's eagle3 proposes k tokens plus a bonus (k + 1)
-    assert for_dialect("legacy-neuron") == "nxdi"
-    assert for_dialect("legacy-neuron", "current") == "nxdi"  # plugin_release means nothing on the fork
-    assert for_dialect("vllm-neuron", "0.2") == "nxdi"
-    assert for_dialect("vllm-neuron", "current") == "upstream"
-    assert [for_profile(p) for p in ("neuron-fork", "vllm-neuron", "vllm-neuron-0.24", "upstream")] == [
+    assert semantics_of("legacy-neuron") == "nxdi"
+    assert semantics_of("legacy-neuron", "current") == "nxdi"  # plugin_release means nothing on the fork
+    assert semantics_of("vllm-neuron", "0.2") == "nxdi"
+    assert semantics_of("vllm-neuron", "0.5") == "nxdi"  # the last NxDI line (DLC 0.16.0), as 0.2.x
+    assert semantics_of("vllm-neuron", "current") == "upstream"
+    assert [semantics_of_profile(p) for p in ("neuron-fork", "vllm-neuron", "vllm-neuron-0.24", "upstream")] == [
         "nxdi", "nxdi", "upstream", "upstream"
     ]  # fmt: skip
+    assert semantics_of_profile("vllm-neuron-0.5") == "nxdi"
 
 
 def _deltas(drafts: float) -> dict[str, object]:

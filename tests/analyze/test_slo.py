@@ -10,7 +10,7 @@ import pytest
 
 from spectrn.analyze.slo import RequestValues, Slo, SloSyntaxError, evaluate, parse_slo, parse_slos, slos_of
 from spectrn.errors import ConfigError
-from spectrn.spec.config import build_config, load_config
+from spectrn.spec.sources import build_config, load_config
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from spectrn.analyze.stats import SKETCH_ACCURACY
 from spectrn.loadgen.bench import execute, plan_from_config
 from spectrn.run.records import read_records
 from spectrn.runtimes.sim_pair import SimPair
-from spectrn.spec.config import build_config
+from spectrn.spec.sources import build_config
 
 
 @pytest.fixture(scope="module")

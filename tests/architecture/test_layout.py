@@ -14,7 +14,6 @@ ONE_JOB = {
     "analyze/summary.py": "records -> Summary: the one-pass accumulators, A/B comparison and findings",
     "loadgen/runner.py": "one benchmark run: schedules, load shapes, limits, the run folder's writes",
     "render/manifests.py": "config -> Kubernetes objects",
-    "spec/config.py": "the strict run spec with its validation and sources",
 }
 
 
@@ -228,7 +227,7 @@ RANK = {
     "errors": 0,
     "sanitize": 0,
     "names": 1, "paths": 1, "events": 1, "windows": 1, "analyze.slo": 1, "labels": 1, "intervals": 1,
-    "spec": 2,
+    "spec": 2, "dialects": 2,
     "run": 3,
     # what a run is made of, below everything that runs one: the cluster API, the simulated server, the traffic
     # definitions, the IAM policy the publisher needs (render writes it into the service account's role)

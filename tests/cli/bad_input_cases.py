@@ -119,6 +119,12 @@ CASES: list[Case] = [
     _c("EAGLE with a plain draft", "render --set speculation_mode=eagle", 2, "needs an EAGLE draft"),
     _c("Medusa (on any server)", "render --set speculation_mode=medusa", 2, "runs on no vLLM Neuron server"),
     _c(
+        "Neuron timeouts on the legacy fork",
+        "render --set neuron_timeout_s=1200",
+        2,
+        "neuron_timeout_s: vllm_dialect 'legacy-neuron' has no documented compile/execute timeout variables",
+    ),
+    _c(
         "draft model on the vllm-neuron plugin",
         "render --set vllm_dialect=vllm-neuron",
         2,
@@ -134,6 +140,7 @@ CASES: list[Case] = [
     _c("IAM policy from a bad config", "render --iam-policy -c unknown.yaml", 2, "unknown key"),
     # ---- init ----
     _c("config file already exists", "init", 2, "already exists"),
+    _c("unknown preset", "init --preset qwen3-32b-eagle fresh.yaml", 2, "--preset: unknown preset 'qwen3-32b-eagle'"),
     # ---- bench / loadgen: flags, endpoints, prompts, paths ----
     _c("endpoint not NAME=URL", "bench --endpoint nourl", 2, "is not NAME=URL"),
     _c("endpoint not http(s)", "bench --endpoint baseline=ftp://x", 2, "is not an http(s) URL"),

@@ -6,7 +6,8 @@ from typing import Any
 
 from doubles.kube_fake import FakeKube
 from spectrn.deploy.service import DeployReport, deploy, render_for_deploy
-from spectrn.spec.config import SpectrnConfig, build_config
+from spectrn.spec.config import SpectrnConfig
+from spectrn.spec.sources import build_config
 
 
 def make_cfg(**over: Any) -> SpectrnConfig:

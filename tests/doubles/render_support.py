@@ -71,6 +71,14 @@ SUPPORTED: dict[str, dict[str, Any]] = {
         "target": "llama-3-8b",
         "draft": "llama-3-8b-eagle",
     },
+    "vllm-neuron-0.5-eagle": {
+        "vllm_dialect": "vllm-neuron",
+        "plugin_release": "0.5",
+        "speculation_mode": "eagle",
+        "custom_models": CUSTOM_MODELS,
+        "target": "llama-3-8b",
+        "draft": "llama-3-8b-eagle",
+    },
 }
 
 

@@ -14,7 +14,8 @@ from doubles.kubehelp import add_slices
 from spectrn.deploy.compile import apply_jobs, compile_jobs, prerequisites, wait_jobs
 from spectrn.kube.client import KubeApiError
 from spectrn.render import manifests as render
-from spectrn.spec.config import SpectrnConfig, build_config
+from spectrn.spec.config import SpectrnConfig
+from spectrn.spec.sources import build_config
 
 NS = "spectrn"
 

@@ -15,7 +15,7 @@ from spectrn.cli.main import main
 from spectrn.loadgen.bench import execute, plan_from_config
 from spectrn.run.records import read_records
 from spectrn.runtimes.sim_pair import SimPair
-from spectrn.spec.config import build_config
+from spectrn.spec.sources import build_config
 
 TIME_SCALE = 0.2
 

@@ -24,7 +24,7 @@ from spectrn.run.folder import RunFolder
 from spectrn.run.records import RequestRecord
 from spectrn.sim import SimSettings, run_in_thread
 from spectrn.sim.lengths import DISTRIBUTIONS, MAX_LENGTH, MIN_LENGTH, natural_length
-from spectrn.spec.config import build_config
+from spectrn.spec.sources import build_config
 
 NATURAL_CAP = 160  # above most of the drawn lengths, below some: both finish reasons occur
 FIXED = 64

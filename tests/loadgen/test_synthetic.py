@@ -14,7 +14,8 @@ import yaml
 
 from spectrn.loadgen.synthetic import draw, synthetic_prompts, vocabulary
 from spectrn.loadgen.workloads import load_workload
-from spectrn.spec.config import LengthDistribution, SyntheticWorkload, build_config
+from spectrn.spec.bench import LengthDistribution, SyntheticWorkload
+from spectrn.spec.sources import build_config
 
 
 def test_the_same_seed_gives_the_same_workload_and_another_seed_another():

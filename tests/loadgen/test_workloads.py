@@ -19,7 +19,7 @@ from spectrn.loadgen.workloads import (
     load_workload,
     workload_warnings,
 )
-from spectrn.spec.config import WorkloadConfig
+from spectrn.spec.bench import WorkloadConfig
 
 TEXTS = [
     "Explain how a hash map handles collisions in plain words.",

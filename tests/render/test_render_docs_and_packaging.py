@@ -13,7 +13,7 @@ import pytest
 
 from spectrn.cli.config_ref_cmd import END, START, splice
 from spectrn.errors import ConfigError
-from spectrn.spec.config import config_reference_markdown
+from spectrn.spec.reference import config_reference_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("kubernetes", "boto3", "botocore", "matplotlib", "aiohttp", "numpy", "jinja2")

@@ -17,7 +17,8 @@ import pytest
 
 from doubles.render_support import FIXED_PROMPTS, RESOURCES, SUPPORTED
 from spectrn.render import manifests as render
-from spectrn.spec.config import build_config
+from spectrn.spec.presets import PRESETS
+from spectrn.spec.sources import build_config
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -38,6 +39,9 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "loadgen-sharded": ({"bench": {"loadgen_pods": 4}}, {"components": ["loadgen"], "run_id": "golden"}),
     "llmperf": ({}, {"components": ["loadgen"], "run_id": "golden", "engine": "llmperf"}),
 }
+# each preset (`spectrn init --preset`), as `spectrn render` shows it (docs/neuron.md, Presets)
+for _name, _data in PRESETS.items():
+    CASES[f"preset-{_name}"] = (_data, {"components": ["devices", "baseline", "speculative"]})
 for _name, _data in SUPPORTED.items():
     for _res in RESOURCES:
         CASES[f"{_name}-{_res}"] = (

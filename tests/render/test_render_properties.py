@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from doubles.render_support import FIXED_PROMPTS, containers, k8s_expand
 from spectrn.errors import ConfigError
 from spectrn.render import manifests as render
-from spectrn.spec.config import build_config
+from spectrn.spec.sources import build_config
 
 MAX_EXAMPLES = 300
 

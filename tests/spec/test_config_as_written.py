@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from spectrn.errors import ConfigError
-from spectrn.spec.config import build_config, load_config
+from spectrn.spec.sources import build_config, load_config
 
 
 def test_a_file_number_is_the_text_as_written(tmp_path):
@@ -25,7 +25,7 @@ def test_the_text_is_kept_digit_for_digit(tmp_path):
     path.write_text("plugin_release: 0.20\n")
     with pytest.raises(ConfigError) as e:
         load_config(path, environ={})
-    assert "plugin_release: Input should be 'current' or '0.2'" in e.value.message
+    assert "plugin_release: Input should be 'current', '0.2' or '0.5'" in e.value.message
     assert f"{path} line 1" in e.value.message
 
 

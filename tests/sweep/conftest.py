@@ -14,7 +14,8 @@ from spectrn.errors import Interrupted
 from spectrn.events import OnEvent
 from spectrn.paths import atomic_write_text
 from spectrn.run.records import RequestRecord, RunMeta, write_records
-from spectrn.spec.config import SpectrnConfig, build_config
+from spectrn.spec.config import SpectrnConfig
+from spectrn.spec.sources import build_config
 from spectrn.sweep.grid import Cell
 
 BASE_STEP_S = 0.045

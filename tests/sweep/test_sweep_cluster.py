@@ -7,7 +7,7 @@ from pathlib import Path
 
 from doubles.kube_fake import FakeKube
 from spectrn.events import Event
-from spectrn.spec.config import build_config
+from spectrn.spec.sources import build_config
 from spectrn.sweep.grid import Cell
 from spectrn.sweep.orchestrate import Sweep, SweepOptions
 from spectrn.sweep.runners import ClusterRunner

@@ -13,7 +13,8 @@ from spectrn.deploy.compile import MARKER, apply_jobs, artifact_status, compile_
 from spectrn.deploy.service import deploy, render_for_deploy
 from spectrn.errors import ConfigError
 from spectrn.render import manifests as render
-from spectrn.spec.config import SpectrnConfig, build_config
+from spectrn.spec.config import SpectrnConfig
+from spectrn.spec.sources import build_config
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from spectrn.cli.show import print_sweep_analysis
 from spectrn.errors import ConfigError
 from spectrn.report.sweep import write_report
 from spectrn.run.summary import Summary
-from spectrn.spec.config import build_config
+from spectrn.spec.sources import build_config
 from spectrn.sweep.objective import decide, parse_objective
 from spectrn.sweep.orchestrate import Sweep, SweepOptions
 from spectrn.sweep.recommend import Row, _cheaper, recommend

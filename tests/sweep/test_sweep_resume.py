@@ -9,7 +9,8 @@ from rich.console import Console
 
 from spectrn.errors import ConfigError, Interrupted
 from spectrn.run.records import read_records
-from spectrn.spec.config import SpectrnConfig, build_config
+from spectrn.spec.config import SpectrnConfig
+from spectrn.spec.sources import build_config
 from spectrn.sweep.orchestrate import Sweep, SweepOptions
 
 from .conftest import FakeRunner, load

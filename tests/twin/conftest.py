@@ -25,7 +25,7 @@ from spectrn.finish import finish
 from spectrn.loadgen.bench import endpoint_provenance, execute, plan_from_config
 from spectrn.runtimes.launch import LocalServer, free_port, start_server, stop_servers, wait_healthy
 from spectrn.sim.model import PRESETS
-from spectrn.spec.config import build_config
+from spectrn.spec.sources import build_config
 from spectrn.twin.calibrate import calibrate
 from spectrn.twin.model import Twin, dump_twin
 

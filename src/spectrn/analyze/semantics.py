@@ -22,8 +22,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from spectrn.dialects import resolve, semantics_of, semantics_of_profile
 from spectrn.run.records import RunMeta
-from spectrn.windows import WindowSemantics, for_dialect, for_profile, max_tokens_per_step
+from spectrn.windows import WindowSemantics, max_tokens_per_step
 
 _MOVED = (
     "its spec-decode counters moved during the run (vLLM V1 upstream, or vllm-neuron 0.24's eagle3): "
@@ -77,12 +78,13 @@ def _claimed(meta: RunMeta) -> tuple[WindowSemantics, str, str]:
     cfg, prov = meta.config, meta.provenance
     spec = prov.servers.get("speculative")
     if prov.profile:
-        return for_profile(prov.profile), "profile", f"the simulator's profile {prov.profile!r}"
-    release = f", plugin_release {cfg.plugin_release!r}" if cfg.vllm_dialect == "vllm-neuron" else ""
+        return semantics_of_profile(prov.profile), "profile", f"the simulator's profile {prov.profile!r}"
+    dialect = resolve(cfg.vllm_dialect, cfg.plugin_release)
+    release = f", plugin_release {cfg.plugin_release!r}" if dialect is not None and dialect.releases else ""
     words = f"the config (vllm_dialect {cfg.vllm_dialect!r}{release})"
     if spec is not None and spec.window_semantics:
         return spec.window_semantics, "config", words
-    return for_dialect(cfg.vllm_dialect, cfg.plugin_release), "config", words
+    return semantics_of(cfg.vllm_dialect, cfg.plugin_release), "config", words
 
 
 def choose(meta: RunMeta, acceptance: Mapping[str, Any] | None, variant: str = "speculative") -> SemanticsChoice:

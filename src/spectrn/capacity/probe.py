@@ -21,7 +21,8 @@ from spectrn.errors import ConfigError
 from spectrn.events import OnEvent
 from spectrn.run.capacity import Estimate, ProbeVerdict
 from spectrn.run.summary import Provenance, Summary, VariantSummary
-from spectrn.spec.config import SpectrnConfig, format_validation_error, validation_hint
+from spectrn.spec.config import SpectrnConfig
+from spectrn.spec.origins import format_validation_error, validation_hint
 
 
 @dataclass
@@ -53,7 +54,7 @@ def probe_config(cfg: SpectrnConfig, kind: LoadKind, load: float, requests: int)
     try:
         return SpectrnConfig.model_validate(data)
     except ValidationError as e:
-        from spectrn.spec.config import Origins
+        from spectrn.spec.origins import Origins
 
         raise ConfigError(
             f"{format_validation_error(e, Origins())} (capacity probe at {load_label(kind, load)})",

@@ -43,7 +43,7 @@ def config_reference(
 ) -> None:
     """Print the configuration reference (Markdown), or refresh / check it in README.md."""
     from spectrn.paths import atomic_write_text
-    from spectrn.spec.config import config_reference_markdown
+    from spectrn.spec.reference import config_reference_markdown
 
     table = config_reference_markdown()
     target = write or check

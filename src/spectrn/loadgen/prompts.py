@@ -20,7 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from spectrn.errors import ConfigError
 from spectrn.names import check_name, is_safe_name
 from spectrn.paths import data_dir
-from spectrn.spec.config import format_validation_error, load_yaml
+from spectrn.spec.origins import format_validation_error
+from spectrn.spec.sources import load_yaml
 
 BUILTIN_SETS = ("structured", "open", "sample")
 COMBINED_SETS = {"all": ("structured", "open")}

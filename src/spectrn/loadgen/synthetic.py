@@ -17,7 +17,7 @@ import random
 import re
 
 from spectrn.loadgen.prompts import BUILTIN_SETS, Prompt, PromptSet, load_prompt_set
-from spectrn.spec.config import LengthDistribution, SyntheticWorkload
+from spectrn.spec.bench import LengthDistribution, SyntheticWorkload
 
 SYNTHETIC = "synthetic"
 SYNTHETIC_NOTE = (

@@ -29,8 +29,10 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from spectrn import names
+from spectrn.dialects.base import flag_json
 from spectrn.errors import ConfigError, RenderError
-from spectrn.spec.config import SpectrnConfig, check_config_names
+from spectrn.spec.config import SpectrnConfig
+from spectrn.spec.sources import check_config_names
 
 if TYPE_CHECKING:
     import jinja2
@@ -167,63 +169,24 @@ def pv_name(cfg: SpectrnConfig) -> str:
 # ---- the vLLM command line ---------------------------------------------------------------------
 
 
-def _json(value: Any) -> str:
-    return json.dumps(value, separators=(", ", ": "))
-
-
-def neuron_overrides(cfg: SpectrnConfig, speculative: bool) -> dict[str, Any]:
-    """NxDI neuron config keys (legacy fork ``--override-neuron-config``; plugin 0.2.x
-    ``override_neuron_config``); the speculative service adds only speculation keys.
-
-    Plugin 0.2.x derives the speculation keys itself from ``--speculative-config`` (its loader sets
-    ``enable_fused_speculation``, ``speculation_length`` and, for method eagle, ``enable_eagle_speculation``),
-    so they are rendered for the legacy fork only."""
-    out: dict[str, Any] = {"save_sharded_checkpoint": True}
-    if not speculative or cfg.vllm_dialect != "legacy-neuron":
-        return out
-    if cfg.speculation_mode == "fused":
-        out["enable_fused_speculation"] = True
-    elif cfg.speculation_mode == "eagle":
-        out.update(enable_fused_speculation=True, enable_eagle_speculation=True)
-    return out
-
-
-def additional_config(cfg: SpectrnConfig, speculative: bool) -> dict[str, Any]:
-    """The vllm-neuron plugin's ``--additional-config``: ``{"neuron_config": {...}}`` for current releases
-    (aws-neuron-sdk vllm-neuron/docs/design/vllm/additional-config.md), ``{"override_neuron_config": {...}}``
-    for 0.2.x (vllm-neuron 0.2.0 worker/neuronx_distributed_model_loader.py)."""
-    if cfg.plugin_release == "0.2":
-        return {"override_neuron_config": neuron_overrides(cfg, speculative)}
-    return {"neuron_config": {}}
-
-
 def speculation_method(cfg: SpectrnConfig) -> str | None:
-    """The ``method`` of ``--speculative-config``: eagle3 on the current plugin, eagle for EAGLE v1 (legacy
-    fork, plugin 0.2.x), none for fused draft-model speculation."""
-    if cfg.speculation_mode != "eagle":
-        return None
-    if cfg.vllm_dialect == "vllm-neuron" and cfg.plugin_release == "current":
-        return "eagle3"
-    return "eagle"
+    """The ``method`` of ``--speculative-config``: the dialect's for EAGLE (eagle3 on the current plugin, eagle
+    for EAGLE v1 on NxDI), none for draft-model speculation."""
+    return cfg.method.method_flag(cfg.dialect)
 
 
 def speculative_config(cfg: SpectrnConfig) -> dict[str, Any] | None:
-    """vLLM ``--speculative-config`` for the speculative service (None for medusa: no draft model)."""
+    """vLLM ``--speculative-config`` for the speculative service, in the dialect's shape (None for a method
+    without a draft model)."""
     if not cfg.uses_draft_model:
         return None
-    spec: dict[str, Any] = {}
-    method = speculation_method(cfg)
-    if method is not None:
-        spec["method"] = method
-    spec.update(model=model_path(cfg, cfg.draft_spec.hf_id), num_speculative_tokens=cfg.num_speculative_tokens)
-    if method != "eagle3":  # the plugin's eagle3 takes method, model and num_speculative_tokens only
-        spec["max_model_len"] = cfg.max_model_len
-    return spec
+    return cfg.dialect.speculative_config(cfg, model_path(cfg, cfg.draft_spec.hf_id), speculation_method(cfg))
 
 
 def vllm_args(cfg: SpectrnConfig, speculative: bool) -> list[str]:
     """Arguments after ``vllm serve``; everything but the speculation flags is identical for both services.
-    Plain values: ``k8s_literal`` escapes them for the container spec."""
+    The Neuron config flags are the dialect's (``spectrn.dialects``). Plain values: ``k8s_literal`` escapes them
+    for the container spec."""
     target = cfg.target_spec.hf_id
     args = [
         model_path(cfg, target),
@@ -234,15 +197,16 @@ def vllm_args(cfg: SpectrnConfig, speculative: bool) -> list[str]:
         "--max-num-seqs", str(cfg.max_num_seqs),
         "--max-model-len", str(cfg.max_model_len),
     ]  # fmt: skip
-    if cfg.vllm_dialect == "legacy-neuron":
-        args += ["--override-neuron-config", _json(neuron_overrides(cfg, speculative))]
-    else:
-        # The plugin sets block_size = max_model_len itself when prefix caching is off, and asserts that a
-        # block size is given when it is on (vllm-neuron platform.py): off, as on the legacy fork.
-        args += ["--additional-config", _json(additional_config(cfg, speculative)), "--no-enable-prefix-caching"]
+    if cfg.max_num_batched_tokens is not None:
+        args += ["--max-num-batched-tokens", str(cfg.max_num_batched_tokens)]
+    if cfg.dtype is not None:
+        args += ["--dtype", cfg.dtype]
+    args += cfg.dialect.config_flags(cfg, speculative)
+    if cfg.hf_overrides is not None:
+        args += ["--hf-overrides", flag_json(cfg.hf_overrides)]
     spec = speculative_config(cfg) if speculative else None
     if spec is not None:
-        args += ["--speculative-config", _json(spec)]
+        args += ["--speculative-config", flag_json(spec)]
     return args
 
 
@@ -266,8 +230,9 @@ def server_env(cfg: SpectrnConfig, speculative: bool) -> list[dict[str, Any]]:
     if speculative and cfg.uses_draft_model:
         env.append(_env("DRAFT_MODEL_ID", cfg.draft_spec.hf_id))
     if cfg.runtime == "neuron":
-        if cfg.vllm_dialect == "legacy-neuron":
-            env.append(_env("VLLM_NEURON_FRAMEWORK", "neuronx-distributed-inference"))
+        env += [_env(name, value) for name, value in cfg.dialect.env()]
+        if cfg.neuron_timeout_s is not None:
+            env += [_env(name, str(cfg.neuron_timeout_s)) for name in cfg.dialect.timeout_env]
         env += [
             _env("NEURON_COMPILED_ARTIFACTS", artifacts_path(cfg, speculative)),
             _env("NEURON_LOGICAL_NC_CONFIG", str(cfg.lnc)),
@@ -350,7 +315,7 @@ def pod_config_yaml(cfg: SpectrnConfig) -> str:
     """The config the load pod reads: the full run spec, with a user prompt path pointed at the mount."""
     data = cfg.model_dump(mode="json")
     if _user_prompts_path(cfg) is not None:
-        from spectrn.spec.config import WorkloadConfig
+        from spectrn.spec.bench import WorkloadConfig
 
         data["bench"]["prompts"] = f"{PROMPTS_MOUNT}/{USER_PROMPTS_KEY}"
         # the mounted set is the workload already shaped (prompts_data): shaping it again would sample twice
@@ -432,7 +397,7 @@ def llmperf_env(cfg: SpectrnConfig, run_id: str, endpoints: Mapping[str, str], *
         "SPECTRN_REQUESTS": str(bench.requests),
         "SPECTRN_RUN_TIMEOUT_S": str(llmperf_run_timeout_s(cfg)),
         "SPECTRN_CONCURRENCY": str(bench.concurrency[0]),
-        "SPECTRN_SAMPLING_PARAMS": _json(llmperf_sampling_params(cfg)),
+        "SPECTRN_SAMPLING_PARAMS": flag_json(llmperf_sampling_params(cfg)),
         "SPECTRN_ENDPOINTS": "".join(f"{variant} {url}\n" for variant, url in endpoints.items()),
         "SPECTRN_CASES": "".join(f"{slug}\t{text}\n" for slug, text in cases),
         "SPECTRN_KEEP_SONNET": LLMPERF_KEEP_SONNET,

@@ -76,8 +76,8 @@ def sim_serve_args(
         args += ["--profile", cfg.sim_profile_choice]
     if speculative:
         args.append("--speculative")
-        if cfg.uses_draft_model:
-            args += ["--draft", cfg.draft]
+        if cfg.sim_draft is not None:  # else the sim preset's own draft stands in for a custom one
+            args += ["--draft", cfg.sim_draft]
         args += ["--window", str(cfg.num_speculative_tokens)]
     args += ["--served-model-name", cfg.target_spec.hf_id]
     return args

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from spectrn.sim.faults import FaultSettings
 from spectrn.sim.model import PRESETS, Resolved, predictability
-from spectrn.sim.profiles import PROFILES
+from spectrn.sim.profiles import profiles
 from spectrn.sim.settings import SimSettings, load_settings
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PRESETS",
-    "PROFILES",
+    "profiles",
     "FaultSettings",
     "Resolved",
     "SimSettings",

@@ -72,7 +72,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from spectrn.sim.profiles import PROFILES, ProfileName
+from spectrn.sim.profiles import ProfileName, check_profile_name, get_profile
 from spectrn.spec.catalog import MODELS
 from spectrn.windows import WindowSemantics, draft_runs, proposals, verified_tokens
 
@@ -211,8 +211,15 @@ class Preset(_Strict):
     description: str = Field(description="What the preset models.")
     target: str = Field(description="Target model key in the catalog.")
     profile: ProfileName = Field(
-        default="neuron-fork", description="Server profile by default: neuron-fork, vllm-neuron or upstream."
+        default="neuron-fork", description="Server profile by default: a dialect's profile (spectrn.dialects)."
     )
+
+    @field_validator("profile")
+    @classmethod
+    def _profile(cls, v: str) -> str:
+        check_profile_name(v)
+        return v
+
     default_draft: str = Field(description="Draft used when none is given.")
     default_window: int = Field(ge=1, le=32, description="Window used when none is given.")
     max_num_seqs: int = Field(ge=1, description="Batch limit of the modelled service.")
@@ -477,7 +484,7 @@ def resolve(
         speculative=speculative,
         draft=draft_key,
         window=window or preset.default_window,
-        semantics=semantics or PROFILES[preset.profile].window,
+        semantics=semantics or get_profile(preset.profile).window,
         draft_cost=draft_params(preset, draft_key),
         time_scale=time_scale,
     )

@@ -6,12 +6,12 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from spectrn.errors import SimError
 from spectrn.sim.faults import FaultSettings
 from spectrn.sim.model import AcceptanceModel, CostModel, Preset, Resolved, get_preset, resolve
-from spectrn.sim.profiles import PROFILES, ProfileName, ServerProfile
+from spectrn.sim.profiles import ProfileName, ServerProfile, check_profile_name, get_profile
 from spectrn.spec.catalog import MODELS
 
 
@@ -26,8 +26,15 @@ class SimSettings(BaseModel):
     )
     profile: ProfileName | None = Field(
         default=None,
-        description="Server imitated on the wire: neuron-fork, vllm-neuron or upstream (default: the preset's).",
+        description="Server imitated on the wire: a dialect's profile (neuron-fork, vllm-neuron, vllm-neuron-0.24, "
+        "upstream, ...; default: the preset's).",
     )
+
+    @field_validator("profile")
+    @classmethod
+    def _profile(cls, v: str | None) -> str | None:
+        return check_profile_name(v)
+
     speculative: bool = Field(default=False, description="Serve with speculative decoding.")
     draft: str | None = Field(default=None, description="Draft model key (default: the preset's, qwen3-1.7b).")
     window: int | None = Field(
@@ -107,7 +114,7 @@ class SimSettings(BaseModel):
 
     @property
     def server_profile(self) -> ServerProfile:
-        return PROFILES[self.profile or self.base_preset().profile]
+        return get_profile(self.profile or self.base_preset().profile)
 
     @property
     def writers(self) -> int:
@@ -141,7 +148,7 @@ class SimSettings(BaseModel):
             cost = CostModel.model_validate({**preset.cost.model_dump(), **self.cost})
             acc = AcceptanceModel.model_validate({**preset.acceptance.model_dump(), **self.acceptance})
         except ValidationError as e:
-            from spectrn.spec.config import format_validation_error
+            from spectrn.spec.origins import format_validation_error
 
             raise ValueError(format_validation_error(e)) from None
         return preset.model_copy(update={"cost": cost, "acceptance": acc})
@@ -176,7 +183,8 @@ class SimSettings(BaseModel):
 
 def load_settings(path: Path | None = None, **overrides: Any) -> SimSettings:
     """Settings from an optional YAML file, then explicit overrides (None values ignored)."""
-    from spectrn.spec.config import deep_merge, format_validation_error, load_yaml
+    from spectrn.spec.origins import format_validation_error
+    from spectrn.spec.sources import deep_merge, load_yaml
 
     data: dict[str, Any] = {}
     if path is not None:
@@ -199,7 +207,8 @@ def load_settings(path: Path | None = None, **overrides: Any) -> SimSettings:
 
 def load_preset_file(path: Path) -> Preset:
     """A whole preset from YAML, validated strictly; errors name the file and the field."""
-    from spectrn.spec.config import format_validation_error, load_yaml
+    from spectrn.spec.origins import format_validation_error
+    from spectrn.spec.sources import load_yaml
 
     data = load_yaml(path, what="simulator preset file")
     if not isinstance(data, dict):

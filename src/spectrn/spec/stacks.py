@@ -7,17 +7,12 @@ the HTML report).
 
 from __future__ import annotations
 
-# What a refusal's hint appends when it points to the legacy fork, so nobody switches to it unawares.
-LEGACY_CONSEQUENCE = " (the V0 fork, out of support since Neuron SDK 2.28)"
+from spectrn.dialects import DIALECTS, resolve
 
 # Sources, named as docs/neuron.md cites them.
 NO_V0_SOURCE = "aws-neuron/aws-neuron-sdk about-neuron/announcements/neuron2.x/announce-no-support-vllm-v0.rst"
 V1_GUIDE_SOURCE = "aws-neuron/aws-neuron-sdk libraries/nxd-inference/developer_guides/vllm-user-guide-v1.rst"
 RECIPES_SOURCE = "aws-neuron/aws-neuron-sdk vllm-neuron/docs/model-recipes/ (llama-3.md, gpt-oss.md)"
-
-# Target families the current plugin's model recipes list with "Speculative decoding (EAGLE3)": Llama 3 and
-# GPT-OSS (the recipes index also has Qwen3-VL and Qwen3-Embedding, without EAGLE3).
-EAGLE3_RECIPE_ARCHITECTURES = ("llama", "gpt-oss")
 
 SUPPORTED_ALTERNATIVE = (
     "the supported stack is vllm_dialect: vllm-neuron (vLLM V1 with the vllm-neuron plugin) with "
@@ -26,9 +21,10 @@ SUPPORTED_ALTERNATIVE = (
 )
 
 
-def unsupported_stack(dialect: str, speculation_mode: str) -> str | None:
+def unsupported_stack(dialect: str, speculation_mode: str, plugin_release: str | None = None) -> str | None:
     """The notice for a stack Neuron no longer supports (None when it is supported)."""
-    if dialect != "legacy-neuron":
+    found = resolve(dialect, plugin_release)
+    if found is None or not found.out_of_support:
         return None
     what = (
         "draft-model speculation (speculation_mode: fused), which runs only on this fork"
@@ -44,9 +40,10 @@ def unsupported_stack(dialect: str, speculation_mode: str) -> str | None:
     )
 
 
-def eagle3_without_recipe(target: str, architecture: str) -> str | None:
-    """The warning for EAGLE3 on a target family no vllm-neuron model recipe lists with EAGLE3."""
-    if architecture in EAGLE3_RECIPE_ARCHITECTURES:
+def eagle3_without_recipe(target: str, architecture: str, recipes: tuple[str, ...]) -> str | None:
+    """The warning for EAGLE3 on a target family no vllm-neuron model recipe lists with EAGLE3 (``recipes``: the
+    families the dialect's recipes list)."""
+    if architecture in recipes:
         return None
     return (
         f"target: {target!r} (architecture {architecture or 'undeclared'!r}) with eagle3 on the current "
@@ -61,6 +58,8 @@ def run_stack_notice(dialect: str, speculation_mode: str, metrics_style: str | N
     may run another stack than the config names."""
     if metrics_style == "v1":
         return None
-    if metrics_style == "v0":
-        return unsupported_stack("legacy-neuron", speculation_mode if dialect == "legacy-neuron" else "fused")
+    if metrics_style == "v0":  # the V0 families: the fork's server, whatever the config said
+        fork = next(d for d in DIALECTS.values() if d.profile.metrics == "v0")
+        mode = speculation_mode if dialect == fork.vllm_dialect else "fused"
+        return unsupported_stack(fork.vllm_dialect, mode)
     return unsupported_stack(dialect, speculation_mode)

@@ -14,7 +14,8 @@ from pydantic import ValidationError
 
 from spectrn.errors import ConfigError
 from spectrn.labels import setup_label, stamped_id
-from spectrn.spec.config import Origins, SpectrnConfig, format_validation_error, validation_hint
+from spectrn.spec.config import SpectrnConfig
+from spectrn.spec.origins import Origins, format_validation_error, validation_hint
 
 SWEEP_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 

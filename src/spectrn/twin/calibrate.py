@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from spectrn.dialects import semantics_of, semantics_of_profile
 from spectrn.errors import AnalysisError, ConfigError
 from spectrn.run.folder import RunFolder
 from spectrn.run.summary import Summary
@@ -35,7 +36,7 @@ from spectrn.sim.model import (
     draft_params,
     predictability,
 )
-from spectrn.sim.profiles import PROFILES
+from spectrn.sim.profiles import profiles
 from spectrn.spec.catalog import MODELS
 from spectrn.spec.config import SpectrnConfig
 from spectrn.twin.acceptance import ClassCounts, fallback_alphas, fit_decay, shrunk
@@ -55,7 +56,7 @@ from spectrn.twin.model import (
     Workload,
 )
 from spectrn.twin.steps import timeline
-from spectrn.windows import WindowSemantics, draft_runs, for_dialect, for_profile, verified_tokens
+from spectrn.windows import WindowSemantics, draft_runs, verified_tokens
 
 BASELINE = "baseline"
 SPECULATIVE = "speculative"
@@ -101,9 +102,9 @@ def _open_run(path: Path) -> _Run:
     if server is not None and server.window_semantics is not None:
         semantics: WindowSemantics = server.window_semantics
     elif prov.profile:
-        semantics = for_profile(prov.profile)
+        semantics = semantics_of_profile(prov.profile)
     else:
-        semantics = for_dialect(meta.config.vllm_dialect, meta.config.plugin_release)
+        semantics = semantics_of(meta.config.vllm_dialect, meta.config.plugin_release)
     draft = (server.draft if server is not None else None) or meta.config.draft
     levels = [lv.label for lv in summary.levels]
     source = RunSource(
@@ -327,8 +328,8 @@ def calibrate(
         temperature_penalty=base.acceptance.temperature_penalty,
         classes=acc_classes,
     )
-    profile = runs[0].profile if runs[0].profile in PROFILES else None
-    if profile is None or PROFILES[profile].window != semantics:
+    profile = runs[0].profile if runs[0].profile in profiles() else None
+    if profile is None or profiles()[profile].window != semantics:
         profile = "upstream" if semantics == "upstream" else "neuron-fork"
     target = cfg.target if cfg.target in MODELS else base.target
     observed_batch = max((s.decode for r in runs for st in r.sets for s in st.steps), default=1)

@@ -172,7 +172,7 @@ class Twin(BaseModel):
 
 def load_twin(path: Path) -> Twin:
     from spectrn.sim.settings import load_preset_file
-    from spectrn.spec.config import format_validation_error
+    from spectrn.spec.origins import format_validation_error
 
     preset = load_preset_file(path)
     if preset.calibration is None:

@@ -1,0 +1,34 @@
+"""The strict base of every spec model and the value patterns the models share (quantities, regions, names)."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, ConfigDict
+
+QUANTITY = re.compile(r"\+?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+|[numkMGTPE]i?|Ki)?")
+AWS_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
+ROLE_ARN = re.compile(r"arn:aws[a-z-]*:iam::\d{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}")
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,499}")
+
+
+def quantity(v: str) -> str:
+    if not QUANTITY.fullmatch(v):
+        raise ValueError(f"{v!r} is not a Kubernetes quantity (e.g. 90, 500m, 600Gi)")
+    return v
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=())
+
+
+def one_of(value: str, choices: tuple[str, ...] | list[str]) -> str:
+    """A choice from a registry, refused in the words of pydantic's ``Literal`` error, so a list that grows at run
+    time (``spectrn.dialects``) reads like one written in the model."""
+    if value in choices:
+        return value
+    quoted = [repr(c) for c in choices]
+    expected = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+    raise ValueError(f"Input should be {expected}")
