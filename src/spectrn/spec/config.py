@@ -25,7 +25,7 @@ from spectrn.spec.bench import BenchConfig, load_shape_rules
 from spectrn.spec.catalog import INSTANCES, MODELS, InstanceSpec, ModelSpec
 from spectrn.spec.cluster import CompileConfig, PodResources, Probes, S3Config, SecretRef, ServiceAccounts
 from spectrn.spec.origins import FieldError, Origins, dotted_path
-from spectrn.spec.pricing import BUILTIN_REGION, PRICE_SOURCE_URL
+from spectrn.spec.pricing import BUILTIN_REGION, PRICE_SOURCE_URL, Pricing
 from spectrn.spec.stacks import eagle3_without_recipe, unsupported_stack
 
 # Validation context key: the config being validated was recorded by a run (``run.json``), not given by a person.
@@ -40,32 +40,6 @@ NodeProvisioning = Literal["node-group", "karpenter", "auto-mode"]
 
 DEFAULT_SPECTRN_IMAGE = "spectrn:0.1.0"
 NEURON_SCHEDULER = "my-scheduler"  # the Neuron helm chart's scheduler.customScheduler.fullnameOverride
-
-
-class Pricing(Strict):
-    instance_hourly_usd: float | None = Field(
-        default=None,
-        gt=0,
-        description="Instance price per hour (USD); default: the built-in on-demand list price for "
-        "pricing.region (docs/neuron.md, Price). Set it for any other region, a discount or a reservation.",
-    )
-    region: str | None = Field(
-        default=None,
-        description="AWS region whose on-demand price applies; default: the built-in prices' region (us-east-2). "
-        "A region without a built-in price needs pricing.instance_hourly_usd.",
-    )
-    instances_per_service: float = Field(
-        default=0.5,
-        gt=0,
-        description="Share of an instance one service uses (0.5: both services share one trn2.48xlarge).",
-    )
-
-    @field_validator("region")
-    @classmethod
-    def _region(cls, v: str | None) -> str | None:
-        if v is not None and not AWS_REGION.fullmatch(v):
-            raise ValueError(f"{v!r} is not an AWS region (e.g. us-east-2)")
-        return v
 
 
 class CloudWatchConfig(Strict):

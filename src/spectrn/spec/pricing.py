@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pydantic import Field, field_validator
+
+from spectrn.spec.base import AWS_REGION, Strict
+
 PRICE_SOURCE_URL = "https://aws.amazon.com/ec2/pricing/on-demand/"
 # named without its scheme in figures' provenance: reports stay self-contained text, never a link out
 PRICE_SOURCE_PAGE = PRICE_SOURCE_URL.removeprefix("https://")
@@ -50,3 +54,29 @@ def price_of(instance_type: str, override: float | None, region: str | None, cat
     if override is not None:
         return Price(hourly_usd=override, source="config", region=region, as_of=None, url=None)
     return builtin_price(instance_type, catalog_usd, region)
+
+
+class Pricing(Strict):
+    instance_hourly_usd: float | None = Field(
+        default=None,
+        gt=0,
+        description="Instance price per hour (USD); default: the built-in on-demand list price for "
+        "pricing.region (docs/neuron.md, Price). Set it for any other region, a discount or a reservation.",
+    )
+    region: str | None = Field(
+        default=None,
+        description="AWS region whose on-demand price applies; default: the built-in prices' region (us-east-2). "
+        "A region without a built-in price needs pricing.instance_hourly_usd.",
+    )
+    instances_per_service: float = Field(
+        default=0.5,
+        gt=0,
+        description="Share of an instance one service uses (0.5: both services share one trn2.48xlarge).",
+    )
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, v: str | None) -> str | None:
+        if v is not None and not AWS_REGION.fullmatch(v):
+            raise ValueError(f"{v!r} is not an AWS region (e.g. us-east-2)")
+        return v
