@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from spectrn.render.manifests import render_objects, vllm_args
+from spectrn.runtimes.launch import sim_serve_args
 from spectrn.runtimes.sim_pair import SimPair
 from spectrn.spec.presets import PRESETS
 from spectrn.spec.sources import build_config, load_config
@@ -150,10 +151,10 @@ def test_a_local_run_plays_the_current_plugins_profile(name: str, tmp_path: Path
     pair = SimPair(cfg, work_dir=tmp_path)
     assert pair.profile == "vllm-neuron-0.24"
     for variant in ("baseline", "speculative"):
-        cmd = pair._command(variant, 8000)
+        cmd = sim_serve_args(cfg, variant == "speculative", host="127.0.0.1", port=8000)
         assert cmd[cmd.index("--profile") + 1] == "vllm-neuron-0.24"
         assert cmd[cmd.index("--served-model-name") + 1] == cfg.target_spec.hf_id
-    spec = pair._command("speculative", 8000)
+    spec = sim_serve_args(cfg, True, host="127.0.0.1", port=8000)
     assert "--draft" not in spec  # a custom draft: the sim preset's own stands in
     assert spec[spec.index("--window") + 1] == str(PRESETS[name]["num_speculative_tokens"])
 
