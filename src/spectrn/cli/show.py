@@ -37,8 +37,9 @@ def warn_unclean(console: Console, summary: Summary) -> None:
         say(console, f"WARNING: {w}", style="bold red")
 
 
-def print_summary(summary: Summary, console: Console) -> None:
-    """The comparison table, provenance, headline and every warning of a run.
+def print_summary(summary: Summary, console: Console, warnings: Console | None = None) -> None:
+    """The comparison table, provenance and headline of a run on ``console``; every warning and error example
+    on ``warnings`` (default: ``console``), so that a table redirected to a file keeps only the results.
 
     A run that is not a performance result (vLLM on CPU, coalesced streams) says so first, in a banner, and
     its headline is what it does prove (token accounting, acceptance, output equivalence), not speedups."""
@@ -57,22 +58,31 @@ def print_summary(summary: Summary, console: Console) -> None:
         say(console, "correctness (what this run does show; the timings above are not performance figures):")
         for line in correctness_lines(summary):
             say(console, f"  {line}", style="bold")
-    warn_unclean(console, summary)
+    warn = warnings or console
+    warn_unclean(warn, summary)
+    several = len(summary.levels) > 1
     for lv in summary.levels:
+        at = f" at load {lv.label}" if several else ""
         for variant, vs in lv.variants.items():
             for cls, msg in vs.requests.error_examples.items():
-                say(console, f"{variant}: {cls} e.g. {msg}", style="red")
+                say(warn, f"{variant}{at}: {cls} e.g. {msg}", style="red")
         eq = lv.equivalence
         if eq is not None and eq.compared and performance:
             style = "green" if eq.matched == eq.compared else "bold red"
-            say(console, f"output equivalence: {eq.matched}/{eq.compared} greedy outputs identical ({eq.basis})", style)
+            say(
+                console,
+                f"output equivalence{at}: {eq.matched}/{eq.compared} greedy outputs identical ({eq.basis})",
+                style,
+            )
 
 
 def show_finished(done: Finished, console: Console, output: Output = Output.table) -> None:
-    """A finished run: the comparison table, headline and warnings (``output`` table), or the summary as one
-    JSON / YAML document on stdout with the warnings on ``console``; then where its files are."""
+    """A finished run: the comparison table and headline on stdout (``output`` table), or the summary as one
+    JSON / YAML document on stdout; the warnings and where its files are on ``console`` (stderr)."""
     if output == Output.table:
-        print_summary(done.summary, console)
+        from spectrn.cli.common import out_console
+
+        print_summary(done.summary, out_console(), console)
     else:
         print_document(done.summary.model_dump(mode="json"), output)
         warn_unclean(console, done.summary)

@@ -248,7 +248,9 @@ def sweep(
 
     say(console, f"ran {len(result.ran)} cell(s), skipped {len(result.skipped)} finished cell(s)")
     if output == Output.table:
-        print_sweep_analysis(result.analysis, console, artifacts)
+        from spectrn.cli.common import out_console
+
+        print_sweep_analysis(result.analysis, out_console(), artifacts)
     else:
         print_document({**finite(result.analysis), "artifacts": artifacts}, output)
     if report:
