@@ -449,6 +449,7 @@ def sweep_heatmap(
     if image is not None:
         fig.colorbar(image, ax=fig.axes[:ncls], label=value_label, shrink=0.8)
     what = "recommended" if recommended is not None else "best"
-    fig.suptitle(f"{title} (outlined: {what}; grey: not measured)")
+    # Two lines at a size that fits the narrowest figure (one class, two windows): never cut at the edges.
+    fig.suptitle(f"{title}\n(outlined: {what}; grey: not measured)", fontsize=10)
     path.parent.mkdir(parents=True, exist_ok=True)
     return _save(fig, path)
