@@ -37,7 +37,9 @@ def warn_unclean(console: Console, summary: Summary) -> None:
         say(console, f"WARNING: {w}", style="bold red")
 
 
-def print_summary(summary: Summary, console: Console, warnings: Console | None = None) -> None:
+def print_summary(
+    summary: Summary, console: Console, warnings: Console | None = None, *, max_num_seqs: int | None = None
+) -> None:
     """The comparison table, provenance and headline of a run on ``console``; every warning and error example
     on ``warnings`` (default: ``console``), so that a table redirected to a file keeps only the results.
 
@@ -49,8 +51,12 @@ def print_summary(summary: Summary, console: Console, warnings: Console | None =
     performance = summary.verdict.performance
     if not performance:
         say(console, not_performance_banner(summary), style="bold white on red")
+    from spectrn.report.batch_limit import batch_limit_lines
+
     print_table(console, render_table(summary))
     say(console, provenance_line(summary), style="dim")
+    for line in batch_limit_lines(summary, max_num_seqs):
+        say(console, f"note: {line}", style="yellow")
     if performance:
         for line in headline_lines(summary):
             say(console, line, style="bold")
@@ -82,7 +88,8 @@ def show_finished(done: Finished, console: Console, output: Output = Output.tabl
     if output == Output.table:
         from spectrn.cli.common import out_console
 
-        print_summary(done.summary, out_console(), console)
+        cfg = done.folder.meta.config
+        print_summary(done.summary, out_console(), console, max_num_seqs=cfg.max_num_seqs)
     else:
         print_document(done.summary.model_dump(mode="json"), output)
         warn_unclean(console, done.summary)

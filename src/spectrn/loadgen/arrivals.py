@@ -292,7 +292,9 @@ def shape_text(label: str, shape: dict[str, Any]) -> str:
     if shape.get("kind") == "closed-loop":
         ramp = shape.get("ramp_s")
         start = "all streams start at once" if not ramp else f"streams start over {ramp} s ({shape.get('ramp')})"
-        return f"{label}: closed loop, {shape.get('concurrency')} streams, {start}{duration}"
+        n = shape.get("concurrency")
+        start = "the stream starts at once" if n == 1 and not ramp else start
+        return f"{label}: closed loop, {n} stream{'' if n == 1 else 's'}, {start}{duration}"
     if shape.get("kind") != "open-loop":
         return f"{label}: {shape.get('kind', 'unknown shape')}"
     kind = shape.get("arrivals", "poisson")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from spectrn.analyze.run import ensure_summary
 from spectrn.publish.datums import MetricsFn, default_metrics_fn
+from spectrn.report.batch_limit import batch_limit_lines
 from spectrn.report.format import (
     GOODPUT_DEFINITION,
     LATENCIES,
@@ -165,6 +166,8 @@ def report_html(folder: RunFolder, summary: Summary, images: list[tuple[str, Pat
     ]
     for w in summary.warnings():
         parts.append(f'<div class="warn">{_e(w)}</div>')
+    for line in batch_limit_lines(summary, cfg.max_num_seqs):
+        parts.append(f'<div class="warn">{_e(line)}</div>')
     heads = headline_lines(summary)
     if not performance:
         parts.append("<h2>Headline: correctness (timings below are not performance figures)</h2><ul>")
