@@ -53,6 +53,10 @@ def test_a_three_level_two_class_report_draws_and_names_every_level(
     assert "<h2>Headline per prompt class: TPOT speedup and cost</h2>" in page
     # the table printed on stdout, the report's locations after it
     assert "Comparison" not in err and "TPOT ms" in out and f"report: {run_dir / 'report' / 'index.html'}" in out
+    # the terminal table and summary.md: classes first, the pooled row last, at every level
+    assert out.index("│ open ") < out.index("│ structured ") < out.index("│ all (pooled) ")
+    md = (run_dir / "report" / "summary.md").read_text()
+    assert md.index("| open |") < md.index("| structured |") < md.index("| all (pooled) |")
 
 
 def test_load_plot_has_a_column_per_class_and_a_labelled_pooled_one(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from spectrn.report.batch_limit import batch_limit_lines
 from spectrn.report.format import (
     GOODPUT_DEFINITION,
     LATENCIES,
+    class_scopes,
     correctness_lines,
     headline_lines,
     models_shown,
@@ -34,7 +35,6 @@ from spectrn.report.format import (
 from spectrn.report.markdown import summary_markdown
 from spectrn.report.plots import (
     CDF_MAX_ITL_REQUESTS,
-    class_scopes,
     plot_acceptance,
     plot_latency_by_class,
     plot_latency_cdfs,

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from spectrn.report.format import (
     GOODPUT_DEFINITION,
+    class_scopes,
     correctness_lines,
     headline_lines,
     models_shown,
@@ -67,7 +68,7 @@ def summary_markdown(summary: Summary, config: SpectrnConfig | None = None, *, i
             "| tok/s/req p50 | speedup | acceptance (tokens/step) | $/M tokens (base → spec) |",
             "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
-        for cls, cs in lv.scopes():
+        for cls, cs in class_scopes(lv):
             b, sp_v = cs.variants.get("baseline"), cs.variants.get("speculative")
             cells = [_md("all (pooled)" if cls == "all" else cls)]
             for field, which, key, scale, digits in COLUMNS:

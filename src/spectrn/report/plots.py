@@ -9,7 +9,7 @@ from typing import Any
 
 from spectrn.errors import ConfigError
 from spectrn.publish.datums import MetricsFn
-from spectrn.report.format import LATENCIES, SPEEDUPS, VARIANT_COLORS, color, speedup_of
+from spectrn.report.format import LATENCIES, SPEEDUPS, VARIANT_COLORS, class_scopes, color, speedup_of
 from spectrn.run.folder import RunFolder
 from spectrn.run.summary import Interval, LevelSummary, Stats, Summary, VariantSummary
 
@@ -141,13 +141,6 @@ def _bar_legend(ax: Any) -> None:
 
 def _scaled(ci: Interval | None, scale: float) -> Interval | None:
     return (ci[0] * scale, ci[1] * scale) if ci else None
-
-
-def class_scopes(lv: LevelSummary) -> list[tuple[str, Any]]:
-    """Each prompt class, then all classes pooled (labelled so): classes can disagree in sign, so the pooled
-    figure is never the first one read."""
-    scopes = lv.scopes()
-    return [s for s in scopes if s[0] != "all"] + [s for s in scopes if s[0] == "all"]
 
 
 def _series(lv: LevelSummary, pick: Any) -> tuple[list[str], Series]:

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from spectrn.report.format import goodput_cells, num, slo_check_text, slo_names, speedup_of, speedup_text, stat, usd
+from spectrn.report.format import (
+    class_scopes,
+    goodput_cells,
+    num,
+    slo_check_text,
+    slo_names,
+    speedup_of,
+    speedup_text,
+    stat,
+    usd,
+)
 from spectrn.run.summary import ClassSummary, Summary
 
 if TYPE_CHECKING:
@@ -84,7 +94,7 @@ def render_table(summary: Summary) -> Table:
     title = f"spectrn {summary.run_id}{where}: baseline vs speculative (p50; speedup with 95% CI)"
     table = comparison_table(title, "speedup [95% CI]", multi=multi)
     for lv in summary.levels:
-        for n, (cls, cs) in enumerate(lv.scopes()):
+        for n, (cls, cs) in enumerate(class_scopes(lv)):
             rows = _rows(cs)
             for i, (name, b, s, sp) in enumerate(rows):
                 label = ("all (pooled)" if cls == "all" else cls) if i == 0 else ""
