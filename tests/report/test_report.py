@@ -276,4 +276,5 @@ def test_the_headline_carries_cost_and_the_pareto_plot_every_level(tmp_path: Pat
         assert line.endswith(f"; $/M output tokens ${base:.2f} -> ${spec:.2f}"), line
     assert png_size(index.parent / "pareto.png")[0] >= 700
     text = index.read_text()
-    assert "Throughput per instance vs speed per user" in text and text.count("data:image/png;base64,") == 7
+    # five plots per level (two levels), the plot across levels and the pareto plot
+    assert "Throughput per instance vs speed per user" in text and text.count("data:image/png;base64,") == 12

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -88,6 +89,9 @@ def test_report_page(hidden: Hidden, tmp_path: Path) -> None:
         assert (tmp_path / "rep" / f"{name}.png").stat().st_size > 5000
     assert page.count("data:image/png;base64,") == 4 and "http://" not in page.replace("http://127.0.0.1", "")
     assert "Predicted against measured" in page and "weights_read_s" in page
+    # the page wraps long values anywhere, but a table header only between words: "speedup", never "spe|edup"
+    css = page[page.index("<style>") : page.index("</style>")]
+    assert "overflow-wrap:anywhere" in css and re.search(r"\bth\{[^}]*overflow-wrap:normal", css)
 
 
 def test_sweep_serves_the_twin(hidden: Hidden, tmp_path: Path) -> None:

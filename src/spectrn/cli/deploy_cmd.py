@@ -176,8 +176,9 @@ def deploy_cmd(
     """Render, pre-flight, apply (idempotent) and wait for both services, with a diagnosis on failure."""
     from spectrn.deploy.objects import order_objects, stamp
     from spectrn.deploy.plan import Plan, PlanItem
-    from spectrn.deploy.preflight import Finding
+    from spectrn.deploy.preflight import Finding, config_findings
     from spectrn.deploy.service import deploy, render_for_deploy
+    from spectrn.errors import DeployError
     from spectrn.kube.api import KubeApiError
     from spectrn.render.manifests import to_yaml
 
@@ -193,10 +194,18 @@ def deploy_cmd(
             plan, findings = report.plan, report.findings
         except KubeApiError as e:
             plan = Plan([PlanItem(stamp(o), "create", "cluster not reachable") for o in order_objects(objects)])
-            findings = [Finding("cluster", "error", e.message, e.hint or "")]
+            findings = config_findings(cfg, objects) + [Finding("cluster", "error", e.message, e.hint or "")]
         print_plan(console, plan, findings)
         changes = [i.obj for i in plan.changes]
         typer.echo(to_yaml(changes) if changes else "# nothing to apply: the cluster matches the configuration")
+        errors = [f for f in findings if f.severity == "error"]
+        if errors:
+            # The objects are still printed (to read or render from), but a script must not read "would deploy".
+            raise DeployError(
+                f"pre-flight found {len(errors)} error(s), so `spectrn deploy` would apply nothing: "
+                + "; ".join(f"[{f.check}] {f.message}" for f in errors),
+                hint="; ".join(f.hint for f in errors if f.hint) or None,
+            )
         return
     kube = connect_cluster(context, kubeconfig)
     with LiveView(console, budget_s=cfg.probes.startup_budget_s) as view:

@@ -200,7 +200,7 @@ def dashboard_cmd(
     run_dirs: Annotated[
         list[Path],
         typer.Argument(
-            metavar="RUN_DIR...",
+            metavar="RUN_DIR",
             help="Run folder(s); several (e.g. a sweep's cells published with --run-id) share one dashboard.",
         ),
     ],

@@ -39,8 +39,11 @@ def warn_unclean(console: Console, summary: Summary) -> None:
         say(console, f"WARNING: {w}", style="bold red")
 
 
-def print_summary(summary: Summary, console: Console) -> None:
-    """The comparison table, provenance, headline and every warning of a run.
+def print_summary(
+    summary: Summary, console: Console, warnings: Console | None = None, *, max_num_seqs: int | None = None
+) -> None:
+    """The comparison table, provenance and headline of a run on ``console``; every warning and error example
+    on ``warnings`` (default: ``console``), so that a table redirected to a file keeps only the results.
 
     A run that is not a performance result (vLLM on CPU, coalesced streams) says so first, in a banner, and
     its headline is what it does prove (token accounting, acceptance, output equivalence), not speedups."""
@@ -56,11 +59,15 @@ def print_summary(summary: Summary, console: Console) -> None:
     performance = summary.verdict.performance
     if not performance:
         say(console, not_performance_banner(summary), style="bold white on red")
+    from spectrn.report.batch_limit import batch_limit_lines
+
     print_table(console, render_table(summary))
     price = price_line(summary)
     if price is not None:
         say(console, price, style="dim")
     say(console, provenance_line(summary), style="dim")
+    for line in batch_limit_lines(summary, max_num_seqs):
+        say(console, f"note: {line}", style="yellow")
     if performance:
         for line in headline_lines(summary):
             say(console, line, style="bold")
@@ -68,22 +75,32 @@ def print_summary(summary: Summary, console: Console) -> None:
         say(console, "correctness (what this run does show; the timings above are not performance figures):")
         for line in correctness_lines(summary):
             say(console, f"  {line}", style="bold")
-    warn_unclean(console, summary)
+    warn = warnings or console
+    warn_unclean(warn, summary)
+    several = len(summary.levels) > 1
     for lv in summary.levels:
+        at = f" at load {lv.label}" if several else ""
         for variant, vs in lv.variants.items():
             for cls, msg in vs.requests.error_examples.items():
-                say(console, f"{variant}: {cls} e.g. {msg}", style="red")
+                say(warn, f"{variant}{at}: {cls} e.g. {msg}", style="red")
         eq = lv.equivalence
         if eq is not None and eq.compared and performance:
             style = "green" if eq.matched == eq.compared else "bold red"
-            say(console, f"output equivalence: {eq.matched}/{eq.compared} greedy outputs identical ({eq.basis})", style)
+            say(
+                console,
+                f"output equivalence{at}: {eq.matched}/{eq.compared} greedy outputs identical ({eq.basis})",
+                style,
+            )
 
 
 def show_finished(done: Finished, console: Console, output: Output = Output.table) -> None:
-    """A finished run: the comparison table, headline and warnings (``output`` table), or the summary as one
-    JSON / YAML document on stdout with the warnings on ``console``; then where its files are."""
+    """A finished run: the comparison table and headline on stdout (``output`` table), or the summary as one
+    JSON / YAML document on stdout; the warnings and where its files are on ``console`` (stderr)."""
     if output == Output.table:
-        print_summary(done.summary, console)
+        from spectrn.cli.common import out_console
+
+        cfg = done.folder.meta.config
+        print_summary(done.summary, out_console(), console, max_num_seqs=cfg.max_num_seqs)
     else:
         print_document(done.summary.model_dump(mode="json"), output)
         warn_unclean(console, done.summary)

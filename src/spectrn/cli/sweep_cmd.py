@@ -255,7 +255,9 @@ def sweep(
     say(console, f"ran {len(result.ran)} cell(s), skipped {len(result.skipped)} finished cell(s)")
     analysis = result.analysis
     if output == Output.table:
-        print_sweep_analysis(analysis, console, artifacts)
+        from spectrn.cli.common import out_console
+
+        print_sweep_analysis(analysis, out_console(), artifacts)
     else:
         print_document({**finite(analysis.model_dump(mode="json")), "artifacts": artifacts}, output)
     if report:

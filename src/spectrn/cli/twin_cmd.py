@@ -75,7 +75,10 @@ def _mix(raw: str | None) -> dict[str, float] | None:
 
 @twin_app.command("calibrate")
 def calibrate(
-    run_dirs: Annotated[list[Path], typer.Argument(help="Run folders: a baseline + speculative A/B at 2-3 loads.")],
+    run_dirs: Annotated[
+        list[Path],
+        typer.Argument(metavar="RUN_DIR", help="Run folders: a baseline + speculative A/B at 2-3 loads."),
+    ],
     out: Annotated[Path, typer.Option("--out-file", metavar="FILE", help="The twin to write (YAML).")] = Path(
         "twin.yaml"
     ),

@@ -60,15 +60,39 @@ def _pod_neuron_requests(pod: Obj) -> int:
     return n
 
 
+def config_findings(cfg: SpectrnConfig, objects: Sequence[Obj]) -> list[Finding]:
+    """What the configuration alone shows will fail, with or without a cluster: a model volume that mounts the
+    placeholder bucket (the pods would wait on a mount that never succeeds)."""
+    from spectrn.spec.cluster import S3Config
+
+    placeholder = S3Config().bucket
+    mounts = any(
+        o["kind"] == "PersistentVolume"
+        and (((o.get("spec") or {}).get("csi") or {}).get("volumeAttributes") or {}).get("bucketName") == placeholder
+        for o in objects
+    )
+    if not mounts:
+        return []
+    return [
+        Finding(
+            "storage",
+            "error",
+            f"s3.bucket is still the placeholder {placeholder!r}: the model volume would mount a bucket that is not "
+            "yours",
+            "set s3.bucket in spectrn.yaml (or --set s3.bucket=NAME) to the bucket holding the model weights",
+        )
+    ]
+
+
 def preflight(kube: KubeApi, cfg: SpectrnConfig, plan: Plan) -> list[Finding]:
     """Checks that decide whether applying can succeed; never changes the cluster."""
-    findings: list[Finding] = []
     ns = cfg.namespace
     objects = [i.obj for i in plan.items]
+    findings: list[Finding] = config_findings(cfg, objects)
     try:
         versions = kube.api_versions()
     except KubeApiError as e:
-        return [Finding("cluster", "error", f"the API server does not answer: {e.message}", e.hint or "")]
+        return findings + [Finding("cluster", "error", f"the API server does not answer: {e.message}", e.hint or "")]
     findings.append(Finding("cluster", "ok", f"context {kube.context!r}: API server answers"))
 
     for item in plan.items:

@@ -6,7 +6,7 @@ import math
 
 from spectrn.analyze.metric_table import Metric, displayed, reported_speedups
 from spectrn.labels import class_label
-from spectrn.run.summary import LevelSummary, Speedup, Speedups, Stats, Summary, VariantSummary
+from spectrn.run.summary import ClassSummary, LevelSummary, Speedup, Speedups, Stats, Summary, VariantSummary
 
 VARIANT_COLORS = {"baseline": "#1f77b4", "speculative": "#ff7f0e"}
 OTHER_COLORS = ["#2ca02c", "#d62728", "#9467bd", "#8c564b"]
@@ -41,6 +41,13 @@ def metric_speedup(sp: Speedups | None, m: Metric) -> str:
 
 def color(variant: str, i: int = 0) -> str:
     return VARIANT_COLORS.get(variant, OTHER_COLORS[i % len(OTHER_COLORS)])
+
+
+def class_scopes(lv: LevelSummary) -> list[tuple[str, ClassSummary]]:
+    """Each prompt class, then all classes pooled (labelled so): classes can disagree in sign, so the pooled
+    figure is never the first one read."""
+    scopes = lv.scopes()
+    return [s for s in scopes if s[0] != "all"] + [s for s in scopes if s[0] == "all"]
 
 
 def num(x: float | None, scale: float = 1.0, digits: int = 1) -> str:
@@ -239,7 +246,7 @@ def slo_table(level: LevelSummary) -> tuple[list[str], list[list[str]]] | None:
     per-request SLO), then each percentile SLO's observed value and verdict. None when the run sets no SLO."""
     scopes = [
         (class_label(cls), v, cs.variants.get(v))
-        for cls, cs in level.scopes()
+        for cls, cs in class_scopes(level)
         for v in level.variant_names()
         if cs.variants.get(v) is not None
     ]

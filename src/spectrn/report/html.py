@@ -16,8 +16,10 @@ from spectrn.errors import PublishError
 from spectrn.intervals import interval_text
 from spectrn.labels import class_label, utc_text
 from spectrn.publish.datums import MetricsFn, default_metrics_fn
+from spectrn.report.batch_limit import batch_limit_lines
 from spectrn.report.format import (
     GOODPUT_DEFINITION,
+    class_scopes,
     correctness_lines,
     headline_lines,
     metric_speedup,
@@ -29,6 +31,7 @@ from spectrn.report.format import (
     price_line,
     provenance_line,
     slo_table,
+    speedup_of,
     usd,
     verdict_line,
 )
@@ -42,7 +45,7 @@ from spectrn.report.plots import (
     plot_pareto,
     plot_speedups,
     plot_throughput,
-    values_by_variant,
+    values_by_level,
 )
 from spectrn.run.folder import EMF, REPORT, RunFolder
 from spectrn.run.measured import measured
@@ -93,7 +96,7 @@ def html_table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int =
 
 def _comparison_rows(lv: LevelSummary) -> list[list[str]]:
     rows = []
-    for cls, cs in lv.scopes():
+    for cls, cs in class_scopes(lv):
         label = class_label(cls)
         b, s = cs.variants.get("baseline"), cs.variants.get("speculative")
         for m in displayed("html"):
@@ -110,7 +113,7 @@ def _comparison_rows(lv: LevelSummary) -> list[list[str]]:
 
 def _variant_rows(lv: LevelSummary) -> list[list[str]]:
     rows = []
-    for cls, cs in lv.scopes():
+    for cls, cs in class_scopes(lv):
         for v in lv.variant_names():
             vs = cs.variants.get(v)
             if vs is None:
@@ -168,17 +171,20 @@ def report_html(folder: RunFolder, summary: Summary, images: list[tuple[str, Pat
     ]
     for w in summary.warnings():
         parts.append(f'<div class="warn">{_e(w)}</div>')
+    for line in batch_limit_lines(summary, cfg.max_num_seqs):
+        parts.append(f'<div class="warn">{_e(line)}</div>')
     heads = headline_lines(summary)
     if not performance:
         parts.append("<h2>Headline: correctness (timings below are not performance figures)</h2><ul>")
         parts += [f"<li><b>{_e(line)}</b></li>" for line in correctness_lines(summary)]
         parts.append("</ul>")
     elif heads:
-        parts.append("<h2>Headline: TPOT speedup per prompt class</h2><ul>")
+        parts.append("<h2>Headline per prompt class: TPOT speedup and cost</h2><ul>")
         parts += [f"<li><b>{_e(h)}</b></li>" for h in heads]
         parts.append(
-            '</ul><p class="muted">baseline / speculative, paired by request, 95% bootstrap CI. Prompt classes '
-            "are reported apart: a median pooled over classes is not a headline.</p>"
+            '</ul><p class="muted">baseline / speculative, paired by request, 95% bootstrap CI; cost per million '
+            "output tokens without and with speculation. Prompt classes are reported apart: a median pooled over "
+            "classes is not a headline.</p>"
         )
     parts.append("<h2>Configuration and provenance</h2>")
     servers = summary.provenance.servers
@@ -241,12 +247,15 @@ def report_html(folder: RunFolder, summary: Summary, images: list[tuple[str, Pat
             parts.append("<h3>SLOs and goodput</h3>")
             parts.append(html_table(*slos, left=2))
             parts.append(f'<p class="muted">{_e(GOODPUT_DEFINITION)}.</p>')
+        for note in tpot_itl_notes(lv):
+            parts.append(f'<p class="muted">{_e(note)}</p>')
         eq = lv.equivalence
         if eq is not None and eq.compared:
             same = eq.matched == eq.compared
+            at = f" at load {lv.label}" if len(summary.levels) > 1 else ""
             parts.append(
-                f'<p class="{"ok" if same else "bad"}">output equivalence: {eq.matched}/{eq.compared} greedy '
-                f"outputs identical ({_e(eq.basis)})</p>"
+                f'<p class="{"ok" if same else "bad"}">output equivalence{_e(at)}: {eq.matched}/{eq.compared} '
+                f"greedy outputs identical ({_e(eq.basis)})</p>"
             )
     parts.append("<h2>Plots</h2>")
     for title, path, caption in images:
@@ -262,6 +271,81 @@ def report_html(folder: RunFolder, summary: Summary, images: list[tuple[str, Pat
         "ITL is in summary.json only.</p></body></html>"
     )
     return "\n".join(parts)
+
+
+def level_images(
+    summary: Summary, values: dict[str, dict[str, dict[str, list[float]]]], out: Path
+) -> list[tuple[str, Path, str]]:
+    """Every per-level plot, for every load level (the level in the title, the caption and the file name when
+    the run has several), in load order."""
+    several = len(summary.levels) > 1
+    images: list[tuple[str, Path, str]] = []
+    for lv in summary.levels:
+        level = lv.label if several else None
+        at = f" at load {lv.label}" if several else ""
+        stem = f"-{re.sub(r'[^A-Za-z0-9_.-]', '_', lv.label)}" if several else ""
+        level_values = values.get(lv.label, {})
+        if level_values:
+            images.append(
+                (
+                    f"Latency CDFs{at}, all prompt classes pooled",
+                    plot_latency_cdfs(level_values, out / f"latency_cdf{stem}.png", level),
+                    f"Empirical CDFs per variant over the measured requests{at}, every prompt class together "
+                    f"(per-token ITL: the first {CDF_MAX_ITL_REQUESTS} requests per variant); further left is faster.",
+                )
+            )
+        images += [
+            (
+                f"Latency per prompt class{at}",
+                plot_latency_by_class(lv, out / f"latency_by_class{stem}.png", level),
+                f"p50 per prompt class{at}, then all classes pooled, with 95% bootstrap confidence intervals "
+                "(whiskers).",
+            ),
+            (
+                f"Speedups per prompt class{at}",
+                plot_speedups(lv, out / f"speedup{stem}.png", level),
+                f"Paired speedups per prompt class{at}, then all classes pooled, with 95% CIs; a whisker crossing "
+                "1.0 means no significant difference.",
+            ),
+            (
+                f"Acceptance per prompt class{at}",
+                plot_acceptance(lv, out / f"acceptance{stem}.png", level),
+                f"Acceptance per draft position for each prompt class{at} (server counters where they moved, else "
+                "decode event sizes), and client-side tokens per decode event.",
+            ),
+            (
+                f"Throughput per prompt class{at}",
+                plot_throughput(lv, out / f"throughput{stem}.png", level),
+                f"Per-request output tokens/s per prompt class{at}, and aggregate throughput of all classes pooled "
+                "with cost per million tokens (95% CIs).",
+            ),
+        ]
+    return images
+
+
+def tpot_itl_notes(lv: LevelSummary) -> list[str]:
+    """Why a class's TPOT and per-token ITL speedups point different ways, for each class where they do."""
+    out = []
+    for cls, cs in class_scopes(lv):
+        tpot, itl = speedup_of(cs.speedup, "tpot_p50"), speedup_of(cs.speedup, "itl_p50")
+        if tpot is None or itl is None or tpot.value is None or itl.value is None:
+            continue
+        if (tpot.value - 1.0) * (itl.value - 1.0) >= 0:
+            continue
+        scope = "all classes pooled" if cls == "all" else cls
+        out.append(f"{scope}: TPOT {tpot.value:.2f}x but per-token ITL {itl.value:.2f}x. {TPOT_VS_ITL}")
+    return out
+
+
+TPOT_VS_ITL = (
+    "Both come from the same gaps between streamed events. Within one request, TPOT = (e2e − TTFT) / (tokens − 1) "
+    "is the mean of its per-token ITL samples (each gap g that carried k tokens counted as k samples of g/k), and "
+    "the TPOT figure is the median request's mean; the per-token ITL figure is the median over all tokens. A mean "
+    "pays for every long gap: a step whose draft proposals were all rejected (one token for the cost of a draft "
+    "and a verify step) and a step stretched by other requests' prefill in the same batch; the median token lies "
+    "among the short gaps of accepted runs. So speculation can shorten the typical gap (ITL) while the average "
+    "time per token (TPOT) grows."
+)
 
 
 def _publish_rows(run_dir: Path) -> list[list[str]]:
@@ -301,53 +385,20 @@ def build_report(run_dir: Path, out_dir: Path | None = None, *, metrics_fn: Metr
     folder = RunFolder.open(run_dir)
     summary = ensure_summary(folder)
     out = safe_output_dir(Path(out_dir) if out_dir else folder.file(REPORT), what="report folder")
-    values = values_by_variant(folder, metrics_fn or default_metrics_fn(summary.provenance.time_scale))
-    first = summary.levels[0]
-    images: list[tuple[str, Path, str]] = []
-    if values:
-        images.append(
-            (
-                "Latency CDFs",
-                plot_latency_cdfs(values, out / "latency_cdf.png"),
-                "Empirical CDFs per variant over all measured requests (per-token ITL: the first "
-                f"{CDF_MAX_ITL_REQUESTS} requests per variant); further left is faster.",
-            )
-        )
-    images += [
-        (
-            "Latency per prompt class",
-            plot_latency_by_class(first, out / "latency_by_class.png"),
-            "p50 per prompt class with 95% bootstrap confidence intervals (whiskers).",
-        ),
-        (
-            "Speedups",
-            plot_speedups(first, out / "speedup.png"),
-            "Paired speedups with 95% CIs; a whisker crossing 1.0 means no significant difference.",
-        ),
-        (
-            "Acceptance",
-            plot_acceptance(first, out / "acceptance.png"),
-            "Acceptance per draft position for each prompt class (server counters where they moved, else decode "
-            "event sizes), and client-side tokens per decode event.",
-        ),
-        (
-            "Throughput",
-            plot_throughput(first, out / "throughput.png"),
-            "Per-request output tokens/s per prompt class, and aggregate throughput with cost per million tokens "
-            "(95% CIs).",
-        ),
-    ]
+    values = values_by_level(folder, metrics_fn or default_metrics_fn(summary.provenance.time_scale))
+    images = level_images(summary, values, out)
     if len(summary.levels) > 1:
         images.append(
             (
-                "Load levels",
+                "Across load levels, per prompt class",
                 plot_load_levels(summary, out / "load.png"),
-                "TPOT and aggregate throughput across load levels (95% CIs): where speculation stops paying off.",
+                "TPOT p50 (top) and aggregate output throughput (bottom) at each load level, one column per prompt "
+                "class and the last for all classes pooled (95% CIs): where speculation stops paying off.",
             )
         )
     images.append(
         (
-            "Throughput per instance vs speed per user",
+            "Throughput per instance vs speed per user, all prompt classes pooled",
             plot_pareto(summary, out / "pareto.png"),
             "Each point is a load level (all prompt classes pooled): output tokens/s per instance against the median "
             "request's output tokens/s. Up and to the right is better; the curve with speculation lying above the "

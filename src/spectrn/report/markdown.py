@@ -8,6 +8,7 @@ from spectrn.analyze.metric_table import displayed
 from spectrn.labels import class_label
 from spectrn.report.format import (
     GOODPUT_DEFINITION,
+    class_scopes,
     correctness_lines,
     headline_lines,
     metric_speedup,
@@ -74,7 +75,7 @@ def summary_markdown(summary: Summary, config: SpectrnConfig | None = None, *, i
             "| prompt class | " + " | ".join(heads) + " | acceptance (tokens/step) | $/M tokens (base → spec) |",
             "|---|" + "---|---|" * len(shown) + "---|---|",
         ]
-        for cls, cs in lv.scopes():
+        for cls, cs in class_scopes(lv):
             b, sp_v = cs.variants.get("baseline"), cs.variants.get("speculative")
             cells = [_md(class_label(cls))]
             for m in shown:

@@ -11,7 +11,7 @@ from spectrn.errors import ConfigError
 from spectrn.intervals import interval_text
 from spectrn.labels import class_label
 from spectrn.publish.datums import MetricsFn
-from spectrn.report.format import LATENCIES, SPEEDUPS, VARIANT_COLORS, color, speedup_of
+from spectrn.report.format import LATENCIES, SPEEDUPS, VARIANT_COLORS, class_scopes, color, speedup_of
 from spectrn.run.folder import RunFolder
 from spectrn.run.summary import Interval, LevelSummary, Stats, Summary, VariantSummary
 
@@ -45,26 +45,34 @@ def _num(x: Any) -> float | None:
     return float(x) if isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) else None
 
 
-def values_by_variant(run: RunFolder, metrics_fn: MetricsFn) -> dict[str, dict[str, list[float]]]:
-    """Per variant: one TTFT, TPOT, e2e and throughput per request; per-token ITL of the first
-    ``CDF_MAX_ITL_REQUESTS`` requests (bounded memory for long runs)."""
-    out: dict[str, dict[str, list[float]]] = {}
-    itl_requests: dict[str, int] = {}
+def values_by_level(run: RunFolder, metrics_fn: MetricsFn) -> dict[str, dict[str, dict[str, list[float]]]]:
+    """Per load level and variant: one TTFT, TPOT, e2e and throughput per request; per-token ITL of the first
+    ``CDF_MAX_ITL_REQUESTS`` requests of each (bounded memory for long runs). Kept apart per level: a queue at
+    a high load would stretch the axes of every lower load's distribution."""
+    out: dict[str, dict[str, dict[str, list[float]]]] = {}
+    itl_requests: dict[tuple[str, str], int] = {}
     for rec in run.records():
         rm = metrics_fn(rec) if rec.ok else None
         if rm is None:
             continue
-        d = out.setdefault(rec.variant, {"ttft_s": [], "tpot_s": [], "itl_s": [], "e2e_s": [], "tput": []})
+        by_variant = out.setdefault(rec.level, {})
+        d = by_variant.setdefault(rec.variant, {"ttft_s": [], "tpot_s": [], "itl_s": [], "e2e_s": [], "tput": []})
         for key, v in (("ttft_s", rm.ttft), ("tpot_s", rm.tpot), ("e2e_s", rm.e2e), ("tput", rm.throughput_tok_s)):
             if v is not None and math.isfinite(v):
                 d[key].append(float(v))
-        if itl_requests.get(rec.variant, 0) < CDF_MAX_ITL_REQUESTS:
-            itl_requests[rec.variant] = itl_requests.get(rec.variant, 0) + 1
+        seen = itl_requests.get((rec.level, rec.variant), 0)
+        if seen < CDF_MAX_ITL_REQUESTS:
+            itl_requests[(rec.level, rec.variant)] = seen + 1
             d["itl_s"].extend(x for x in rm.itls if math.isfinite(x))
     return out
 
 
-def plot_latency_cdfs(values: dict[str, dict[str, list[float]]], path: Path) -> Path:
+def at_level(level: str | None) -> str:
+    """`` at load c4`` for a figure's title; empty when the run has one level and says it elsewhere."""
+    return f" at load {level}" if level else ""
+
+
+def plot_latency_cdfs(values: dict[str, dict[str, list[float]]], path: Path, level: str | None = None) -> Path:
     import numpy as np
 
     fig = _figure(11, 7.5)
@@ -91,7 +99,7 @@ def plot_latency_cdfs(values: dict[str, dict[str, list[float]]], path: Path) -> 
             ax.legend(loc="lower right", fontsize=8)
         else:
             ax.text(0.5, 0.5, "not measured by this load generator", ha="center", va="center", transform=ax.transAxes)
-    fig.suptitle("Latency distributions, all prompt classes pooled (dotted: medians)")
+    fig.suptitle(f"Latency distributions{at_level(level)}, all prompt classes pooled (dotted: medians)")
     return _save(fig, path)
 
 
@@ -138,8 +146,8 @@ def _scaled(ci: Interval | None, scale: float) -> Interval | None:
 
 
 def _series(lv: LevelSummary, pick: Any) -> tuple[list[str], Series]:
-    """Bars per scope ("all (pooled)" first, then each class) and variant: ``pick(VariantSummary) -> (v, ci)``."""
-    scopes = lv.scopes()
+    """Bars per scope (each class, then "all (pooled)") and variant: ``pick(VariantSummary) -> (v, ci)``."""
+    scopes = class_scopes(lv)
     labels = [class_label(cls) for cls, _ in scopes]
     series: Series = []
     for v in lv.variant_names():
@@ -154,7 +162,7 @@ def _series(lv: LevelSummary, pick: Any) -> tuple[list[str], Series]:
     return labels, series
 
 
-def plot_latency_by_class(lv: LevelSummary, path: Path) -> Path:
+def plot_latency_by_class(lv: LevelSummary, path: Path, level: str | None = None) -> Path:
     fig = _figure(13, 4.5)
     axes = fig.subplots(1, 3)
     for ax, (key, label, scale, unit, _) in zip(axes, LATENCIES[1:], strict=True):
@@ -168,14 +176,14 @@ def plot_latency_by_class(lv: LevelSummary, path: Path) -> Path:
         ax.set_title(f"{label} p50 per prompt class")
         ax.set_ylabel(f"{label} ({unit})")
         _bar_legend(ax)
-    fig.suptitle("Medians with 95% bootstrap confidence intervals")
+    fig.suptitle(f"Medians per prompt class{at_level(level)}, with 95% bootstrap confidence intervals")
     return _save(fig, path)
 
 
-def plot_speedups(lv: LevelSummary, path: Path) -> Path:
+def plot_speedups(lv: LevelSummary, path: Path, level: str | None = None) -> Path:
     import numpy as np
 
-    groups = [(class_label(cls), cs) for cls, cs in lv.scopes()]
+    groups = [(class_label(cls), cs) for cls, cs in class_scopes(lv)]
     fig = _figure(11, 1.2 + 0.9 * len(groups))
     ax = fig.subplots(1, 1)
     keys = [k for k in SPEEDUPS if k[0] != "ttft_p50"]
@@ -204,18 +212,21 @@ def plot_speedups(lv: LevelSummary, path: Path) -> Path:
     ax.grid(axis="x", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.margins(x=0.12)
-    ax.set_title("Speedups per prompt class with 95% CIs")
+    ax.set_title(f"Speedups per prompt class{at_level(level)} with 95% CIs")
     return _save(fig, path)
 
 
-def plot_acceptance(lv: LevelSummary, path: Path) -> Path:
+CLASS_COLORS = ["#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f", "#d62728"]
+
+
+def plot_acceptance(lv: LevelSummary, path: Path, level: str | None = None) -> Path:
     """Per-position acceptance for each prompt class (and pooled), and tokens per decode event."""
     import numpy as np
 
     fig = _figure(11, 4.2)
     ax1, ax2 = fig.subplots(1, 2)
     curves = []
-    for cls, cs in lv.scopes():
+    for cls, cs in class_scopes(lv):
         spec = cs.variants.get("speculative")
         acc = spec.acceptance if spec is not None else None
         if acc is not None and acc.per_position:
@@ -225,12 +236,13 @@ def plot_acceptance(lv: LevelSummary, path: Path) -> Path:
         for i, (label, per_pos, source, length) in enumerate(curves):
             pos = np.arange(1, len(per_pos) + 1) - 0.4 + width * (i + 0.5)
             extra = f", {length:.2f} tok/step" if length is not None else ""
-            ax1.bar(pos, [100 * p for p in per_pos], width * 0.95, label=f"{label} ({source}{extra})",
-                    color=VARIANT_COLORS["speculative"] if label.startswith("all") else None)  # fmt: skip
+            # One colour per class from a palette without the variants' colours; pooled keeps speculative's.
+            shade = VARIANT_COLORS["speculative"] if label.startswith("all") else CLASS_COLORS[i % len(CLASS_COLORS)]
+            ax1.bar(pos, [100 * p for p in per_pos], width * 0.95, label=f"{label} ({source}{extra})", color=shade)
         ax1.set_xticks(range(1, max(len(c[1]) for c in curves) + 1))
         ax1.set_ylim(0, 110)
         ax1.legend(fontsize=7, loc="upper right")
-        ax1.set_title("Acceptance per draft position, per prompt class")
+        ax1.set_title(f"Acceptance per draft position{at_level(level)}")
     else:
         ax1.text(
             0.5, 0.5, "no acceptance: neither counters\nnor decode events to read it from", ha="center", va="center"
@@ -242,13 +254,13 @@ def plot_acceptance(lv: LevelSummary, path: Path) -> Path:
     labels, series = _series(lv, lambda vs: (vs.tokens_per_chunk_mean, None))
     _grouped_bars(ax2, labels, series)
     ax2.axhline(1.0, color="black", lw=0.8)
-    ax2.set_title("Tokens per decode event (client side; 1 = no speculation)")
+    ax2.set_title(f"Tokens per decode event{at_level(level)}\n(client side; 1 = no speculation)")
     ax2.set_ylabel("tokens per event")
     _bar_legend(ax2)
     return _save(fig, path)
 
 
-def plot_throughput(lv: LevelSummary, path: Path) -> Path:
+def plot_throughput(lv: LevelSummary, path: Path, level: str | None = None) -> Path:
     fig = _figure(11, 4.2)
     ax1, ax2 = fig.subplots(1, 2, width_ratios=[2, 1])
 
@@ -258,7 +270,7 @@ def plot_throughput(lv: LevelSummary, path: Path) -> Path:
 
     labels, series = _series(lv, pick)
     _grouped_bars(ax1, labels, series)
-    ax1.set_title("Output tokens/s per request (p50, 95% CI) per prompt class")
+    ax1.set_title(f"Output tokens/s per request{at_level(level)}, p50 per prompt class (95% CI)")
     ax1.set_ylabel("tokens/s")
     _bar_legend(ax1)
     variants = lv.variant_names()
@@ -266,43 +278,57 @@ def plot_throughput(lv: LevelSummary, path: Path) -> Path:
         (v, [lv.variants[v].output_tokens_per_s.aggregate], [lv.variants[v].output_tokens_per_s.aggregate_ci95])
         for v in variants
     ]
-    _grouped_bars(ax2, ["all requests"], agg_series)
+    _grouped_bars(ax2, ["all classes pooled"], agg_series)
     for i, v in enumerate(variants):
         vs = lv.variants[v]
         a = vs.output_tokens_per_s.aggregate or 0.0
         cost = vs.cost.usd_per_million_output_tokens if vs.cost else None
         label = f"{a:.1f} tok/s" + (f"\n${cost:.2f}/M tok" if cost is not None else "")
         ax2.text(-0.4 + 0.8 / len(variants) * (i + 0.5), a, label, ha="center", va="bottom", fontsize=8)
-    ax2.set_title("Aggregate output throughput (95% CI)")
+    ax2.set_title(f"Aggregate output throughput{at_level(level)}\n(95% CI)")
     ax2.set_ylabel("tokens/s (all requests)")
     _bar_legend(ax2)
     return _save(fig, path)
 
 
 def plot_load_levels(summary: Summary, path: Path) -> Path:
-    """TPOT p50 and aggregate throughput per load level, with 95% CIs."""
-    fig = _figure(11, 4.2)
-    ax1, ax2 = fig.subplots(1, 2)
+    """TPOT p50 (top row) and aggregate throughput (bottom row) per load level with 95% CIs, one column per
+    prompt class and a last one for all classes pooled: a class's trend is never hidden in the pooled one."""
+    scopes: list[str] = []
+    for lv in summary.levels:
+        scopes += [cls for cls, _ in class_scopes(lv) if cls not in scopes]
+    scopes = [c for c in scopes if c != "all"] + ["all"]
+    fig = _figure(max(11.0, 3.7 * len(scopes)), 6.8)
+    axes = fig.subplots(2, len(scopes), squeeze=False)
     labels = summary.level_labels
-    for i, v in enumerate(summary.variant_names):
-        rows = [lv.variants.get(v) for lv in summary.levels]
-        tpot = [r.tpot_s.p50 * 1e3 if r and r.tpot_s.p50 is not None else float("nan") for r in rows]
-        tci = [r.tpot_s.ci95.p50 if r and r.tpot_s.ci95 and r.tpot_s.ci95.p50 else None for r in rows]
-        agg = [r.output_tokens_per_s.aggregate if r and r.output_tokens_per_s.aggregate else float("nan") for r in rows]
-        aci = [r.output_tokens_per_s.aggregate_ci95 if r else None for r in rows]
-        for ax, ys, cis, scale in ((ax1, tpot, tci, 1e3), (ax2, agg, aci, 1.0)):
-            lo = [y - c[0] * scale if c else 0.0 for y, c in zip(ys, cis, strict=True)]
-            hi = [c[1] * scale - y if c else 0.0 for y, c in zip(ys, cis, strict=True)]
-            ax.errorbar(labels, ys, yerr=[lo, hi], fmt="o-", color=color(v, i), label=v, capsize=3)
-    ax1.set_title("TPOT p50 by load level (95% CI)")
-    ax1.set_ylabel("ms")
-    ax2.set_title("Aggregate output throughput by load level (95% CI)")
-    ax2.set_ylabel("tokens/s")
-    for ax in (ax1, ax2):
-        ax.set_ylim(bottom=0)
-        ax.set_xlabel("load level")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+    for col, scope in enumerate(scopes):
+        name = "all (pooled)" if scope == "all" else scope
+        ax1, ax2 = axes[0][col], axes[1][col]
+        for i, v in enumerate(summary.variant_names):
+            rows: list[VariantSummary | None] = []
+            for lv in summary.levels:
+                cs = lv.by_prompt_class.get(scope) if scope != "all" else None
+                rows.append((cs.variants if cs is not None else lv.variants if scope == "all" else {}).get(v))
+            tpot = [r.tpot_s.p50 * 1e3 if r and r.tpot_s.p50 is not None else float("nan") for r in rows]
+            tci = [r.tpot_s.ci95.p50 if r and r.tpot_s.ci95 and r.tpot_s.ci95.p50 else None for r in rows]
+            agg = [
+                r.output_tokens_per_s.aggregate if r and r.output_tokens_per_s.aggregate else float("nan") for r in rows
+            ]
+            aci = [r.output_tokens_per_s.aggregate_ci95 if r else None for r in rows]
+            for ax, ys, cis, scale in ((ax1, tpot, tci, 1e3), (ax2, agg, aci, 1.0)):
+                lo = [max(0.0, y - c[0] * scale) if c else 0.0 for y, c in zip(ys, cis, strict=True)]
+                hi = [max(0.0, c[1] * scale - y) if c else 0.0 for y, c in zip(ys, cis, strict=True)]
+                ax.errorbar(labels, ys, yerr=[lo, hi], fmt="o-", color=color(v, i), label=v, capsize=3)
+        ax1.set_title(f"{name}: TPOT p50", fontsize=10)
+        ax1.set_ylabel("TPOT p50 (ms)")
+        ax2.set_title(f"{name}: aggregate output tok/s", fontsize=10)
+        ax2.set_ylabel("tokens/s")
+        for ax in (ax1, ax2):
+            ax.set_ylim(bottom=0)
+            ax.set_xlabel("load level")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+    fig.suptitle("Across load levels, per prompt class (95% CIs): where speculation stops paying off")
     return _save(fig, path)
 
 
@@ -326,7 +352,7 @@ def plot_pareto(summary: Summary, path: Path) -> Path:
         ax.plot(xs, ys, "o-", color=color(v, i), label=v)
         for x, y, label in zip(xs, ys, labels, strict=True):
             ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
-    ax.set_title("Per-instance throughput vs per-user speed, per load level")
+    ax.set_title("Per-instance throughput vs per-user speed, per load level (all prompt classes pooled)")
     ax.set_xlabel("output tokens/s per instance (aggregate / instances per service)")
     ax.set_ylabel("output tokens/s per user (p50 per request)")
     ax.set_xlim(left=0)
@@ -416,6 +442,7 @@ def sweep_heatmap(
     if image is not None:
         fig.colorbar(image, ax=fig.axes[:ncls], label=value_label, shrink=0.8)
     what = "recommended" if recommended is not None else "best"
-    fig.suptitle(f"{title} (outlined: {what}; grey: not measured)")
+    # Two lines at a size that fits the narrowest figure (one class, two windows): never cut at the edges.
+    fig.suptitle(f"{title}\n(outlined: {what}; grey: not measured)", fontsize=10)
     path.parent.mkdir(parents=True, exist_ok=True)
     return _save(fig, path)

@@ -263,7 +263,7 @@ def write_report(sweep_dir: Path, analysis: SweepAnalysis, artifacts: dict[str, 
     report_dir.mkdir(parents=True, exist_ok=True)
     md = sweep_markdown(analysis, artifacts)
     atomic_write_text(sweep_dir / "sweep.md", md)
-    images: list[tuple[str, Path]] = []
+    images: list[tuple[str, Path, str]] = []
     try:
         from spectrn.report.plots import sweep_heatmap
     except ImportError:  # the report module is optional for sweeps; the tables carry the same numbers
@@ -283,14 +283,25 @@ def write_report(sweep_dir: Path, analysis: SweepAnalysis, artifacts: dict[str, 
                 title=f"TPOT p50 speedup by draft and window at {level}",
                 recommended=recommended_cells(analysis, level),
             )
-            images.append((f"Speedup heatmap at {level}", p))
+            images.append(
+                (
+                    f"Speedup heatmap at load {level}",
+                    p,
+                    f"TPOT p50 speedup (baseline / speculative) of every draft and window measured at load {level}, "
+                    "one panel per prompt class shown, with 95% CIs; outlined: the recommended cell, grey: not "
+                    "measured.",
+                )
+            )
     cross = plot_crossover(analysis, report_dir / "crossover.png")
     if cross is not None:
-        images.append(("Speedup vs load", cross))
+        images.append(
+            ("Speedup vs load", cross, "TPOT p50 speedup of each draft and window across the load levels (95% CIs).")
+        )
     figs = "".join(
         f'<figure><img alt="{html.escape(t)}" src="data:image/png;base64,'
-        f'{base64.b64encode(p.read_bytes()).decode()}"><figcaption>{html.escape(t)}</figcaption></figure>'
-        for t, p in images
+        f'{base64.b64encode(p.read_bytes()).decode()}"><figcaption><b>{html.escape(t)}.</b> {html.escape(c)}'
+        "</figcaption></figure>"
+        for t, p, c in images
     )
     eq = analysis.equivalence
     banner = ""
@@ -302,10 +313,14 @@ def write_report(sweep_dir: Path, analysis: SweepAnalysis, artifacts: dict[str, 
     elif eq.compared:
         banner = f'<div class="ok">Output equivalence: {eq.matched}/{eq.compared} greedy outputs identical.</div>'
     body = _markdown_to_html(md)
+    # The page title (sweep.md's first heading) comes first; the verdict on equivalence and the plots follow it.
+    head, sep, rest = body.partition("</h1>")
+    if not sep:
+        head, rest = "", body
     page = (
         "<!doctype html><html><head><meta charset='utf-8'>"
         f"<title>spectrn sweep {html.escape(analysis.sweep_id)}</title><style>{_CSS}</style></head><body>"
-        f"{banner}{figs}{body}</body></html>"
+        f"{head}{sep}{banner}{figs}{rest}</body></html>"
     )
     out = report_dir / "index.html"
     atomic_write_text(out, page)
@@ -317,7 +332,8 @@ _CSS = (
     "padding:0 1em}table{border-collapse:collapse;margin:.6em 0;font-size:.9em}th,td{border:1px solid #ccc;"
     "padding:.25em .6em;text-align:left}th{background:#f3f3f3}.ok{color:#17803d;font-weight:bold;padding:.5em 0}"
     ".bad{background:#fde8e8;border-left:6px solid #b00020;color:#b00020;font-weight:bold;padding:.8em 1em;"
-    "font-size:1.2em}figure img{max-width:100%;border:1px solid #eee}figcaption{color:#555;font-size:.9em}"
+    "font-size:1.2em}figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee;box-sizing:border-box}"
+    "figcaption{color:#555;font-size:.9em}"
 )
 
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from spectrn.analyze.metric_table import displayed
 from spectrn.labels import class_label
 from spectrn.report.format import (
+    class_scopes,
     goodput_cells,
     metric_speedup,
     metric_text,
@@ -90,7 +91,7 @@ def render_table(summary: Summary) -> Table:
     )
     table = comparison_table(title, "speedup [95% CI]", multi=multi)
     for lv in summary.levels:
-        for n, (cls, cs) in enumerate(lv.scopes()):
+        for n, (cls, cs) in enumerate(class_scopes(lv)):
             rows = _rows(cs)
             for i, (name, b, s, sp) in enumerate(rows):
                 label = class_label(cls) if i == 0 else ""

@@ -26,7 +26,7 @@ body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em au
 padding:0 1em;overflow-wrap:anywhere}.scroll{overflow-x:auto;max-width:100%}
 h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
 table{border-collapse:collapse;margin:.6em 0;font-size:.9em}th,td{border:1px solid #ccc;padding:.25em .6em;
-text-align:right}th{background:#f3f3f3}td.l,th.l{text-align:left}
+text-align:right}th{background:#f3f3f3;overflow-wrap:normal}td.l,th.l{text-align:left}
 .bad{color:#b00020;font-weight:bold}.warn{background:#fff4e5;border-left:4px solid #f0a020;padding:.5em 1em;
 margin:.3em 0}figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}
 figcaption{color:#555;font-size:.9em}.muted{color:#777;font-size:.85em}

@@ -53,14 +53,11 @@ class RunFolder:
     def open(cls, path: Path | str) -> RunFolder:
         """A run folder that exists and holds a run.json; AnalysisError naming the problem otherwise."""
         folder = cls(Path(path))
-        if not folder.path.is_dir():
-            raise AnalysisError(
-                f"run folder {folder.path} does not exist", hint="pass a folder such as results/<run-id>"
-            )
         if not (folder.path / RUN_JSON).is_file():
-            raise AnalysisError(
-                f"{folder.path / RUN_JSON} is missing", hint="pass a run folder written by `spectrn bench`"
-            )
+            from spectrn.run.locate import describe_not_a_run
+
+            what, fix = describe_not_a_run(folder.path)
+            raise AnalysisError(f"not a run folder: {what}", hint=fix)
         return folder
 
     def file(self, name: str) -> Path:

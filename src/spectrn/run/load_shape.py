@@ -55,7 +55,9 @@ class LoadShape(Contract):
         if self.kind == "closed-loop":
             ramp = self.ramp_s
             start = "all streams start at once" if not ramp else f"streams start over {ramp} s ({self.ramp})"
-            return f"{label}: closed loop, {self.concurrency} streams, {start}{duration}"
+            n = self.concurrency
+            start = "the stream starts at once" if n == 1 and not ramp else start
+            return f"{label}: closed loop, {n} stream{'' if n == 1 else 's'}, {start}{duration}"
         kind = self.arrivals or "poisson"
         if kind == "trace":
             what = f"trace replay of {self.trace} ({self.trace_rows} rows over {self.trace_span_s} s)"
