@@ -27,10 +27,11 @@ import time
 import urllib.request
 from pathlib import Path
 
-from spectrn.analyze.summary import request_metrics
+from spectrn.analyze.metrics import request_metrics
 from spectrn.loadgen.client import RequestParams
+from spectrn.loadgen.plan import RunPlan
 from spectrn.loadgen.prompts import Prompt, PromptSet, build_schedule
-from spectrn.loadgen.runner import Level, RunPlan, run_bench
+from spectrn.loadgen.runner import Level, run_bench
 from spectrn.run.records import read_records
 from spectrn.runtimes.sim_pair import free_port, wait_healthy
 

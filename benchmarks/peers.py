@@ -310,8 +310,9 @@ def spectrn_child(base: str, c: int, n: int, tokens: int, out: Path) -> None:
 
     from spectrn.analyze.run import analyze_folder
     from spectrn.loadgen.client import RequestParams
+    from spectrn.loadgen.plan import RunPlan
     from spectrn.loadgen.prompts import Prompt, PromptSet, build_schedule
-    from spectrn.loadgen.runner import Level, RunPlan, run_bench
+    from spectrn.loadgen.runner import Level, run_bench
 
     ps = PromptSet(name="bench", prompts=[Prompt(id="p", **{"class": "c"}, text="hello world")])
     schedule = build_schedule(ps, requests=n, warmup=0, seed=0, nonce=f"c{c}")

@@ -124,7 +124,8 @@ import asyncio, json, resource, sys, time
 from pathlib import Path
 from spectrn.loadgen.client import RequestParams
 from spectrn.loadgen.prompts import Prompt, PromptSet, build_schedule
-from spectrn.loadgen.runner import Level, RunPlan, run_bench
+from spectrn.loadgen.plan import RunPlan
+from spectrn.loadgen.runner import Level, run_bench
 
 n, url, run_s = int(sys.argv[1]), sys.argv[3], float(sys.argv[4])
 prompts = PromptSet(name="ol", prompts=[Prompt(id=f"p{i}", prompt_class="c", text=f"prompt {i}") for i in range(10)])

@@ -80,10 +80,29 @@ TARGETS: tuple[Target, ...] = (
         (),
         ("tests/analyze/test_acceptance.py",),
     ),
+    # what analyze/summary.py once held, one target per module it was split into
     Target(
-        "summary",
-        "spectrn.analyze.summary",
-        ("x_speedups", "x_mix_speedup", "x__level_findings", "x__verdict", "x__headline", "x_usd_per_million"),
+        "speedups",
+        "spectrn.analyze.speedups",
+        ("x_speedups",),
+        ("tests/analyze/test_summary.py", "tests/analyze/test_findings.py"),
+    ),
+    Target(
+        "headline",
+        "spectrn.analyze.headline",
+        ("x_mix_speedup", "x__headline"),
+        ("tests/analyze/test_summary.py", "tests/analyze/test_findings.py"),
+    ),
+    Target(
+        "findings",
+        "spectrn.analyze.findings",
+        ("x__level_findings", "x__verdict"),
+        ("tests/analyze/test_summary.py", "tests/analyze/test_findings.py"),
+    ),
+    Target(
+        "cost",
+        "spectrn.analyze.variant",
+        ("x_usd_per_million",),
         ("tests/analyze/test_summary.py", "tests/analyze/test_findings.py"),
     ),
     Target(
@@ -213,7 +232,7 @@ MANUAL: tuple[Manual, ...] = (
     ),
     Manual(
         "wall-clock-invented-nanosecond",
-        "src/spectrn/analyze/summary.py",
+        "src/spectrn/analyze/accumulator.py",
         "return max(self.last_end - self.first_send, 0.0) if self.completed else 0.0",
         "return max(self.last_end - self.first_send, 1e-9) if self.completed else 0.0",
         ("tests/analyze/test_summary.py", "tests/analyze/test_findings.py"),

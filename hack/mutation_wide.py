@@ -8,20 +8,24 @@ kill comes from them and a target runs in minutes, not hours.
 
 from __future__ import annotations
 
+# the render package's modules all reach the cluster through render_objects, so one set of tests owns each
+RENDER_TESTS = (
+    "tests/render/test_render_objects.py",
+    "tests/render/test_render_golden.py",
+    "tests/render/test_render_properties.py",
+    "tests/render/test_workload_configmap.py",
+    "tests/kube/test_fake_rules.py",
+)
+
 # (name, module, functions (() = all), tests)
 WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
-    (
-        "render",
-        "spectrn.render.manifests",
-        (),
-        (
-            "tests/render/test_render_objects.py",
-            "tests/render/test_render_golden.py",
-            "tests/render/test_render_properties.py",
-            "tests/render/test_workload_configmap.py",
-            "tests/kube/test_fake_rules.py",
-        ),
-    ),
+    ("render", "spectrn.render.manifests", (), RENDER_TESTS),
+    ("render-server", "spectrn.render.server", (), RENDER_TESTS),
+    ("render-load-job", "spectrn.render.load_job", (), RENDER_TESTS),
+    ("render-templates", "spectrn.render.templates", (), RENDER_TESTS),
+    ("render-literals", "spectrn.render.literals", (), RENDER_TESTS),
+    ("render-output", "spectrn.render.output", (), RENDER_TESTS),
+    ("render-iam", "spectrn.render.iam", (), RENDER_TESTS),
     (
         "deploy-plan",
         "spectrn.deploy.plan",

@@ -9,7 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from spectrn.analyze.summary import Accumulator, mix_speedup, speedups, summarize
+from spectrn.analyze.accumulator import Accumulator
+from spectrn.analyze.headline import mix_speedup
+from spectrn.analyze.speedups import speedups
+from spectrn.analyze.summary import summarize
 from spectrn.run.records import RequestRecord, RunMeta
 from spectrn.run.summary import Finding, Provenance, ServerIdentity, Speedup
 from spectrn.spec.config import SpectrnConfig

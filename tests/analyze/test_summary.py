@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from doubles.oracle import weighted_median
+from spectrn.analyze.headline import mix_speedup
 from spectrn.analyze.metrics import request_metrics
 from spectrn.analyze.run import analyze_folder
 from spectrn.analyze.stats import bootstrap, describe, stats_with_ci
-from spectrn.analyze.summary import mix_speedup, summarize
+from spectrn.analyze.summary import summarize
 from spectrn.run.records import RequestRecord, RunMeta
 from spectrn.run.summary import Provenance, Speedup, Summary
 from spectrn.spec.config import SpectrnConfig

@@ -15,7 +15,7 @@ from spectrn.analyze.semantics import choose
 from spectrn.dialects.base import Dialect, ServerProfile, Setup
 from spectrn.dialects.methods import METHODS, SpeculationMethod, register_method
 from spectrn.errors import ConfigError, SimError
-from spectrn.render.manifests import sim_args, speculative_config, vllm_args
+from spectrn.render.server import sim_args, speculative_config, vllm_args
 from spectrn.run.records import RunMeta
 from spectrn.sim.profiles import get_profile
 from spectrn.sim.settings import SimSettings

@@ -129,7 +129,8 @@ def test_update_with_the_default_warn_drops_unknown_fields(kube: FakeKube) -> No
 def test_rendered_objects_of_every_mode_pass_every_rule(fake: FakeKube) -> None:
     """The rules are not stricter than a real server: everything spectrn renders, the load Job included, applies."""
     from doubles.kubehelp import make_cfg
-    from spectrn.render.manifests import render_load_job, render_objects
+    from spectrn.render.load_job import render_load_job
+    from spectrn.render.manifests import render_objects
 
     for cfg in (
         make_cfg(),

@@ -17,8 +17,9 @@ from doubles.reference_server import Schedule, serve_in_thread
 from spectrn.errors import ConfigError
 from spectrn.loadgen.arrivals import Level, arrival_times, read_trace
 from spectrn.loadgen.client import RequestParams
+from spectrn.loadgen.plan import RunPlan
 from spectrn.loadgen.prompts import build_schedule, load_prompt_set
-from spectrn.loadgen.runner import RunPlan, run_bench
+from spectrn.loadgen.runner import run_bench
 from spectrn.run.records import read_records, read_run_meta
 
 FAST = Schedule(ttft_s=0.005, gap_s=0.001, pattern=(1,))

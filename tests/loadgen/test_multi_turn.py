@@ -94,8 +94,9 @@ def test_the_server_sees_the_system_prompt_and_the_growing_conversation(tmp_path
 
     from doubles.reference_server import Schedule, serve_in_thread
     from spectrn.loadgen.arrivals import Level
+    from spectrn.loadgen.plan import RunPlan
     from spectrn.loadgen.prompts import Prompt, PromptSet, build_schedule
-    from spectrn.loadgen.runner import RunPlan, run_bench
+    from spectrn.loadgen.runner import run_bench
     from spectrn.run.records import read_records
 
     turns = ["first question", "second question", "third question"]
@@ -125,8 +126,9 @@ def test_a_failed_turn_ends_its_conversation_and_the_rest_count_as_failed(tmp_pa
     from doubles.reference_server import Schedule, serve_in_thread
     from spectrn.analyze.summary import summarize
     from spectrn.loadgen.arrivals import Level
+    from spectrn.loadgen.plan import RunPlan
     from spectrn.loadgen.prompts import Prompt, PromptSet, build_schedule
-    from spectrn.loadgen.runner import RunPlan, run_bench
+    from spectrn.loadgen.runner import run_bench
     from spectrn.run.folder import RunFolder
 
     turns = ["q1", "q2 fails", "q3"]

@@ -54,9 +54,9 @@ def test_run_ids_refused(run_id: str) -> None:
 
 
 def test_the_in_cluster_path_uses_the_same_rule() -> None:
-    from spectrn.render import manifests as render
+    from spectrn.render import load_job
 
-    assert render.check_run_id is check_run_id
+    assert load_job.check_run_id is check_run_id
 
 
 def test_the_default_run_ids_pass_the_rule() -> None:

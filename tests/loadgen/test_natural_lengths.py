@@ -19,7 +19,7 @@ from spectrn.cli.common import config_from_cli
 from spectrn.cli.main import main
 from spectrn.loadgen.bench import ignore_eos_of
 from spectrn.loadgen.client import RequestParams, build_body
-from spectrn.render.manifests import llmperf_sampling_params, pod_config_yaml, prompts_data, prompts_file_arg
+from spectrn.render.load_job import llmperf_sampling_params, pod_config_yaml, prompts_data, prompts_file_arg
 from spectrn.run.folder import RunFolder
 from spectrn.run.records import RequestRecord
 from spectrn.sim import SimSettings, run_in_thread

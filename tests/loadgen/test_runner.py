@@ -11,8 +11,9 @@ import pytest
 from doubles.reference_server import Schedule, serve_in_thread
 from spectrn.errors import BenchError, EndpointError
 from spectrn.loadgen.client import RequestParams
+from spectrn.loadgen.plan import RunPlan
 from spectrn.loadgen.prompts import build_schedule, load_prompt_set
-from spectrn.loadgen.runner import Level, RunPlan, poisson_offsets, run_bench
+from spectrn.loadgen.runner import Level, poisson_offsets, run_bench
 from spectrn.run.records import read_records
 
 

@@ -16,15 +16,11 @@ import pytest
 from doubles.reference_server import Schedule, serve_in_thread
 from spectrn.errors import BenchError
 from spectrn.loadgen.client import RequestParams
+from spectrn.loadgen.plan import RunPlan
 from spectrn.loadgen.prompts import build_schedule, load_prompt_set
-from spectrn.loadgen.runner import (
-    AUTO_RAMP_STEP_S,
-    Level,
-    RecordSink,
-    RunPlan,
-    closed_loop_ramp,
-    run_bench,
-)
+from spectrn.loadgen.runner import Level, run_bench
+from spectrn.loadgen.schedulers import AUTO_RAMP_STEP_S, closed_loop_ramp
+from spectrn.loadgen.sink import RecordSink
 from spectrn.run.folder import RunFolder
 from spectrn.run.records import RequestRecord, read_records
 

@@ -17,6 +17,7 @@ import pytest
 
 from doubles.render_support import FIXED_PROMPTS, RESOURCES, SUPPORTED
 from spectrn.render import manifests as render
+from spectrn.render import output
 from spectrn.spec.presets import PRESETS
 from spectrn.spec.sources import build_config
 
@@ -53,7 +54,7 @@ for _name, _data in SUPPORTED.items():
 def render_case(name: str) -> str:
     data, kwargs = CASES[name]
     cfg = build_config(data, environ={})
-    return render.to_yaml(render.render_objects(cfg, prompts=FIXED_PROMPTS, **kwargs))
+    return output.to_yaml(render.render_objects(cfg, prompts=FIXED_PROMPTS, **kwargs))
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

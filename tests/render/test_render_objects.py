@@ -13,6 +13,7 @@ import yaml
 
 from doubles.render_support import FIXED_PROMPTS, RESOURCES, SUPPORTED, k8s_expand, validate_k8s
 from spectrn.errors import ConfigError, RenderError
+from spectrn.render import iam, load_job, output, server, templates
 from spectrn.render import manifests as render
 
 
@@ -290,7 +291,7 @@ def test_legacy_modes(make_cfg, combo, expected, method):
 
 def test_artifact_paths_are_per_configuration(make_cfg):
     def path(cfg, speculative):
-        return render.artifacts_path(cfg, speculative)
+        return server.artifacts_path(cfg, speculative)
 
     a = make_cfg()
     seen = {
@@ -387,7 +388,7 @@ def test_secure_defaults(make_cfg, runtime, engine):
             for env in c.get("env", []):
                 if "value" in env:
                     assert not any(w in env["name"] for w in ("TOKEN", "SECRET", "PASSWORD")), env
-    text = render.to_yaml(objs)
+    text = output.to_yaml(objs)
     assert re.search(r"\bhf_[A-Za-z0-9]{16,}", text) is None and "kind: Secret" not in text
 
 
@@ -440,7 +441,7 @@ def test_labels_on_every_object(make_cfg):
 
 def test_iam_policy_is_least_privilege(make_cfg):
     cfg = make_cfg(cloudwatch={"namespace": "MyTeam/Spec", "dashboard_prefix": "spec", "region": "eu-west-1"})
-    policy = render.iam_policy(cfg)
+    policy = iam.iam_policy(cfg)
     statements = policy["Statement"]
     actions = [a for st in statements for a in ([st["Action"]] if isinstance(st["Action"], str) else st["Action"])]
     assert set(actions) <= {"cloudwatch:PutMetricData", "cloudwatch:PutDashboard", "cloudwatch:GetDashboard"}
@@ -452,7 +453,7 @@ def test_iam_policy_is_least_privilege(make_cfg):
         else:
             assert st["Resource"].endswith(":dashboard/spec-*")
     with pytest.raises(ConfigError, match="dashboard_prefix"):
-        render.iam_policy(make_cfg(cloudwatch={"dashboard_prefix": "bad prefix*"}))
+        iam.iam_policy(make_cfg(cloudwatch={"dashboard_prefix": "bad prefix*"}))
 
 
 # ---- load Job -----------------------------------------------------------------------------------
@@ -460,7 +461,7 @@ def test_iam_policy_is_least_privilege(make_cfg):
 
 def test_loadgen_job_follows_the_load_pod_contract(make_cfg):
     cfg = make_cfg()
-    cm, job = render.render_load_job(cfg, "run-1", prompts=FIXED_PROMPTS)
+    cm, job = load_job.render_load_job(cfg, "run-1", prompts=FIXED_PROMPTS)
     assert cm["kind"] == "ConfigMap" and job["kind"] == "Job"
     assert "completionMode" not in job["spec"]
     c = job["spec"]["template"]["spec"]["containers"][0]
@@ -485,7 +486,7 @@ def test_loadgen_job_follows_the_load_pod_contract(make_cfg):
 
 def test_loadgen_job_is_indexed_when_sharded(make_cfg):
     cfg = make_cfg(bench={"loadgen_pods": 3})
-    _, job = render.render_load_job(cfg, "run-2", prompts=FIXED_PROMPTS)
+    _, job = load_job.render_load_job(cfg, "run-2", prompts=FIXED_PROMPTS)
     assert job["spec"]["completionMode"] == "Indexed"
     assert job["spec"]["completions"] == job["spec"]["parallelism"] == 3
     args = job["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -531,16 +532,16 @@ def test_empty_prompts_folder_renders_empty_configmap(make_cfg):
 
 
 def _llmperf_job(cfg: Any, run_id: str) -> dict[str, Any]:
-    _, job = render.render_load_job(cfg, run_id, "llmperf", prompts=FIXED_PROMPTS)
+    _, job = load_job.render_load_job(cfg, run_id, "llmperf", prompts=FIXED_PROMPTS)
     return job
 
 
 def test_llmperf_job_runs_the_samples_benchmark(make_cfg):
     cfg = make_cfg()
     c = _llmperf_job(cfg, "run-4")["spec"]["template"]["spec"]["containers"][0]
-    assert c["image"] == render.LLMPERF_IMAGE
+    assert c["image"] == load_job.LLMPERF_IMAGE
     env = {e["name"]: e["value"] for e in c["env"]}
-    assert env["SPECTRN_LLMPERF_REF"] == render.LLMPERF_REF
+    assert env["SPECTRN_LLMPERF_REF"] == load_job.LLMPERF_REF
     assert env["SPECTRN_MODEL"] == "Qwen/Qwen3-32B"
     assert (env["SPECTRN_INPUT_LEN"], env["SPECTRN_OUTPUT_LEN"], env["SPECTRN_CONCURRENCY"]) == ("64", "600", "4")
     assert env["SPECTRN_SAMPLING_PARAMS"] == '{"temperature": 0.0}'
@@ -548,7 +549,7 @@ def test_llmperf_job_runs_the_samples_benchmark(make_cfg):
         "baseline http://qwen-vllm.spectrn.svc.cluster.local:8000/v1",
         "speculative http://qwen-sd-vllm.spectrn.svc.cluster.local:8000/v1",
     ]
-    assert len(env["SPECTRN_CASES"].splitlines()) == len(render.LLMPERF_TEST_CASES)
+    assert len(env["SPECTRN_CASES"].splitlines()) == len(load_job.LLMPERF_TEST_CASES)
     assert env["SPECTRN_OUT"] == "/results/run-4"
     assert {"name": "OPENAI_API_KEY", "value": "dummy"} in c["env"]
     script = c["args"][0]
@@ -563,8 +564,8 @@ def test_llmperf_timeout_is_the_whole_runs_budget(make_cfg):
     # for"), so it must cover every wave of requests, not one request.
     cfg = make_cfg(bench={"requests": 32, "concurrency": [4], "timeout_s": 1200})
     env = {e["name"]: e["value"] for e in _llmperf_job(cfg, "t")["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert int(env["SPECTRN_RUN_TIMEOUT_S"]) == 1200 * 8 == render.llmperf_run_timeout_s(cfg)
-    assert render.llmperf_run_timeout_s(make_cfg(bench={"requests": 33, "concurrency": [4]})) == 1200 * 9
+    assert int(env["SPECTRN_RUN_TIMEOUT_S"]) == 1200 * 8 == load_job.llmperf_run_timeout_s(cfg)
+    assert load_job.llmperf_run_timeout_s(make_cfg(bench={"requests": 33, "concurrency": [4]})) == 1200 * 9
 
 
 def test_llmperf_script_is_the_same_text_for_every_configuration(make_cfg):
@@ -601,17 +602,17 @@ def test_llmperf_script_runs_each_case_against_each_endpoint(make_cfg, tmp_path)
     proc = subprocess.run(["bash", "-c", stub + body], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     calls = (tmp_path / "calls.txt").read_text().splitlines()
-    assert len(calls) == 2 * len(render.LLMPERF_TEST_CASES)
-    assert sum("qwen-sd-vllm" in line for line in calls) == len(render.LLMPERF_TEST_CASES)
+    assert len(calls) == 2 * len(load_job.LLMPERF_TEST_CASES)
+    assert sum("qwen-sd-vllm" in line for line in calls) == len(load_job.LLMPERF_TEST_CASES)
     assert all("--model Qwen/Qwen3-32B" in line and "--timeout 9600" in line for line in calls)
     assert "llmperf finished; results in" in proc.stdout
     assert sorted(p.name for p in (tmp_path / "out" / "llmperf").iterdir()) == sorted(
-        {"sonnet" if t == render.LLMPERF_KEEP_SONNET else render._slug(t) for t in render.LLMPERF_TEST_CASES}
+        {"sonnet" if t == load_job.LLMPERF_KEEP_SONNET else load_job._slug(t) for t in load_job.LLMPERF_TEST_CASES}
     )
 
 
 def test_wait_for_servers_script_compiles(make_cfg):
-    _, job = render.render_load_job(make_cfg(), "run-6", prompts=FIXED_PROMPTS)
+    _, job = load_job.render_load_job(make_cfg(), "run-6", prompts=FIXED_PROMPTS)
     (init,) = job["spec"]["template"]["spec"]["initContainers"]
     assert init["command"][:2] == ["python3", "-c"]
     compile(init["command"][2], "wait", "exec")
@@ -637,7 +638,7 @@ def test_only_one_variant(make_cfg):
 @pytest.mark.parametrize("run_id", ["UPPER", "has_underscore", "-lead", "x" * 41, "a/b"])
 def test_bad_run_ids_are_refused(make_cfg, run_id):
     with pytest.raises(ConfigError, match="run id"):
-        render.render_load_job(make_cfg(), run_id)
+        load_job.render_load_job(make_cfg(), run_id)
 
 
 def test_bad_service_account_name(make_cfg):
@@ -647,7 +648,7 @@ def test_bad_service_account_name(make_cfg):
 
 def test_unknown_engine_and_component(make_cfg):
     with pytest.raises(ConfigError, match="engine"):
-        render.render_load_job(make_cfg(), "r", "locust")
+        load_job.render_load_job(make_cfg(), "r", "locust")
     with pytest.raises(ConfigError, match="component"):
         render.render_objects(make_cfg(), components=["gpu"])
 
@@ -655,7 +656,7 @@ def test_unknown_engine_and_component(make_cfg):
 def test_broken_template_is_a_render_error(make_cfg, tmp_path):
     import jinja2
 
-    r = render._Renderer(make_cfg())
+    r = templates._Renderer(make_cfg())
     r.env.loader = jinja2.DictLoader(
         {
             "undefined.yaml.j2": "kind: ConfigMap\napiVersion: v1\nmetadata: {name: {{ missing }}}\n",
@@ -679,19 +680,19 @@ def test_broken_template_is_a_render_error(make_cfg, tmp_path):
 
 def test_to_yaml_round_trips(make_cfg):
     objs = render.render_objects(make_cfg(), run_id="rt", engine="llmperf", prompts=FIXED_PROMPTS)
-    text = render.to_yaml(objs)
+    text = output.to_yaml(objs)
     assert text.startswith("---\n")
     assert list(yaml.safe_load_all(text)) == objs
     assert text.count("# Pod Security Standards level: baseline") == 2  # the two vLLM Deployments
     assert text.count("# Pod Security Standards level: restricted") == 1  # the load Job
     assert "# Placeholder bucket" in text
-    sim = render.to_yaml(render.render_objects(make_cfg(runtime="sim"), prompts=FIXED_PROMPTS))
+    sim = output.to_yaml(render.render_objects(make_cfg(runtime="sim"), prompts=FIXED_PROMPTS))
     assert sim.count("# Pod Security Standards level: restricted") == 2 and "level: baseline" not in sim
 
 
 def test_write_objects_one_file_each(make_cfg, tmp_path):
     objs = render.render_objects(make_cfg(), run_id="files", prompts=FIXED_PROMPTS)
-    paths = render.write_objects(objs, tmp_path / "out")
+    paths = output.write_objects(objs, tmp_path / "out")
     assert [p.name for p in paths] == sorted(p.name for p in paths)  # apply order == file order
     assert paths[0].name == "01-namespace-spectrn.yaml"
     assert [yaml.safe_load(p.read_text()) for p in paths] == objs
@@ -702,7 +703,7 @@ def test_write_objects_into_a_dotdot_path_stays_inside_it(make_cfg, tmp_path):
     # `render -o ../out` is the user's chosen folder: allowed, and every file lands directly inside it
     objs = render.render_objects(make_cfg(), prompts=FIXED_PROMPTS)
     (tmp_path / "here").mkdir()
-    paths = render.write_objects(objs, tmp_path / "here" / ".." / "out")
+    paths = output.write_objects(objs, tmp_path / "here" / ".." / "out")
     assert {p.resolve().parent for p in paths} == {(tmp_path / "out").resolve()}
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(p.name for p in paths)
     assert [p for p in tmp_path.rglob("*") if p.is_file() and p.parent.name != "out"] == []
@@ -712,13 +713,13 @@ def test_write_objects_refuses_a_planted_symlink_and_a_file(make_cfg, tmp_path):
     objs = render.render_objects(make_cfg(), components=["namespace"])
     out = tmp_path / "out"
     out.mkdir()
-    (out / render.object_filename(1, objs[0])).symlink_to(tmp_path / "elsewhere.yaml")
+    (out / output.object_filename(1, objs[0])).symlink_to(tmp_path / "elsewhere.yaml")
     with pytest.raises(ConfigError, match="does not lead into"):
-        render.write_objects(objs, out)
+        output.write_objects(objs, out)
     assert not (tmp_path / "elsewhere.yaml").exists()
     (tmp_path / "file").write_text("x")
     with pytest.raises(ConfigError, match="is not a folder"):
-        render.write_objects(objs, tmp_path / "file")
+        output.write_objects(objs, tmp_path / "file")
 
 
 # ---- a real trn2 cluster: the S3 volume, the scheduler, Kubernetes' own expansion ------------------------------

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from doubles.render_support import FIXED_PROMPTS, containers, k8s_expand
 from spectrn.errors import ConfigError
+from spectrn.render import load_job, output
 from spectrn.render import manifests as render
 from spectrn.spec.sources import build_config
 
@@ -190,7 +191,7 @@ def check_property(field: str, value: str, runtime: str, source: str, engine: st
             for text in [*c.get("command", []), *c.get("args", []), *(e.get("value", "") for e in c.get("env") or [])]:
                 if text != "$(JOB_COMPLETION_INDEX)":
                     assert "\x1bINJECTED" not in k8s_expand(text, defined), text
-    assert list(yaml.safe_load_all(render.to_yaml(objs))) == objs
+    assert list(yaml.safe_load_all(output.to_yaml(objs))) == objs
     return True
 
 
@@ -232,8 +233,8 @@ def test_the_property_check_can_fail(monkeypatch) -> None:
     """A renderer that pasted a value into a script text would be caught."""
     import pytest
 
-    real = render.llmperf_script
-    monkeypatch.setattr(render, "llmperf_script", lambda cfg: real(cfg) + f"echo {cfg.draft_spec.hf_id}\n")
+    real = load_job.llmperf_script
+    monkeypatch.setattr(load_job, "llmperf_script", lambda cfg: real(cfg) + f"echo {cfg.draft_spec.hf_id}\n")
     baseline.cache_clear()
     try:
         with pytest.raises(AssertionError):

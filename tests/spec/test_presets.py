@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from spectrn.render.manifests import render_objects, vllm_args
+from spectrn.render.manifests import render_objects
+from spectrn.render.server import vllm_args
 from spectrn.runtimes.launch import sim_serve_args
 from spectrn.runtimes.sim_pair import SimPair
 from spectrn.spec.presets import PRESETS

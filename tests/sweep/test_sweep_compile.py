@@ -13,6 +13,7 @@ from spectrn.deploy.compile import MARKER, apply_jobs, artifact_status, compile_
 from spectrn.deploy.service import deploy, render_for_deploy
 from spectrn.errors import ConfigError
 from spectrn.render import manifests as render
+from spectrn.render import server
 from spectrn.spec.config import SpectrnConfig
 from spectrn.spec.sources import build_config
 
@@ -40,7 +41,7 @@ def test_one_job_per_configuration_mirrors_the_deployment(cfg: SpectrnConfig) ->
     assert jc["env"] == dc["env"]
     assert jc["image"] == dc["image"] and jc["resources"] == dc["resources"]
     env = {e["name"]: e.get("value") for e in jc["env"]}
-    assert env["NEURON_COMPILED_ARTIFACTS"] == render.artifacts_path(spec_cfg, True)
+    assert env["NEURON_COMPILED_ARTIFACTS"] == server.artifacts_path(spec_cfg, True)
     assert spec_cfg.artifact_key(True) in env["NEURON_COMPILED_ARTIFACTS"]
     script = jc["command"][2]
     assert jc["command"][:2] == ["/bin/bash", "-c"] and f"$ART/{MARKER}" in script and "vllm serve" in script
@@ -78,7 +79,7 @@ def test_artifact_status_through_a_running_pod(cfg: SpectrnConfig) -> None:
     deploy(fake, cfg, render_for_deploy(cfg, only="baseline"), clock=fake.clock, sleep=fake.sleep, poll_s=1)
     pod = next(p for p in fake.kinds("Pod") if p["status"].get("phase") == "Running")
     k7 = build_config({**cfg.model_dump(mode="json"), "num_speculative_tokens": 7}, environ={})
-    fake.runs[pod["metadata"]["name"]].files[f"{render.artifacts_path(k7, True)}/{MARKER}"] = b"{}"
+    fake.runs[pod["metadata"]["name"]].files[f"{server.artifacts_path(k7, True)}/{MARKER}"] = b"{}"
     status = artifact_status(fake, cfg, ["qwen3-1.7b"], [5, 7])
     assert status == {"baseline": "missing", "qwen3-1.7b-k5": "missing", "qwen3-1.7b-k7": "present"}
 

@@ -14,8 +14,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from spectrn import labels
+from spectrn.analyze.accumulator import Accumulator
+from spectrn.analyze.settings import Settings
 from spectrn.analyze.stats import BOOT_RESAMPLES, bootstrap, rng, subsample
-from spectrn.analyze.summary import Accumulator, Settings, accumulate
+from spectrn.analyze.summary import accumulate
 from spectrn.analyze.throughput import in_flight, ratio_ci
 from spectrn.run.records import RequestRecord, RunMeta
 from spectrn.run.summary import Interval, Summary, VariantSummary

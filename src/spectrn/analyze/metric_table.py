@@ -83,7 +83,7 @@ class Display:
 @dataclass(frozen=True)
 class Speedup:
     """A paired speedup of the metric in ``Speedups.<field>``: baseline / speculative for a lower-is-better metric,
-    speculative / baseline for a higher-is-better one, by bootstrap (``spectrn.analyze.summary.speedups``).
+    speculative / baseline for a higher-is-better one, by bootstrap (``spectrn.analyze.speedups.speedups``).
 
     ``column``: the accumulator column it pairs (``None``: computed apart, as the per-token ITL's clustered
     interval); ``center``: the statistic compared; ``seed``: its bootstrap's own seed offset, fixed per speedup so

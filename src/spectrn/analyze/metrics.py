@@ -13,7 +13,7 @@ Definitions (per successful, non-warm-up request with n output tokens):
 
 Each request uses its own n, so the figures hold when output lengths differ (natural ends, ``ignore_eos`` off):
 percentiles of TPOT, e2e and per-request throughput count each request once whatever its length, while the
-per-token ITL and the aggregate throughput (total tokens / wall time, ``spectrn.analyze.summary``) count each
+per-token ITL and the aggregate throughput (total tokens / wall time, ``spectrn.analyze.variant``) count each
 token once (docs/benchmarks.md, "Natural output lengths").
 
 ``time_scale``: a simulated run at time scale s ran s times real time; every duration is divided by s so that

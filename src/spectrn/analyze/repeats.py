@@ -24,11 +24,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from spectrn.analyze.accumulator import Accumulator
 from spectrn.analyze.difference import ALL, scoped
+from spectrn.analyze.settings import Settings
 from spectrn.analyze.shares import decode_spans
 from spectrn.analyze.stats import BOOT_RESAMPLES, percentile_interval, replicates, rng, subsample
-from spectrn.analyze.summary import Accumulator, Settings, usd_per_million
 from spectrn.analyze.throughput import aggregate_replicates, in_flight, ratio_replicates
+from spectrn.analyze.variant import usd_per_million
 from spectrn.run.folder import RunFolder
 from spectrn.run.repeats import (
     REPEATS_FILE,
@@ -112,7 +114,7 @@ def _speedup_figures(
     base: Accumulator, spec: Accumulator, cs: ClassSummary, *, paired: bool, seed: int, resamples: int
 ) -> dict[str, Figure]:
     """The speedups' points (the run's summary) and their request-level bootstrap values, paired by schedule
-    index as in ``spectrn.analyze.summary.speedups``."""
+    index as in ``spectrn.analyze.speedups.speedups``."""
     import numpy as np
 
     sp = cs.speedup

@@ -180,7 +180,7 @@ def deploy_cmd(
     from spectrn.deploy.service import deploy, render_for_deploy
     from spectrn.errors import DeployError
     from spectrn.kube.api import KubeApiError
-    from spectrn.render.manifests import to_yaml
+    from spectrn.render.output import to_yaml
 
     console = err_console()
     cfg = config_from_cli(

@@ -69,16 +69,21 @@ def render(
     """Render the services' manifests: multi-document YAML on stdout (pipe to `kubectl apply -f -`) or files
     with --out-dir. The load Job only with --job (`spectrn bench` renders and starts it itself)."""
     from spectrn.cli.common import out_dir_of
-    from spectrn.render import manifests as r
+    from spectrn.render.iam import iam_policy as iam_policy_of
+    from spectrn.render.iam import s3_iam_policy
+    from spectrn.render.load_job import ENGINES, check_run_id
+    from spectrn.render.manifests import SHARED_COMPONENTS, render_objects
+    from spectrn.render.output import to_yaml, write_objects
+    from spectrn.render.server import VARIANTS
 
     folder = out_dir_of(out_dir, out, Path(), old_flag="-o/--out") if out_dir or out else None
 
-    if only is not None and only not in r.VARIANTS:
+    if only is not None and only not in VARIANTS:
         raise ConfigError(f"--only {only!r} is not a service", hint="use --only baseline or --only speculative")
-    if engine is not None and engine not in r.ENGINES:
+    if engine is not None and engine not in ENGINES:
         raise ConfigError(f"--engine {engine!r} is not known", hint="use --engine spectrn or --engine llmperf")
     if run_id is not None:
-        r.check_run_id(run_id)
+        check_run_id(run_id)
     if not job and (engine is not None or run_id is not None):
         flag = "--engine" if engine is not None else "--run-id"
         raise ConfigError(f"{flag} applies to the load Job, which render leaves out by default", hint="add --job")
@@ -93,21 +98,21 @@ def render(
         num_speculative_tokens=window,
     )
     if iam_policy:
-        typer.echo(json.dumps(r.iam_policy(cfg), indent=2))
+        typer.echo(json.dumps(iam_policy_of(cfg), indent=2))
         return
     if s3_policy:
-        typer.echo(json.dumps(r.s3_iam_policy(cfg), indent=2))
+        typer.echo(json.dumps(s3_iam_policy(cfg), indent=2))
         return
-    components: list[str] = [*r.SHARED_COMPONENTS, *([only] if only else r.VARIANTS)]
+    components: list[str] = [*SHARED_COMPONENTS, *([only] if only else VARIANTS)]
     rid = None
     if job:
         components.append("loadgen")
-        rid = r.check_run_id(
+        rid = check_run_id(
             run_id or default_run_id(cfg.draft if cfg.uses_draft_model else "medusa", cfg.num_speculative_tokens)
         )
-    objects = r.render_objects(cfg, components=components, run_id=rid, engine=engine)
+    objects = render_objects(cfg, components=components, run_id=rid, engine=engine)
     if folder is None:
-        typer.echo(r.to_yaml(objects), nl=False)
+        typer.echo(to_yaml(objects), nl=False)
         return
-    paths = r.write_objects(objects, folder)
+    paths = write_objects(objects, folder)
     err_console().print(f"wrote {len(paths)} files to {folder}", highlight=False, markup=False)

@@ -304,7 +304,7 @@ def compile_(
     jobs = comp.compile_jobs(cfg, d, w, baseline=baseline)
     prereqs = comp.prerequisites(cfg)
     if dry_run:
-        from spectrn.render.manifests import to_yaml
+        from spectrn.render.output import to_yaml
 
         typer.echo(to_yaml([*prereqs, *jobs]), nl=False)
         return

@@ -97,7 +97,7 @@ def start_load_job(kube: KubeApi, cfg: SpectrnConfig, run_id: str, engine: str) 
     from spectrn.deploy.apply import apply_plan
     from spectrn.deploy.plan import make_plan
     from spectrn.deploy.service import status
-    from spectrn.render.manifests import render_load_job
+    from spectrn.render.load_job import render_load_job
 
     objects = render_load_job(cfg, run_id, engine)
     states = status(kube, cfg)

@@ -3,7 +3,7 @@
 A Neuron compile of one (target, draft, window, TP, batch, sequence length, image, dialect) configuration
 takes hours on trn2. ``spectrn compile`` renders ``manifests/compile-job.yaml.j2`` once per sweep
 configuration: the vLLM Neuron image running the Deployment's own ``vllm serve`` command line, writing into
-the same ``NEURON_COMPILED_ARTIFACTS`` folder under the S3 mount (``render.artifacts_path``, keyed by
+the same ``NEURON_COMPILED_ARTIFACTS`` folder under the S3 mount (``render.server.artifacts_path``, keyed by
 ``SpectrnConfig.artifact_key``), exiting 0 once ``/health`` answers 200 after writing the marker file
 ``<artifacts>/.spectrn-compiled``. A sweep can then deploy each cell without waiting for compilation.
 
@@ -105,7 +105,8 @@ def compile_resources(cfg: SpectrnConfig, server: dict[str, Any]) -> dict[str, A
 
 def compile_job(cfg: SpectrnConfig, speculative: bool) -> dict[str, Any]:
     """The Job that precompiles one configuration (parsed back from YAML and checked)."""
-    from spectrn.render import manifests as render
+    from spectrn.render.server import _server_ctx, artifacts_path
+    from spectrn.render.templates import _labels, _Renderer
 
     if cfg.runtime != "neuron":
         raise ConfigError(
@@ -113,18 +114,18 @@ def compile_job(cfg: SpectrnConfig, speculative: bool) -> dict[str, Any]:
             hint="compile Jobs are for runtime: neuron; the simulator needs no artifacts",
         )
     variant = "speculative" if speculative else "baseline"
-    ctx = render._server_ctx(cfg, variant)  # the Deployment's own image, args, env, devices and resources
+    ctx = _server_ctx(cfg, variant)  # the Deployment's own image, args, env, devices and resources
     key = cfg.artifact_key(speculative)
     extra = {"spectrn.io/variant": variant, "spectrn.io/artifact-hash": key.rsplit("-", 1)[-1]}
     if speculative:
         extra["spectrn.io/window"] = str(cfg.num_speculative_tokens)
         extra["spectrn.io/draft"] = cfg.draft if cfg.uses_draft_model else "medusa"
-    labels = render._labels(cfg, COMPONENT, **extra)
-    objs = render._Renderer(cfg).render(
+    labels = _labels(cfg, COMPONENT, **extra)
+    objs = _Renderer(cfg).render(
         TEMPLATE,
         name=job_name(cfg, speculative),
         labels=labels,
-        artifacts=render.artifacts_path(cfg, speculative),
+        artifacts=artifacts_path(cfg, speculative),
         deadline_s=cfg.probes.startup_budget_s + 3600,
         dra=ctx["dra"],
         claim_name=ctx["claim_name"],
@@ -219,7 +220,7 @@ def artifact_status(
     kube: Any, cfg: SpectrnConfig, drafts: Sequence[str], windows: Sequence[int], *, baseline: bool = True
 ) -> dict[str, str]:
     """``present`` / ``missing`` / ``unknown`` per configuration label (``baseline``, ``<draft>-k<window>``)."""
-    from spectrn.render import manifests as render
+    from spectrn.render.server import artifacts_path
 
     confs = configurations(cfg, drafts, windows, baseline=baseline)
     labels = ["baseline" if not spec else setup_label(c.draft, c.num_speculative_tokens, sep="-") for c, spec in confs]
@@ -233,7 +234,7 @@ def artifact_status(
         return dict.fromkeys(labels, "unknown (no running vLLM pod to look into the bucket)")
     out = {}
     for label, (c, spec) in zip(labels, confs, strict=True):
-        marker = f"{render.artifacts_path(c, spec)}/{MARKER}"
+        marker = f"{artifacts_path(c, spec)}/{MARKER}"
         try:
             kube.exec(pod, cfg.namespace, ["test", "-e", marker], container="server", timeout_s=30)
             out[label] = "present"

@@ -29,8 +29,10 @@ from spectrn.events import Emitter, OnEvent
 from spectrn.labels import run_id, stamped_id
 from spectrn.loadgen.arrivals import read_trace
 from spectrn.loadgen.client import RequestParams
+from spectrn.loadgen.plan import RunOutcome, RunPlan
 from spectrn.loadgen.prompts import BUILTIN_SETS, COMBINED_SETS, build_schedule, split_schedule
-from spectrn.loadgen.runner import Level, RunOutcome, RunPlan, run_bench, write_error
+from spectrn.loadgen.runner import Level, run_bench
+from spectrn.loadgen.sink import write_error
 from spectrn.loadgen.workloads import load_workload
 from spectrn.names import check_name
 from spectrn.names import check_run_id as check_run_id

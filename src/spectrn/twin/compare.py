@@ -51,8 +51,8 @@ def bench_order(prompts: str, requests: int, warmup: int, seed: int) -> list[str
 
 def default_ramps(levels: Sequence[int], time_scale: float = 1.0) -> dict[int, float]:
     """The load generator's automatic closed-loop ramp per level, in real seconds for a bench at ``time_scale``
-    (``spectrn.loadgen.runner.closed_loop_ramp``; its cap at half a warm-up request is not modelled)."""
-    from spectrn.loadgen.runner import AUTO_RAMP_MAX_S, AUTO_RAMP_STEP_S
+    (``spectrn.loadgen.schedulers.closed_loop_ramp``; its cap at half a warm-up request is not modelled)."""
+    from spectrn.loadgen.schedulers import AUTO_RAMP_MAX_S, AUTO_RAMP_STEP_S
 
     return {c: min(AUTO_RAMP_STEP_S * (c - 1), AUTO_RAMP_MAX_S) / time_scale for c in levels}
 

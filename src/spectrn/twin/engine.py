@@ -9,7 +9,7 @@ It follows ``spectrn.sim.engine.Engine``'s rules step for step, on the same cost
 - a speculative decode step draws each proposal in order with its conditional acceptance and stops at the first
   rejection, emitting the accepted prefix plus one token, cut at the request's length;
 
-and the load generator's closed loop (``spectrn.loadgen.runner``): ``c`` workers started over a ramp, each
+and the load generator's closed loop (``spectrn.loadgen.schedulers``): ``c`` workers started over a ramp, each
 sending its next request as soon as the previous one finished (it arrives a moment after the step that
 finished it began its successor, so it waits for that step, as over a real socket).
 
