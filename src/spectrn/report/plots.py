@@ -302,7 +302,7 @@ def plot_load_levels(summary: Summary, path: Path) -> Path:
     axes = fig.subplots(2, len(scopes), squeeze=False)
     labels = summary.level_labels
     for col, scope in enumerate(scopes):
-        name = "all (pooled)" if scope == "all" else scope
+        name = class_label(scope)
         ax1, ax2 = axes[0][col], axes[1][col]
         for i, v in enumerate(summary.variant_names):
             rows: list[VariantSummary | None] = []
