@@ -48,8 +48,14 @@ def run_child(code: str, *args: str, timeout: float = 3600) -> dict[str, Any]:
 # ---- analysis at 10k .. 1M records ------------------------------------------------------------------------
 
 
-def write_run(folder: Path, n_records: int, seed: int = 1) -> None:
-    """A run folder with ``n_records`` synthetic records (half per variant), streamed to disk."""
+CLASSES = ("open", "structured", "code")
+WORDS = ("the", "model", "token", "draft", "accept", "value", "return", "{", "}", "data", "serve", "fast")
+
+
+def write_run(folder: Path, n_records: int, seed: int = 1, *, realistic: bool = True) -> None:
+    """A run folder with ``n_records`` synthetic records (half per variant, three prompt classes, per-chunk
+    times and token counts; ``realistic``: with output texts and token ids, as a run that keeps outputs),
+    streamed to disk."""
     from spectrn.run.records import RunMeta
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -60,7 +66,7 @@ def write_run(folder: Path, n_records: int, seed: int = 1) -> None:
         for i in range(n_records):
             variant = "baseline" if i % 2 == 0 else "speculative"
             index = i // 2
-            cls = "structured" if index % 2 else "open"
+            cls = CLASSES[index % len(CLASSES)]
             ttft = 0.05 + rng.random() * 0.01
             times, toks, t, left = [round(ttft, 6)], [1], ttft, tokens - 1
             while left > 0:
@@ -73,8 +79,12 @@ def write_run(folder: Path, n_records: int, seed: int = 1) -> None:
                 "variant": variant, "index": index, "prompt_id": f"p{index % 50}", "prompt_class": cls,
                 "level": "c64", "sent_at": start + index * 0.05, "ttft": times[0], "e2e": round(t + 0.001, 6),
                 "chunk_times": times, "chunk_tokens": toks, "token_source": "usage", "completion_tokens": tokens,
-                "prompt_tokens": 64, "status": 200,
+                "prompt_tokens": 64, "status": 200, "finish_reason": "length",
             }  # fmt: skip
+            if realistic:  # what a kept output adds: the text and the token ids of every record
+                ids = [rng.randrange(32_000) for _ in range(tokens)]
+                rec["output_token_ids"] = ids
+                rec["output_text"] = " ".join(WORDS[i % len(WORDS)] for i in ids)
             f.write(json.dumps(rec, separators=(",", ":")) + "\n")
     meta = RunMeta(run_id=folder.name, spectrn_version="bench", started_at=start, finished_at=start + n_records)
     (folder / "run.json").write_text(meta.model_dump_json(indent=2))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,15 +32,39 @@ def emf_lines(
 ) -> tuple[list[str], int]:
     """The same metrics, dimensions and units as ``build_metric_datums`` as EMF JSON lines (one per request,
     plus continuation lines for ITL gaps beyond EMF's 100 values per array). Returns (lines, non-finite
-    values left out)."""
+    values left out). Holds every line: for a file, ``write_emf`` streams ``iter_emf_lines`` instead."""
+    skipped = [0]
+    lines = list(
+        iter_emf_lines(
+            run,
+            namespace=namespace,
+            run_id=run_id,
+            storage_resolution=storage_resolution,
+            metrics_fn=metrics_fn,
+            skipped=skipped,
+        )
+    )
+    return lines, skipped[0]
+
+
+def iter_emf_lines(
+    run: RunFolder,
+    *,
+    namespace: str = "Spectrn",
+    run_id: str | None = None,
+    storage_resolution: int = 60,
+    metrics_fn: MetricsFn | None = None,
+    skipped: list[int] | None = None,
+) -> Iterator[str]:
+    """``emf_lines``' lines, each made as it is asked for (one record in memory at a time); the count of
+    non-finite values left out is added to ``skipped[0]`` when given."""
     validate_namespace(namespace)
     summary = ensure_summary(run)
     metrics_fn = metrics_fn or default_metrics_fn(summary.provenance.time_scale)
     rid = dim_value(run_id or run.run_id)
     cfg = dim_value(summary.config_label)
     dimsets = [list(DIMS_BY_CLASS), list(DIMS_AGGREGATE)]
-    skipped = 0
-    lines: list[str] = []
+    counter = skipped if skipped is not None else [0]
 
     def line(ts_ms: int, members: dict[str, Any], values: dict[str, Any], dims: list[list[str]]) -> str:
         directive = {
@@ -75,17 +100,17 @@ def emf_lines(
                 if _finite(float(value)):
                     values[name] = float(value)
                 else:
-                    skipped += 1
+                    counter[0] += 1
             tpc = getattr(rm, "tokens_per_decode_chunk", None)
             if tpc is not None and math.isfinite(tpc):
                 values["TokensPerChunk"] = float(tpc)
             itls = [x for x in (rm.itls or []) if math.isfinite(x)]
-            skipped += len(rm.itls or []) - len(itls)
+            counter[0] += len(rm.itls or []) - len(itls)
         if itls:
             values["ITL"] = itls[:EMF_MAX_VALUES]
-        lines.append(line(ts_ms, members, values, dimsets))
+        yield line(ts_ms, members, values, dimsets)
         for i in range(EMF_MAX_VALUES, len(itls), EMF_MAX_VALUES):
-            lines.append(line(ts_ms, members, {"ITL": itls[i : i + EMF_MAX_VALUES]}, dimsets))
+            yield line(ts_ms, members, {"ITL": itls[i : i + EMF_MAX_VALUES]}, dimsets)
     end_ms = int((summary.time_range or (run.meta.started_at, run.meta.started_at))[1] * 1000)
     for lv in summary.levels:
         for variant, vs in lv.variants.items():
@@ -97,13 +122,12 @@ def emf_lines(
                 values["MeanAcceptanceLength"] = acc.mean_accepted_length
             if values:
                 members = {"RunId": rid, "Config": cfg, "Load": dim_value(lv.label), "Variant": dim_value(variant)}
-                lines.append(line(end_ms, members, values, [list(DIMS_AGGREGATE)]))
+                yield line(end_ms, members, values, [list(DIMS_AGGREGATE)])
     for level, variant, pclass, good in goodput_values(summary):
         members = {"RunId": rid, "Config": cfg, "Load": dim_value(level), "Variant": dim_value(variant)}
         if pclass is not None:
             members["PromptClass"] = dim_value(pclass)
-        lines.append(line(end_ms, members, good, [list(DIMS_BY_CLASS if pclass is not None else DIMS_AGGREGATE)]))
-    return lines, skipped
+        yield line(end_ms, members, good, [list(DIMS_BY_CLASS if pclass is not None else DIMS_AGGREGATE)])
 
 
 def write_emf(
@@ -117,7 +141,7 @@ def write_emf(
     run = RunFolder.open(run_dir)
     cw = run.meta.config.cloudwatch
     ns = namespace or cw.namespace
-    lines, _ = emf_lines(
+    lines = iter_emf_lines(
         run, namespace=ns, run_id=run_id, storage_resolution=cw.storage_resolution, metrics_fn=metrics_fn
     )
     return run.write_emf(lines)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,13 @@ from spectrn.report.format import LATENCIES, SPEEDUPS, VARIANT_COLORS, color, sp
 from spectrn.run.folder import RunFolder
 from spectrn.run.summary import Interval, LevelSummary, Stats, Summary, VariantSummary
 
-CDF_MAX_ITL_REQUESTS = 2000  # the ITL CDF draws the tokens of at most this many requests per variant
+CDF_SAMPLE_REQUESTS = 20_000  # the CDFs draw a uniform random sample of at most this many requests per variant
+CDF_MAX_ITL_REQUESTS = 2000  # ... and the ITL gaps of a uniform random sample of at most this many of them
+CDF_SAMPLE_SEED = 0
+CDF_METHOD = (
+    f"uniform random sample of at most {CDF_SAMPLE_REQUESTS:,} requests per variant (reservoir, seed "
+    f"{CDF_SAMPLE_SEED}); ITL from at most {CDF_MAX_ITL_REQUESTS:,} of them"
+)
 
 
 def _figure(w: float, h: float) -> Any:
@@ -43,22 +50,43 @@ def _num(x: Any) -> float | None:
     return float(x) if isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) else None
 
 
+def _reservoir(kept: list[Any], seen: int, item: Any, size: int, rng: random.Random) -> None:
+    """Algorithm R: after ``seen + 1`` offers, ``kept`` is a uniform random sample of at most ``size`` of them."""
+    if seen < size:
+        kept.append(item)
+    else:
+        j = rng.randrange(seen + 1)
+        if j < size:
+            kept[j] = item
+
+
 def values_by_variant(run: RunFolder, metrics_fn: MetricsFn) -> dict[str, dict[str, list[float]]]:
-    """Per variant: one TTFT, TPOT, e2e and throughput per request; per-token ITL of the first
-    ``CDF_MAX_ITL_REQUESTS`` requests (bounded memory for long runs)."""
-    out: dict[str, dict[str, list[float]]] = {}
-    itl_requests: dict[str, int] = {}
+    """Per variant: TTFT, TPOT, e2e and throughput of a uniform random sample of its requests, and the
+    per-token ITL of a smaller one (``CDF_METHOD``): memory bounded however long the run; the summary's
+    percentiles come from every request."""
+    rng = random.Random(CDF_SAMPLE_SEED)
+    per_request: dict[str, list[tuple[float | None, ...]]] = {}
+    itl_lists: dict[str, list[list[float]]] = {}
+    seen: dict[str, int] = {}
     for rec in run.records():
         rm = metrics_fn(rec) if rec.ok else None
         if rm is None:
             continue
-        d = out.setdefault(rec.variant, {"ttft_s": [], "tpot_s": [], "itl_s": [], "e2e_s": [], "tput": []})
-        for key, v in (("ttft_s", rm.ttft), ("tpot_s", rm.tpot), ("e2e_s", rm.e2e), ("tput", rm.throughput_tok_s)):
-            if v is not None and math.isfinite(v):
-                d[key].append(float(v))
-        if itl_requests.get(rec.variant, 0) < CDF_MAX_ITL_REQUESTS:
-            itl_requests[rec.variant] = itl_requests.get(rec.variant, 0) + 1
-            d["itl_s"].extend(x for x in rm.itls if math.isfinite(x))
+        n = seen.get(rec.variant, 0)
+        seen[rec.variant] = n + 1
+        row = (rm.ttft, rm.tpot, rm.e2e, rm.throughput_tok_s)
+        _reservoir(per_request.setdefault(rec.variant, []), n, row, CDF_SAMPLE_REQUESTS, rng)
+        itls = [x for x in rm.itls if math.isfinite(x)]
+        _reservoir(itl_lists.setdefault(rec.variant, []), n, itls, CDF_MAX_ITL_REQUESTS, rng)
+    out: dict[str, dict[str, list[float]]] = {}
+    for variant, rows in per_request.items():
+        d = out[variant] = {"ttft_s": [], "tpot_s": [], "itl_s": [], "e2e_s": [], "tput": []}
+        for row in rows:
+            for key, v in zip(("ttft_s", "tpot_s", "e2e_s", "tput"), row, strict=True):
+                if v is not None and math.isfinite(v):
+                    d[key].append(float(v))
+        for itls in itl_lists[variant]:
+            d["itl_s"].extend(itls)
     return out
 
 
@@ -89,7 +117,7 @@ def plot_latency_cdfs(values: dict[str, dict[str, list[float]]], path: Path) -> 
             ax.legend(loc="lower right", fontsize=8)
         else:
             ax.text(0.5, 0.5, "not measured by this load generator", ha="center", va="center", transform=ax.transAxes)
-    fig.suptitle("Latency distributions, all prompt classes pooled (dotted: medians)")
+    fig.suptitle(f"Latency distributions, all prompt classes pooled (dotted: medians)\n{CDF_METHOD}", fontsize=10)
     return _save(fig, path)
 
 
