@@ -32,7 +32,7 @@ from spectrn.report.format import (
 )
 from spectrn.report.markdown import summary_markdown
 from spectrn.report.plots import (
-    CDF_MAX_ITL_REQUESTS,
+    CDF_METHOD,
     plot_acceptance,
     plot_latency_by_class,
     plot_latency_cdfs,
@@ -300,8 +300,7 @@ def build_report(run_dir: Path, out_dir: Path | None = None, *, metrics_fn: Metr
             (
                 "Latency CDFs",
                 plot_latency_cdfs(values, out / "latency_cdf.png"),
-                "Empirical CDFs per variant over all measured requests (per-token ITL: the first "
-                f"{CDF_MAX_ITL_REQUESTS} requests per variant); further left is faster.",
+                f"Empirical CDFs per variant from a {CDF_METHOD}; further left is faster.",
             )
         )
     images += [
