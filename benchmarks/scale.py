@@ -273,6 +273,7 @@ def main() -> int:
     ap.add_argument("--open-loop-seconds", type=float, default=8.0)
     ap.add_argument("--work", type=Path, default=RESULTS / "scale_work")
     ap.add_argument("--skip", default="", help="comma-separated parts to skip: commands,analysis,open-loop,sim,client")
+    ap.add_argument("--out", type=Path, default=RESULTS / "scale.json", help="where to write the results")
     ap.add_argument("--commands", default="analyze,report,publish --emf", help="which commands to measure")
     ap.add_argument(
         "--command-max", default="", help="per command, the largest size to run it at, e.g. 'report=100000'"
@@ -297,9 +298,10 @@ def main() -> int:
     if "client" not in skip:
         result["client"] = sub_benchmark("loadgen_accuracy.py", "--levels", "1,16,64,256", "--pattern", "1")
         print(result["client"], flush=True)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "scale.json").write_text(json.dumps(result, indent=2))
-    print(f"wrote {RESULTS / 'scale.json'}")
+    result["load_average"] = list(__import__("os").getloadavg())
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
+    print(f"wrote {args.out}")
     return 0
 
 
