@@ -81,8 +81,8 @@ def values_by_variant(run: RunFolder, metrics_fn: MetricsFn) -> dict[str, dict[s
     out: dict[str, dict[str, list[float]]] = {}
     for variant, rows in per_request.items():
         d = out[variant] = {"ttft_s": [], "tpot_s": [], "itl_s": [], "e2e_s": [], "tput": []}
-        for row in rows:
-            for key, v in zip(("ttft_s", "tpot_s", "e2e_s", "tput"), row, strict=True):
+        for kept in rows:
+            for key, v in zip(("ttft_s", "tpot_s", "e2e_s", "tput"), kept, strict=True):
                 if v is not None and math.isfinite(v):
                     d[key].append(float(v))
         for itls in itl_lists[variant]:
