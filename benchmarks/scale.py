@@ -4,6 +4,10 @@ at 1/64/256 streams, and the client's accuracy at 1/16/64/256 streams, all in on
     .venv/bin/python benchmarks/scale.py [--sizes 10000,100000,1000000] [--open-loop 500000] [--quick]
 
 Parts (each in its own process, so peak RSS is that part's own):
+- commands: ``spectrn analyze RUN`` (summary, llmperf-compatible files, EMF, report), ``spectrn report RUN``
+  and ``spectrn publish --emf RUN``, each run as a process on a folder of N realistic records (per-chunk
+  times and token counts, output texts and token ids, both variants, three prompt classes): peak RSS of the
+  command's process tree and wall time per size.
 - analysis: a run folder of N synthetic records (generated, not run: two variants, two prompt classes, 64
   output tokens; speculative events of 1-4 tokens) is analysed by ``spectrn.analyze.run.analyze_folder``;
   time and peak RSS per size.
@@ -48,8 +52,14 @@ def run_child(code: str, *args: str, timeout: float = 3600) -> dict[str, Any]:
 # ---- analysis at 10k .. 1M records ------------------------------------------------------------------------
 
 
-def write_run(folder: Path, n_records: int, seed: int = 1) -> None:
-    """A run folder with ``n_records`` synthetic records (half per variant), streamed to disk."""
+CLASSES = ("open", "structured", "code")
+WORDS = ("the", "model", "token", "draft", "accept", "value", "return", "{", "}", "data", "serve", "fast")
+
+
+def write_run(folder: Path, n_records: int, seed: int = 1, *, realistic: bool = True) -> None:
+    """A run folder with ``n_records`` synthetic records (half per variant, three prompt classes, per-chunk
+    times and token counts; ``realistic``: with output texts and token ids, as a run that keeps outputs),
+    streamed to disk."""
     from spectrn.run.records import RunMeta
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -60,7 +70,7 @@ def write_run(folder: Path, n_records: int, seed: int = 1) -> None:
         for i in range(n_records):
             variant = "baseline" if i % 2 == 0 else "speculative"
             index = i // 2
-            cls = "structured" if index % 2 else "open"
+            cls = CLASSES[index % len(CLASSES)]
             ttft = 0.05 + rng.random() * 0.01
             times, toks, t, left = [round(ttft, 6)], [1], ttft, tokens - 1
             while left > 0:
@@ -73,8 +83,12 @@ def write_run(folder: Path, n_records: int, seed: int = 1) -> None:
                 "variant": variant, "index": index, "prompt_id": f"p{index % 50}", "prompt_class": cls,
                 "level": "c64", "sent_at": start + index * 0.05, "ttft": times[0], "e2e": round(t + 0.001, 6),
                 "chunk_times": times, "chunk_tokens": toks, "token_source": "usage", "completion_tokens": tokens,
-                "prompt_tokens": 64, "status": 200,
+                "prompt_tokens": 64, "status": 200, "finish_reason": "length",
             }  # fmt: skip
+            if realistic:  # what a kept output adds: the text and the token ids of every record
+                ids = [rng.randrange(32_000) for _ in range(tokens)]
+                rec["output_token_ids"] = ids
+                rec["output_text"] = " ".join(WORDS[i % len(WORDS)] for i in ids)
             f.write(json.dumps(rec, separators=(",", ":")) + "\n")
     meta = RunMeta(run_id=folder.name, spectrn_version="bench", started_at=start, finished_at=start + n_records)
     (folder / "run.json").write_text(meta.model_dump_json(indent=2))
@@ -114,6 +128,53 @@ def analysis(sizes: list[int], work: Path) -> list[dict[str, Any]]:
             f"{row['us_per_record']:6.1f} us/record, peak RSS {out['peak_rss_mib']:6.0f} MiB",
             flush=True,
         )
+    return rows
+
+
+# ---- the commands users run, as processes -------------------------------------------------------------------
+
+# A fresh wrapper per command: RUSAGE_CHILDREN's ru_maxrss is then the peak RSS of the largest process of that
+# command's tree (and nothing measured before it).
+MEASURE = """
+import json, resource, subprocess, sys, time
+t = time.perf_counter()
+proc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
+dt = time.perf_counter() - t
+print(json.dumps({"rc": proc.returncode, "seconds": dt, "stderr": proc.stderr[-2000:],
+                  "peak_rss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
+"""
+
+COMMANDS = {
+    "analyze": ["analyze", "{run}", "-o", "json"],  # summary, llmperf files, EMF, report: finish()
+    "report": ["report", "{run}", "--no-table"],
+    "publish --emf": ["publish", "--emf", "{run}"],
+}
+
+
+def commands(sizes: list[int], work: Path, which: list[str], max_size: dict[str, int]) -> list[dict[str, Any]]:
+    """``spectrn analyze|report|publish --emf`` on run folders of realistic records, each command its own
+    process: peak RSS and wall time."""
+    spectrn = str(Path(sys.executable).with_name("spectrn"))
+    rows = []
+    for n in sizes:
+        folder = work / f"records-{n}"
+        if not (folder / "requests.jsonl").exists():
+            write_run(folder, n)
+        size_mb = (folder / "requests.jsonl").stat().st_size / 1e6
+        for name in which:
+            if n > max_size.get(name, n):
+                continue
+            argv = [spectrn, *(a.replace("{run}", str(folder)) for a in COMMANDS[name])]
+            out = run_child(MEASURE, *argv)
+            if out["rc"] != 0:
+                raise SystemExit(f"`spectrn {name}` failed ({out['rc']}): {out['stderr']}")
+            row = {"command": f"spectrn {name}", "records": n, "file_mb": round(size_mb, 1),
+                   "seconds": round(out["seconds"], 1), "peak_rss_mib": round(out["peak_rss_mib"], 1),
+                   "us_per_record": round(out["seconds"] / n * 1e6, 1)}  # fmt: skip
+            rows.append(row)
+            print(f"spectrn {name:<13} {n:>9,} records ({size_mb:,.0f} MB): {out['seconds']:7.1f} s, "
+                  f"{row['us_per_record']:6.1f} us/record, peak RSS {out['peak_rss_mib']:6.0f} MiB",
+                  flush=True)  # fmt: skip
     return rows
 
 
@@ -212,13 +273,22 @@ def main() -> int:
     ap.add_argument("--open-loop", type=int, default=500_000)
     ap.add_argument("--open-loop-seconds", type=float, default=8.0)
     ap.add_argument("--work", type=Path, default=RESULTS / "scale_work")
-    ap.add_argument("--skip", default="", help="comma-separated parts to skip: analysis,open-loop,sim,client")
+    ap.add_argument("--skip", default="", help="comma-separated parts to skip: commands,analysis,open-loop,sim,client")
+    ap.add_argument("--out", type=Path, default=RESULTS / "scale.json", help="where to write the results")
+    ap.add_argument("--commands", default="analyze,report,publish --emf", help="which commands to measure")
+    ap.add_argument(
+        "--command-max", default="", help="per command, the largest size to run it at, e.g. 'report=100000'"
+    )
     ap.add_argument("--quick", action="store_true", help="sizes 10k,100k; open loop 50k; shorter sub-benchmarks")
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     sizes = [int(x) for x in args.sizes.split(",")] if not args.quick else [10_000, 100_000]
     result: dict[str, Any] = {"started": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
     args.work.mkdir(parents=True, exist_ok=True)
+    if "commands" not in skip:
+        max_size = {k: int(v) for k, v in (x.split("=") for x in filter(None, args.command_max.split(",")))}
+        which = [c.strip() for c in args.commands.split(",") if c.strip()]
+        result["commands"] = commands(sizes, args.work, which, max_size)
     if "analysis" not in skip:
         result["analysis"] = analysis(sizes, args.work)
     if "open-loop" not in skip:
@@ -229,9 +299,10 @@ def main() -> int:
     if "client" not in skip:
         result["client"] = sub_benchmark("loadgen_accuracy.py", "--levels", "1,16,64,256", "--pattern", "1")
         print(result["client"], flush=True)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "scale.json").write_text(json.dumps(result, indent=2))
-    print(f"wrote {RESULTS / 'scale.json'}")
+    result["load_average"] = list(__import__("os").getloadavg())
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
+    print(f"wrote {args.out}")
     return 0
 
 

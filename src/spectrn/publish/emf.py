@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,33 @@ def emf_lines(
 ) -> tuple[list[str], int]:
     """The same metrics, dimensions and units as ``build_metric_datums`` as EMF JSON lines (one per request,
     plus continuation lines for ITL gaps beyond EMF's 100 values per array). Returns (lines, non-finite
-    values left out)."""
+    values left out). Holds every line: for a file, ``write_emf`` streams ``iter_emf_lines`` instead."""
+    skipped = [0]
+    lines = list(
+        iter_emf_lines(
+            run,
+            namespace=namespace,
+            run_id=run_id,
+            storage_resolution=storage_resolution,
+            metrics_fn=metrics_fn,
+            skipped=skipped,
+        )
+    )
+    return lines, skipped[0]
+
+
+def iter_emf_lines(
+    run: RunFolder,
+    *,
+    namespace: str = "Spectrn",
+    run_id: str | None = None,
+    storage_resolution: int = 60,
+    metrics_fn: MetricsFn | None = None,
+    skipped: list[int] | None = None,
+) -> Iterator[str]:
+    """``emf_lines``' lines, each made as it is asked for (one record in memory at a time, so a run of a million
+    requests is written in bounded memory); the count of non-finite values left out is added to ``skipped[0]``
+    when given."""
     validate_namespace(namespace)
     summary = ensure_summary(run)
     metrics_fn = metrics_fn or default_metrics_fn(summary.provenance.time_scale)
@@ -40,8 +67,7 @@ def emf_lines(
     dimsets = [list(DIMS_BY_CLASS), list(DIMS_AGGREGATE)]
     table = published()
     errors, per_request, gap_lists = of_source("errors"), of_source("request"), of_source("gaps")
-    skipped = 0
-    lines: list[str] = []
+    counter = skipped if skipped is not None else [0]
 
     def line(ts_ms: int, members: dict[str, Any], values: dict[str, Any], dims: list[list[str]]) -> str:
         directive = {
@@ -73,19 +99,19 @@ def emf_lines(
                 if _finite(float(value)):
                     values[m.name] = float(value)
                 else:
-                    skipped += 1
+                    counter[0] += 1
             for m in gap_lists:
                 assert m.gaps is not None
                 raw = m.gaps(rm) or []
                 gaps[m.name] = [x for x in raw if math.isfinite(x)]
-                skipped += len(raw) - len(gaps[m.name])
+                counter[0] += len(raw) - len(gaps[m.name])
         for name, g in gaps.items():
             if g:
                 values[name] = g[:EMF_MAX_VALUES]
-        lines.append(line(ts_ms, members, values, dimsets))
+        yield line(ts_ms, members, values, dimsets)
         for name, g in gaps.items():
             for i in range(EMF_MAX_VALUES, len(g), EMF_MAX_VALUES):
-                lines.append(line(ts_ms, members, {name: g[i : i + EMF_MAX_VALUES]}, dimsets))
+                yield line(ts_ms, members, {name: g[i : i + EMF_MAX_VALUES]}, dimsets)
     end_ms = int((summary.time_range or (run.meta.started_at, run.meta.started_at))[1] * 1000)
     for lv in summary.levels:
         for variant, vs in lv.variants.items():
@@ -98,13 +124,12 @@ def emf_lines(
                     values[m.name] = x
             if values:
                 members = {"RunId": rid, "Config": cfg, "Load": dim_value(lv.label), "Variant": dim_value(variant)}
-                lines.append(line(end_ms, members, values, [list(DIMS_AGGREGATE)]))
+                yield line(end_ms, members, values, [list(DIMS_AGGREGATE)])
     for level, variant, pclass, good in goodput_values(summary):
         members = {"RunId": rid, "Config": cfg, "Load": dim_value(level), "Variant": dim_value(variant)}
         if pclass is not None:
             members["PromptClass"] = dim_value(pclass)
-        lines.append(line(end_ms, members, good, [list(DIMS_BY_CLASS if pclass is not None else DIMS_AGGREGATE)]))
-    return lines, skipped
+        yield line(end_ms, members, good, [list(DIMS_BY_CLASS if pclass is not None else DIMS_AGGREGATE)])
 
 
 def write_emf(
@@ -118,7 +143,7 @@ def write_emf(
     run = RunFolder.open(run_dir)
     cw = run.meta.config.cloudwatch
     ns = namespace or cw.namespace
-    lines, _ = emf_lines(
+    lines = iter_emf_lines(
         run, namespace=ns, run_id=run_id, storage_resolution=cw.storage_resolution, metrics_fn=metrics_fn
     )
     return run.write_emf(lines)

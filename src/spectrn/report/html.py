@@ -37,7 +37,7 @@ from spectrn.report.format import (
 )
 from spectrn.report.markdown import summary_markdown
 from spectrn.report.plots import (
-    CDF_MAX_ITL_REQUESTS,
+    CDF_METHOD,
     plot_acceptance,
     plot_latency_by_class,
     plot_latency_cdfs,
@@ -290,8 +290,8 @@ def level_images(
                 (
                     f"Latency CDFs{at}, all prompt classes pooled",
                     plot_latency_cdfs(level_values, out / f"latency_cdf{stem}.png", level),
-                    f"Empirical CDFs per variant over the measured requests{at}, every prompt class together "
-                    f"(per-token ITL: the first {CDF_MAX_ITL_REQUESTS} requests per variant); further left is faster.",
+                    f"Empirical CDFs per variant over the measured requests{at}, every prompt class together, from a "
+                    f"{CDF_METHOD}; further left is faster.",
                 )
             )
         images += [

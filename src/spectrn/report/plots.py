@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,13 @@ from spectrn.report.format import LATENCIES, SPEEDUPS, VARIANT_COLORS, class_sco
 from spectrn.run.folder import RunFolder
 from spectrn.run.summary import Interval, LevelSummary, Stats, Summary, VariantSummary
 
-CDF_MAX_ITL_REQUESTS = 2000  # the ITL CDF draws the tokens of at most this many requests per variant
+CDF_SAMPLE_REQUESTS = 20_000  # the CDFs draw a uniform random sample of at most this many requests per variant
+CDF_MAX_ITL_REQUESTS = 2000  # ... and the ITL gaps of a uniform random sample of at most this many of them
+CDF_SAMPLE_SEED = 0
+CDF_METHOD = (
+    f"uniform random sample of at most {CDF_SAMPLE_REQUESTS:,} requests per variant (reservoir, seed "
+    f"{CDF_SAMPLE_SEED}); ITL from at most {CDF_MAX_ITL_REQUESTS:,} of them"
+)
 
 
 def _figure(w: float, h: float) -> Any:
@@ -45,25 +52,45 @@ def _num(x: Any) -> float | None:
     return float(x) if isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) else None
 
 
+def _reservoir(kept: list[Any], seen: int, item: Any, size: int, rng: random.Random) -> None:
+    """Algorithm R: after ``seen + 1`` offers, ``kept`` is a uniform random sample of at most ``size`` of them."""
+    if seen < size:
+        kept.append(item)
+    else:
+        j = rng.randrange(seen + 1)
+        if j < size:
+            kept[j] = item
+
+
 def values_by_level(run: RunFolder, metrics_fn: MetricsFn) -> dict[str, dict[str, dict[str, list[float]]]]:
-    """Per load level and variant: one TTFT, TPOT, e2e and throughput per request; per-token ITL of the first
-    ``CDF_MAX_ITL_REQUESTS`` requests of each (bounded memory for long runs). Kept apart per level: a queue at
-    a high load would stretch the axes of every lower load's distribution."""
-    out: dict[str, dict[str, dict[str, list[float]]]] = {}
-    itl_requests: dict[tuple[str, str], int] = {}
+    """Per load level and variant: TTFT, TPOT, e2e and throughput of a uniform random sample of its requests, and
+    the per-token ITL of a smaller one (``CDF_METHOD``): memory bounded however long the run (the summary's
+    percentiles come from every request). Kept apart per level: a queue at a high load would stretch the axes of
+    every lower load's distribution."""
+    rng = random.Random(CDF_SAMPLE_SEED)
+    per_request: dict[tuple[str, str], list[tuple[float | None, ...]]] = {}
+    itl_lists: dict[tuple[str, str], list[list[float]]] = {}
+    seen: dict[tuple[str, str], int] = {}
     for rec in run.records():
         rm = metrics_fn(rec) if rec.ok else None
         if rm is None:
             continue
-        by_variant = out.setdefault(rec.level, {})
-        d = by_variant.setdefault(rec.variant, {"ttft_s": [], "tpot_s": [], "itl_s": [], "e2e_s": [], "tput": []})
-        for key, v in (("ttft_s", rm.ttft), ("tpot_s", rm.tpot), ("e2e_s", rm.e2e), ("tput", rm.throughput_tok_s)):
-            if v is not None and math.isfinite(v):
-                d[key].append(float(v))
-        seen = itl_requests.get((rec.level, rec.variant), 0)
-        if seen < CDF_MAX_ITL_REQUESTS:
-            itl_requests[(rec.level, rec.variant)] = seen + 1
-            d["itl_s"].extend(x for x in rm.itls if math.isfinite(x))
+        key = (rec.level, rec.variant)
+        n = seen.get(key, 0)
+        seen[key] = n + 1
+        row = (rm.ttft, rm.tpot, rm.e2e, rm.throughput_tok_s)
+        _reservoir(per_request.setdefault(key, []), n, row, CDF_SAMPLE_REQUESTS, rng)
+        itls = [x for x in rm.itls if math.isfinite(x)]
+        _reservoir(itl_lists.setdefault(key, []), n, itls, CDF_MAX_ITL_REQUESTS, rng)
+    out: dict[str, dict[str, dict[str, list[float]]]] = {}
+    for (level, variant), rows in per_request.items():
+        d = out.setdefault(level, {})[variant] = {"ttft_s": [], "tpot_s": [], "itl_s": [], "e2e_s": [], "tput": []}
+        for kept in rows:
+            for name, v in zip(("ttft_s", "tpot_s", "e2e_s", "tput"), kept, strict=True):
+                if v is not None and math.isfinite(v):
+                    d[name].append(float(v))
+        for itls in itl_lists[(level, variant)]:
+            d["itl_s"].extend(itls)
     return out
 
 
@@ -99,7 +126,10 @@ def plot_latency_cdfs(values: dict[str, dict[str, list[float]]], path: Path, lev
             ax.legend(loc="lower right", fontsize=8)
         else:
             ax.text(0.5, 0.5, "not measured by this load generator", ha="center", va="center", transform=ax.transAxes)
-    fig.suptitle(f"Latency distributions{at_level(level)}, all prompt classes pooled (dotted: medians)")
+    fig.suptitle(
+        f"Latency distributions{at_level(level)}, all prompt classes pooled (dotted: medians)\n{CDF_METHOD}",
+        fontsize=10,
+    )
     return _save(fig, path)
 
 

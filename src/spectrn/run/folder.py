@@ -240,11 +240,26 @@ class RunFolder:
         return path
 
     def write_emf(self, lines: Iterable[str]) -> Path:
-        """``metrics.emf.jsonl``: one CloudWatch Embedded Metric Format document per line."""
-        from spectrn.paths import atomic_write_text
+        """``metrics.emf.jsonl``: one CloudWatch Embedded Metric Format document per line, written as each line
+        comes (``lines`` may be a generator: a million requests' lines are never held at once), into a
+        temporary file renamed over: a reader sees the old file or the whole new one."""
+        import os
+        import tempfile
 
         path = self.file(EMF)
-        atomic_write_text(path, "".join(f"{ln}\n" for ln in lines))
+        self.path.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=f".{EMF}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                for ln in lines:
+                    f.write(ln)
+                    f.write("\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
         return path
 
     def open_llmperf_responses(self, variant: str) -> tuple[IO[str], Path]:
