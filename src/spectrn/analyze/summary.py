@@ -48,7 +48,7 @@ from spectrn.analyze.stats import (
 from spectrn.analyze.throughput import aggregate_ci, in_flight, ratio_ci
 from spectrn.errors import AnalysisError
 from spectrn.labels import ALL_CLASSES, setup_label
-from spectrn.run.measured import measured
+from spectrn.run.measured import measured, scheduling_differs
 from spectrn.run.records import RequestRecord, RunMeta
 from spectrn.run.summary import (
     ClassSummary,
@@ -684,6 +684,9 @@ def summarize(
     stack = _stack_notice(meta, provenance)
     if stack:
         findings.append(Finding(code="unsupported_stack", severity="warning", message=stack))
+    scheduling = scheduling_differs(provenance)
+    if scheduling:
+        findings.append(Finding(code="scheduling_differs", severity="warning", message=scheduling))
     if st.time_scale != 1.0:
         findings.append(
             Finding(

@@ -145,6 +145,10 @@ class SpectrnConfig(Strict):
         le=86400,
         description="vllm-neuron current only: VLLM_NEURON_COMPILATION_TIMEOUT and VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS on both services (the SDK's GPT-OSS recipes raise both to 1200 from the 600-second default). See docs/neuron.md.",
     )
+    scheduling: Literal["same", "server-default"] = Field(
+        default="same",
+        description="same: both services run vLLM's synchronous scheduling, pinned with --no-async-scheduling where the server has async scheduling (vllm-neuron current and 0.5: --speculative-config turns it off on the speculative service only); server-default: each service runs its server's default, and the report says why the A/B is then not like for like. See docs/neuron.md.",
+    )
     spectrn_image: str = Field(
         default=DEFAULT_SPECTRN_IMAGE,
         description="spectrn's own image (load Job, simulator). A cluster pulls it, so it must name a registry (`make image`, then push: docs/kubernetes.md).",
@@ -518,6 +522,9 @@ class SpectrnConfig(Strict):
         stack = unsupported_stack(self.vllm_dialect, self.speculation_mode, self.plugin_release)
         if stack:
             out.append(stack)
+        unfair = self.dialect.scheduling_unfair(self)
+        if unfair:
+            out.append(unfair)
         recipes = self.dialect.eagle_recipe_architectures
         if self.method.eagle and recipes is not None:
             recipe = eagle3_without_recipe(self.target, self.target_spec.architecture, recipes)
