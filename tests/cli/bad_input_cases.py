@@ -125,6 +125,12 @@ CASES: list[Case] = [
         "neuron_timeout_s: vllm_dialect 'legacy-neuron' has no documented compile/execute timeout variables",
     ),
     _c(
+        "scheduling mode that is not a choice",
+        "render --set scheduling=async",
+        2,
+        "scheduling: Input should be 'same' or 'server-default'",
+    ),
+    _c(
         "draft model on the vllm-neuron plugin",
         "render --set vllm_dialect=vllm-neuron",
         2,
