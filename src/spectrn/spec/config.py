@@ -26,6 +26,7 @@ from spectrn.spec.catalog import INSTANCES, MODELS, InstanceSpec, ModelSpec
 from spectrn.spec.cluster import CompileConfig, PodResources, Probes, S3Config, SecretRef, ServiceAccounts
 from spectrn.spec.origins import FieldError, Origins, dotted_path
 from spectrn.spec.pricing import BUILTIN_REGION, PRICE_SOURCE_URL, Pricing
+from spectrn.spec.neuron_host import Capabilities, NeuronDriver
 from spectrn.spec.stacks import eagle3_without_recipe, unsupported_stack
 
 # Validation context key: the config being validated was recorded by a run (``run.json``), not given by a person.
@@ -149,6 +150,8 @@ class SpectrnConfig(Strict):
         default="same",
         description="same: both services run vLLM's synchronous scheduling, pinned with --no-async-scheduling where the server has async scheduling (vllm-neuron current and 0.5: --speculative-config turns it off on the speculative service only); server-default: each service runs its server's default, and the report says why the A/B is then not like for like. See docs/neuron.md.",
     )
+    capabilities: Capabilities = Field(default_factory=Capabilities, description="The vLLM container's capabilities.")
+    neuron_driver: NeuronDriver = Field(default_factory=NeuronDriver, description="Host Neuron driver (DRA).")
     spectrn_image: str = Field(
         default=DEFAULT_SPECTRN_IMAGE,
         description="spectrn's own image (load Job, simulator). A cluster pulls it, so it must name a registry (`make image`, then push: docs/kubernetes.md).",
@@ -475,6 +478,12 @@ class SpectrnConfig(Strict):
                 fix=f"set plugin_release to one of {', '.join(releases)}",
             )
         self.method.check(self, dialect)
+        if self.neuron_driver.selected and self.resources_mode == "device-plugin":
+            raise FieldError(
+                "neuron_driver: a driver-version selector needs a DRA claim; resources_mode device-plugin has none",
+                fields=("neuron_driver", "resources_mode"),
+                fix="set resources_mode: dra-v1 (or dra-v1beta1), or remove neuron_driver",
+            )
         if self.neuron_timeout_s is not None and not dialect.timeout_env:
             raise FieldError(
                 f"neuron_timeout_s: {dialect.label} has no documented compile/execute timeout variables (the SDK "
