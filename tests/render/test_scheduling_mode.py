@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 import yaml
-from doubles.render_support import SUPPORTED
 
+from doubles.render_support import SUPPORTED
 from spectrn.analyze.summary import summarize
 from spectrn.loadgen.bench import endpoint_provenance
 from spectrn.report.markdown import summary_markdown

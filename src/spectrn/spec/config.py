@@ -24,9 +24,9 @@ from spectrn.spec.base import AWS_REGION, DNS_LABEL, DNS_SUBDOMAIN, IMAGE, Stric
 from spectrn.spec.bench import BenchConfig, load_shape_rules
 from spectrn.spec.catalog import INSTANCES, MODELS, InstanceSpec, ModelSpec
 from spectrn.spec.cluster import CompileConfig, PodResources, Probes, S3Config, SecretRef, ServiceAccounts
+from spectrn.spec.neuron_host import Capabilities, NeuronDriver
 from spectrn.spec.origins import FieldError, Origins, dotted_path
 from spectrn.spec.pricing import BUILTIN_REGION, PRICE_SOURCE_URL, Pricing
-from spectrn.spec.neuron_host import Capabilities, NeuronDriver
 from spectrn.spec.stacks import eagle3_without_recipe, unsupported_stack
 
 # Validation context key: the config being validated was recorded by a run (``run.json``), not given by a person.

@@ -27,7 +27,12 @@ class Capabilities(Strict):
     add: list[str] = Field(
         default_factory=list,
         max_length=16,
-        description="Linux capabilities added to the vLLM container (runtime neuron) on top of drop: [ALL]; Kubernetes names without CAP_, e.g. [IPC_LOCK, SYS_ADMIN], as the Neuron DLC quickstart passes to docker (--cap-add). Default none: AWS's EKS examples run Neuron inference pods without added capabilities; add these if the Neuron runtime fails to initialise. ALL is refused. See docs/kubernetes.md.",
+        description=(
+            "Linux capabilities added to the vLLM container (runtime neuron) on top of drop: [ALL]; Kubernetes "
+            "names without CAP_, e.g. [IPC_LOCK, SYS_ADMIN], as the Neuron DLC quickstart passes to docker "
+            "(--cap-add). Default none: AWS's EKS examples run Neuron inference pods without added capabilities; "
+            "add these if the Neuron runtime fails to initialise. ALL is refused. See docs/kubernetes.md."
+        ),
     )
 
     @field_validator("add")
@@ -57,12 +62,20 @@ class NeuronDriver(Strict):
     versions: list[str] = Field(
         default_factory=list,
         max_length=64,
-        description="DRA modes only: host Neuron driver versions the claim accepts, matched exactly against the DRA driver's neuronDriverVersion attribute (a string such as '2.30.2.0'). Empty: any. Neuron SDK 2.30+ images need a host driver newer than 2.26. See docs/neuron.md.",
+        description=(
+            "DRA modes only: host Neuron driver versions the claim accepts, matched exactly against the DRA "
+            "driver's neuronDriverVersion attribute (a string such as '2.30.2.0'). Empty: any. Neuron SDK 2.30+ "
+            "images need a host driver newer than 2.26. See docs/neuron.md."
+        ),
     )
     cel: str | None = Field(
         default=None,
         max_length=1024,
-        description="DRA modes only: a CEL expression ANDed into the claim's device selector, e.g. device.attributes['neuron.aws.com'].neuronDriverVersion.matches('^2\\\\.(2[7-9]|[3-9][0-9])\\\\.') for any driver newer than 2.26. See docs/neuron.md.",
+        description=(
+            "DRA modes only: a CEL expression ANDed into the claim's device selector, e.g. "
+            "device.attributes['neuron.aws.com'].neuronDriverVersion.matches('^2\\\\.(2[7-9]|[3-9][0-9])\\\\.') "
+            "for any driver newer than 2.26. See docs/neuron.md."
+        ),
     )
 
     @field_validator("versions")
