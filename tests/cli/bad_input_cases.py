@@ -125,6 +125,36 @@ CASES: list[Case] = [
         "neuron_timeout_s: vllm_dialect 'legacy-neuron' has no documented compile/execute timeout variables",
     ),
     _c(
+        "scheduling mode that is not a choice",
+        "render --set scheduling=async",
+        2,
+        "scheduling: Input should be 'same' or 'server-default'",
+    ),
+    _c(
+        "every capability added to the vLLM container",
+        "render --set capabilities.add=[ALL]",
+        2,
+        "capabilities.add: ALL would give the container every capability",
+    ),
+    _c(
+        "capability with the CAP_ prefix",
+        "render --set capabilities.add=[CAP_SYS_ADMIN]",
+        2,
+        "Kubernetes names capabilities without the CAP_ prefix",
+    ),
+    _c(
+        "host driver version that is not a version",
+        "render --set neuron_driver.versions=[2.30.x]",
+        2,
+        "neuron_driver.versions: '2.30.x' is not a driver version",
+    ),
+    _c(
+        "host driver selector without a DRA claim",
+        ("render", "--set", "resources_mode=device-plugin", "--set", "neuron_driver.versions=[2.30.2.0]"),
+        2,
+        "neuron_driver: a driver-version selector needs a DRA claim",
+    ),
+    _c(
         "draft model on the vllm-neuron plugin",
         "render --set vllm_dialect=vllm-neuron",
         2,

@@ -22,7 +22,7 @@ from spectrn.analyze.shares import level_share
 from spectrn.analyze.speedups import _bills, speedups
 from spectrn.analyze.variant import variant_summary
 from spectrn.errors import AnalysisError
-from spectrn.run.measured import measured
+from spectrn.run.measured import measured, scheduling_differs
 from spectrn.run.records import RequestRecord, RunMeta
 from spectrn.run.summary import ClassSummary, Finding, LevelSummary, Load, Summary
 
@@ -103,6 +103,9 @@ def summarize(
     stack = _stack_notice(meta, provenance)
     if stack:
         findings.append(Finding(code="unsupported_stack", severity="warning", message=stack))
+    scheduling = scheduling_differs(provenance)
+    if scheduling:
+        findings.append(Finding(code="scheduling_differs", severity="warning", message=scheduling))
     if st.time_scale != 1.0:
         findings.append(
             Finding(

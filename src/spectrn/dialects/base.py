@@ -60,6 +60,8 @@ class Setup(Protocol):
     def draft_spec(self) -> ModelSpec: ...
     @property
     def neuron_config(self) -> dict[str, Any]: ...
+    @property
+    def scheduling(self) -> str: ...
 
 
 def flag_json(value: Any) -> str:
@@ -106,6 +108,12 @@ class Dialect:
     counter_families: tuple[str, ...] = ()  # spec-decode metric families its /metrics registers
     # the environment variables that carry the compile and execute timeouts (neuron_timeout_s); empty: none known
     timeout_env: tuple[str, ...] = ()
+    # The flag that pins vLLM's scheduling to synchronous (None: spectrn renders none for this server), and what
+    # each service (baseline, speculative) runs at the server's default (None: not documented for this server);
+    # docs/neuron.md, "Scheduling mode".
+    sync_scheduling_flag: str | None = None
+    default_scheduling: tuple[str, str] | None = None
+    scheduling_source: str = ""
 
     # ---- rules ---------------------------------------------------------------------------------------
     def check_mode(self, mode: str, fix_elsewhere: str) -> None:
@@ -163,6 +171,34 @@ class Dialect:
         spec.update(model=draft_path, num_speculative_tokens=setup.num_speculative_tokens)
         spec["max_model_len"] = setup.max_model_len
         return spec
+
+    def scheduling_flags(self, setup: Setup) -> list[str]:
+        """The same scheduling mode on both services (``scheduling: same``): the speculative service's is fixed
+        by its server, so both are pinned to it explicitly rather than trusting an implicit switch-off."""
+        if setup.scheduling == "same" and self.sync_scheduling_flag is not None:
+            return [self.sync_scheduling_flag]
+        return []
+
+    def scheduling_mode(self, setup: Setup, speculative: bool) -> str | None:
+        """The scheduling mode a service runs with, as recorded in provenance (None: not known for this server)."""
+        if self.scheduling_flags(setup):
+            return f"sync ({self.sync_scheduling_flag})"
+        if self.default_scheduling is None:
+            return None
+        return f"{self.default_scheduling[1 if speculative else 0]} (server default)"
+
+    def scheduling_unfair(self, setup: Setup) -> str | None:
+        """Why the A/B is not like for like when the services are left at a server default that differs."""
+        if self.scheduling_flags(setup) or self.default_scheduling is None:
+            return None
+        base, spec = self.default_scheduling
+        if base == spec:
+            return None
+        return (
+            f"scheduling: server-default on {self.label}: the baseline runs {base} scheduling and the speculative "
+            f"service {spec} ({self.scheduling_source}), so the A/B compares scheduling modes as well as "
+            f"speculation; set scheduling: same to pin both to {self.sync_scheduling_flag}"
+        )
 
     def env(self) -> list[tuple[str, str]]:
         """Container environment this server needs beyond the model ids and artifact paths."""

@@ -36,4 +36,11 @@ DIALECT = PluginNxdi(
     eagle_fix="use a Llama target with a Llama EAGLE draft (custom_models, architecture: llama), "
     f"or speculation_mode: fused on vllm_dialect: legacy-neuron{LEGACY_CONSEQUENCE}",
     counter_families=V1_COUNTERS,
+    # vLLM >= 0.14 schedules asynchronously by default, also for EAGLE (vLLM PR #31998); the 0.5 plugin's guide
+    # never says whether it turns that off with --speculative-config, so both services are pinned
+    # (docs/neuron.md, "Scheduling mode")
+    sync_scheduling_flag="--no-async-scheduling",
+    default_scheduling=("async", "undocumented"),
+    scheduling_source="vLLM 0.16.0 schedules asynchronously by default; the 0.5 plugin does not document whether "
+    "--speculative-config turns it off",
 )

@@ -17,7 +17,7 @@ class PluginCurrent(Dialect):
 
     def config_flags(self, setup: Setup, speculative: bool) -> list[str]:
         extra = {"neuron_config": self.neuron_overrides(setup, speculative)}
-        return ["--additional-config", flag_json(extra), "--no-enable-prefix-caching"]
+        return ["--additional-config", flag_json(extra), "--no-enable-prefix-caching", *self.scheduling_flags(setup)]
 
     def speculative_config(self, setup: Setup, draft_path: str, method: str | None) -> dict[str, Any]:
         """The plugin's eagle3 takes method, model and num_speculative_tokens only."""
@@ -59,4 +59,10 @@ DIALECT = PluginCurrent(
     counter_families=V1_COUNTERS,
     # aws-neuron-sdk vllm-neuron/docs/getting-started/quickstart-online-serving.md (docs/neuron.md)
     timeout_env=("VLLM_NEURON_COMPILATION_TIMEOUT", "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"),
+    # aws-neuron-sdk vllm-neuron/docs/guides/features-guide.md: async scheduling on by default, "Setting
+    # `--speculative-config` disables async scheduling automatically" (docs/neuron.md, "Scheduling mode")
+    sync_scheduling_flag="--no-async-scheduling",
+    default_scheduling=("async", "sync"),
+    scheduling_source="vllm-neuron features-guide.md: async scheduling is on by default, and --speculative-config "
+    "turns it off",
 )

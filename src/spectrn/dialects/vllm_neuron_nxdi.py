@@ -23,7 +23,7 @@ class PluginNxdi(Dialect):
         # The plugin sets block_size = max_model_len itself when prefix caching is off, and asserts that a
         # block size is given when it is on (vllm-neuron platform.py): off, as on the legacy fork.
         extra = {"override_neuron_config": self.neuron_overrides(setup, speculative)}
-        return ["--additional-config", flag_json(extra), "--no-enable-prefix-caching"]
+        return ["--additional-config", flag_json(extra), "--no-enable-prefix-caching", *self.scheduling_flags(setup)]
 
 
 DIALECT = PluginNxdi(
@@ -56,4 +56,8 @@ DIALECT = PluginNxdi(
     eagle_fix="use a Llama target with a Llama EAGLE draft (custom_models, architecture: llama), "
     f"or speculation_mode: fused on vllm_dialect: legacy-neuron{LEGACY_CONSEQUENCE}",
     counter_families=V1_COUNTERS,
+    # vLLM 0.11.0 schedules synchronously unless --async-scheduling is given (async became the default in vLLM
+    # 0.14.0), and the 0.2 plugin has no async-scheduling handling: both services already run the same mode
+    default_scheduling=("sync", "sync"),
+    scheduling_source="vLLM 0.11.0: async scheduling is opt-in",
 )

@@ -383,6 +383,7 @@ def endpoint_provenance(
 
     semantics = semantics_of_profile(profile) if profile else semantics_of(cfg.vllm_dialect, cfg.plugin_release)
     known = started or declared
+    neuron = cfg.runtime == "neuron" and runtime in ("endpoints", "cluster")
     servers = {}
     for name, url in endpoints.items():
         spec = name != "baseline"
@@ -393,6 +394,8 @@ def endpoint_provenance(
             window=(window or cfg.num_speculative_tokens) if spec and known else None,
             window_semantics=semantics if spec else None,
             source="config" if started else "declared" if declared else "unknown",
+            # a Neuron server's command line is the config's (spectrn render/deploy); local servers run their own
+            scheduling=cfg.dialect.scheduling_mode(cfg, spec) if neuron else None,
         )
     return Provenance(
         runtime=runtime, started_by_spectrn=started, profile=profile, time_scale=time_scale, servers=servers,

@@ -39,6 +39,12 @@ def _notes(obj: Mapping[str, Any]) -> list[str]:
     if kind in ("Deployment", "Job"):
         ctx = obj["spec"]["template"]["spec"].get("securityContext", {})
         level = "restricted" if ctx.get("runAsNonRoot") else "baseline (root in the Neuron DLC, /dev/shm, S3 volume)"
+        from spectrn.spec.neuron_host import beyond_baseline  # capabilities.add may take the pod past baseline
+
+        caps = [a for c in obj["spec"]["template"]["spec"]["containers"]
+                for a in (c.get("securityContext") or {}).get("capabilities", {}).get("add", [])]  # fmt: skip
+        if beyond_baseline(caps):
+            level = f"privileged (capabilities.add: {', '.join(beyond_baseline(caps))})"
         return [f"Pod Security Standards level: {level}."]
     if kind == "PersistentVolume" and "REPLACE" in str(obj["spec"].get("csi", {}).get("volumeAttributes", {})):
         return ["Placeholder bucket: set s3.bucket to the bucket holding your weights and compiled artifacts."]

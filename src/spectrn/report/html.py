@@ -48,7 +48,7 @@ from spectrn.report.plots import (
     values_by_level,
 )
 from spectrn.run.folder import EMF, REPORT, RunFolder
-from spectrn.run.measured import measured
+from spectrn.run.measured import measured, scheduling_text
 from spectrn.run.summary import LevelSummary, Summary
 
 if TYPE_CHECKING:
@@ -207,6 +207,9 @@ def report_html(folder: RunFolder, summary: Summary, images: list[tuple[str, Pat
         ["runtime", summary.provenance.runtime + (" (started by spectrn)" if started else "")],
         ["time scale", f"{summary.provenance.time_scale:g}" + (" (rescaled)" if summary.provenance.rescaled else "")],
     ]  # fmt: skip
+    scheduling = scheduling_text(summary.provenance)
+    if scheduling:
+        conf_rows.append(["scheduling", scheduling])
     for variant, url in sorted(folder.meta.endpoints.items()):
         ident = servers.get(variant)
         extra = ""

@@ -22,7 +22,7 @@ from spectrn.report.format import (
     usd,
     verdict_line,
 )
-from spectrn.run.measured import measured
+from spectrn.run.measured import measured, scheduling_text
 from spectrn.run.summary import Summary
 
 if TYPE_CHECKING:
@@ -55,6 +55,9 @@ def summary_markdown(summary: Summary, config: SpectrnConfig | None = None, *, i
             f"{c.bench.max_tokens}, temperature {c.bench.temperature}"
             + (f", output lengths {output_lengths_text(ignore_eos)}" if ignore_eos is not None else "")
         )
+        scheduling = scheduling_text(s.provenance)
+        if scheduling:
+            lines.append(f"scheduling: {_md(scheduling)}")
     if not s.verdict.performance:
         lines += [f"**{_md(not_performance_banner(s))}**", ""]
     lines += [provenance_line(s), "", f"**{verdict_line(s)}**", ""]

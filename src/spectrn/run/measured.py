@@ -71,6 +71,26 @@ def measured(cfg: SpectrnConfig, prov: Provenance) -> Measured:
     )
 
 
+def scheduling_text(prov: Provenance) -> str | None:
+    """Each service's vLLM scheduling mode, as its provenance records it (None: none recorded)."""
+    modes = [(name, ident.scheduling) for name, ident in sorted(prov.servers.items()) if ident.scheduling]
+    return ", ".join(f"{name} {mode}" for name, mode in modes) or None
+
+
+def scheduling_differs(prov: Provenance) -> str | None:
+    """The finding when the services ran different scheduling modes (the A/B is then not like for like)."""
+    base, spec = prov.servers.get("baseline"), prov.servers.get("speculative")
+    if base is None or spec is None or not base.scheduling or not spec.scheduling:
+        return None
+    if base.scheduling.split(" ")[0] == spec.scheduling.split(" ")[0]:
+        return None
+    return (
+        f"SCHEDULING DIFFERS: the baseline ran {base.scheduling} scheduling and the speculative service "
+        f"{spec.scheduling} (scheduling: server-default), so the speedup includes the difference in scheduling "
+        "mode, not speculation alone; set scheduling: same to pin both services to synchronous scheduling"
+    )
+
+
 def _origin(source: str) -> str:
     """Where a value the identity holds came from: declared (--draft/--window) or the server itself."""
     return "declared" if source == "declared" else "server"
@@ -92,6 +112,9 @@ def config_as_run(meta: RunMeta, prov: Provenance | None = None) -> dict[str, An
     m = measured(meta.config, p)
     flat["draft"] = m.draft
     flat["num_speculative_tokens"] = m.window
+    for name, ident in p.servers.items():
+        if ident.scheduling:
+            flat[f"scheduling.{name}"] = ident.scheduling
     return flat
 
 

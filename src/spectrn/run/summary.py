@@ -344,6 +344,11 @@ class ServerIdentity(Contract):
     semantics_evidence: str | None = Field(
         default=None, description="The server's signals behind window_semantics, in words."
     )
+    scheduling: str | None = Field(
+        default=None,
+        description="vLLM scheduling mode the service was started with, from the config spectrn rendered (sync "
+        "(--no-async-scheduling), async/sync (server default)); None: not a Neuron server spectrn configured.",
+    )
 
 
 class Provenance(Contract):

@@ -24,6 +24,7 @@ from spectrn.spec.base import AWS_REGION, DNS_LABEL, DNS_SUBDOMAIN, IMAGE, Stric
 from spectrn.spec.bench import BenchConfig, load_shape_rules
 from spectrn.spec.catalog import INSTANCES, MODELS, InstanceSpec, ModelSpec
 from spectrn.spec.cluster import CompileConfig, PodResources, Probes, S3Config, SecretRef, ServiceAccounts
+from spectrn.spec.neuron_host import Capabilities, NeuronDriver
 from spectrn.spec.origins import FieldError, Origins, dotted_path
 from spectrn.spec.pricing import BUILTIN_REGION, PRICE_SOURCE_URL, Pricing
 from spectrn.spec.stacks import eagle3_without_recipe, unsupported_stack
@@ -145,6 +146,12 @@ class SpectrnConfig(Strict):
         le=86400,
         description="vllm-neuron current only: VLLM_NEURON_COMPILATION_TIMEOUT and VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS on both services (the SDK's GPT-OSS recipes raise both to 1200 from the 600-second default). See docs/neuron.md.",
     )
+    scheduling: Literal["same", "server-default"] = Field(
+        default="same",
+        description="same: both services run vLLM's synchronous scheduling, pinned with --no-async-scheduling where the server has async scheduling (vllm-neuron current and 0.5: --speculative-config turns it off on the speculative service only); server-default: each service runs its server's default, and the report says why the A/B is then not like for like. See docs/neuron.md.",
+    )
+    capabilities: Capabilities = Field(default_factory=Capabilities, description="The vLLM container's capabilities.")
+    neuron_driver: NeuronDriver = Field(default_factory=NeuronDriver, description="Host Neuron driver (DRA).")
     spectrn_image: str = Field(
         default=DEFAULT_SPECTRN_IMAGE,
         description="spectrn's own image (load Job, simulator). A cluster pulls it, so it must name a registry (`make image`, then push: docs/kubernetes.md).",
@@ -471,6 +478,12 @@ class SpectrnConfig(Strict):
                 fix=f"set plugin_release to one of {', '.join(releases)}",
             )
         self.method.check(self, dialect)
+        if self.neuron_driver.selected and self.resources_mode == "device-plugin":
+            raise FieldError(
+                "neuron_driver: a driver-version selector needs a DRA claim; resources_mode device-plugin has none",
+                fields=("neuron_driver", "resources_mode"),
+                fix="set resources_mode: dra-v1 (or dra-v1beta1), or remove neuron_driver",
+            )
         if self.neuron_timeout_s is not None and not dialect.timeout_env:
             raise FieldError(
                 f"neuron_timeout_s: {dialect.label} has no documented compile/execute timeout variables (the SDK "
@@ -518,6 +531,9 @@ class SpectrnConfig(Strict):
         stack = unsupported_stack(self.vllm_dialect, self.speculation_mode, self.plugin_release)
         if stack:
             out.append(stack)
+        unfair = self.dialect.scheduling_unfair(self)
+        if unfair:
+            out.append(unfair)
         recipes = self.dialect.eagle_recipe_architectures
         if self.method.eagle and recipes is not None:
             recipe = eagle3_without_recipe(self.target, self.target_spec.architecture, recipes)
