@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from spectrn.errors import ConfigError
-from spectrn.intervals import interval_text
+from spectrn.intervals import NO_SPREAD, interval_text
 from spectrn.labels import class_label
 from spectrn.publish.datums import MetricsFn
 from spectrn.report.format import LATENCIES, SPEEDUPS, VARIANT_COLORS, class_scopes, color, speedup_of
@@ -429,7 +429,9 @@ def sweep_heatmap(
         vmax = 1.0 + 1e-3
     norm = TwoSlopeNorm(vcenter=1.0, vmin=vmin, vmax=vmax)
     ncls = len(classes)
-    fig = _figure(max(5.0, 1.2 * len(windows) + 2.5) * min(ncls, 3), (1.0 * len(drafts) + 1.8) * math.ceil(ncls / 3))
+    # room for the two-line title above the rows: with one draft the axes would otherwise collapse to nothing
+    rows = math.ceil(ncls / 3)
+    fig = _figure(max(5.0, 1.2 * len(windows) + 2.5) * min(ncls, 3), (1.0 * len(drafts) + 1.8) * rows + 0.8)
     axes = list(np.atleast_1d(fig.subplots(math.ceil(ncls / 3), min(ncls, 3), squeeze=False)).flat)
     image = None
     for ax, cls in zip(axes, classes, strict=False):
@@ -446,7 +448,8 @@ def sweep_heatmap(
             ci = c.get("ci95")
             note = f"{v:.2f}x"
             if isinstance(ci, list | tuple) and len(ci) == 2 and None not in ci:
-                note += interval_text(ci, lead="\n")
+                bounds = interval_text(ci, lead="\n")
+                note += "\n(no spread)" if NO_SPREAD in bounds else bounds  # a cell has room for a few words
             notes[(i, j)] = note
         ax.set_facecolor("#dddddd")
         image = ax.imshow(np.ma.masked_invalid(grid), cmap="RdYlGn", norm=norm, aspect="auto")
