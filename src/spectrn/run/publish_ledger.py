@@ -17,6 +17,7 @@ from pydantic import Field, ValidationError
 
 from spectrn.errors import PublishError, one_line
 from spectrn.run.summary import Contract
+from spectrn.run.versions import versioned_document
 
 LEDGER_SCHEMA_VERSION = 2
 _FIX = "restore it, or delete it and publish with --force knowing that already sent data is counted twice"
@@ -80,20 +81,12 @@ class PublishLedger(Contract):
 
 def read_publish_ledger(raw: Any, where: str) -> PublishLedger:
     """A ``publish.json`` document of any version up to this spectrn's; PublishError naming the fix otherwise."""
-    if not isinstance(raw, dict):
-        raise PublishError(f"{where} is not a JSON object", hint=_FIX)
-    data = dict(raw)
-    version = data.pop("schema_version", data.pop("version", 1))
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise PublishError(f"{where}: schema_version {version!r} is not a version number", hint=_FIX)
-    if version > LEDGER_SCHEMA_VERSION:
-        raise PublishError(
-            f"{where} was written by a newer spectrn (ledger schema {version}; this spectrn reads up to "
-            f"{LEDGER_SCHEMA_VERSION})",
-            hint="upgrade spectrn (pip install -U spectrn) to publish this run again",
-        )
+    data = versioned_document(
+        raw, where, newest=LEDGER_SCHEMA_VERSION, schema="ledger", error=PublishError, hint=_FIX,
+        upgrade="publish this run again", legacy_key="version",
+    )  # fmt: skip
     try:
-        return PublishLedger.model_validate({**data, "schema_version": LEDGER_SCHEMA_VERSION})
+        return PublishLedger.model_validate(data)
     except ValidationError as e:
         raise PublishError(
             f"{where} has an unknown layout (each target must be an object with a 'sent' map): {one_line(e)}",

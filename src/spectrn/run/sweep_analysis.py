@@ -29,6 +29,7 @@ from pydantic import BeforeValidator, Field, ValidationError
 from spectrn.errors import AnalysisError, one_line
 from spectrn.run.summary import Contract
 from spectrn.run.sweep_manifest import SweepSettings
+from spectrn.run.versions import versioned_document
 
 ANALYSIS_SCHEMA_VERSION = 2
 
@@ -366,18 +367,11 @@ class SweepAnalysis(Contract):
 def read_sweep_analysis(raw: Any, where: str) -> SweepAnalysis:
     """An ``analysis.json`` document of any version up to this spectrn's; AnalysisError naming the fix otherwise."""
     hint = "re-analyze it: `spectrn sweep --resume --sweep-id ID` with the sweep's flags (nothing is re-run)"
-    if not isinstance(raw, dict):
-        raise AnalysisError(f"{where} is not a JSON object", hint=hint)
-    version = raw.get("schema_version", 1)
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise AnalysisError(f"{where}: schema_version {version!r} is not a version number", hint=hint)
-    if version > ANALYSIS_SCHEMA_VERSION:
-        raise AnalysisError(
-            f"{where} was written by a newer spectrn (analysis schema {version}; this spectrn reads up to "
-            f"{ANALYSIS_SCHEMA_VERSION})",
-            hint="upgrade spectrn (pip install -U spectrn) to read this sweep",
-        )
+    data = versioned_document(
+        raw, where, newest=ANALYSIS_SCHEMA_VERSION, schema="analysis", error=AnalysisError, hint=hint,
+        upgrade="read this sweep",
+    )  # fmt: skip
     try:
-        return SweepAnalysis.model_validate({**raw, "schema_version": ANALYSIS_SCHEMA_VERSION})
+        return SweepAnalysis.model_validate(data)
     except ValidationError as e:
         raise AnalysisError(f"{where} is not a sweep analysis: {one_line(e)}", hint=hint) from None

@@ -16,6 +16,7 @@ from pydantic import Field, ValidationError
 
 from spectrn.errors import AnalysisError, one_line
 from spectrn.run.summary import Contract
+from spectrn.run.versions import versioned_document
 
 SWEEP_SCHEMA_VERSION = 2
 
@@ -78,19 +79,11 @@ class SweepManifest(Contract):
 def read_sweep_manifest(raw: Any, where: str) -> SweepManifest:
     """A ``sweep.json`` document of any version up to this spectrn's; AnalysisError naming the problem otherwise."""
     hint = "restore sweep.json from the sweep folder, or move it away to start the sweep afresh"
-    if not isinstance(raw, dict):
-        raise AnalysisError(f"{where} is not a JSON object", hint=hint)
-    data = dict(raw)
-    version = data.pop("schema_version", data.pop("version", 1))
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise AnalysisError(f"{where}: schema_version {version!r} is not a version number", hint=hint)
-    if version > SWEEP_SCHEMA_VERSION:
-        raise AnalysisError(
-            f"{where} was written by a newer spectrn (sweep schema {version}; this spectrn reads up to "
-            f"{SWEEP_SCHEMA_VERSION})",
-            hint="upgrade spectrn (pip install -U spectrn) to resume this sweep",
-        )
+    data = versioned_document(
+        raw, where, newest=SWEEP_SCHEMA_VERSION, schema="sweep", error=AnalysisError, hint=hint,
+        upgrade="resume this sweep", legacy_key="version",
+    )  # fmt: skip
     try:
-        return SweepManifest.model_validate({**data, "schema_version": SWEEP_SCHEMA_VERSION})
+        return SweepManifest.model_validate(data)
     except ValidationError as e:
         raise AnalysisError(f"{where} is not a sweep record: {one_line(e)}", hint=hint) from None
