@@ -3,18 +3,18 @@ NxDI, the Neuron config in ``--additional-config '{"override_neuron_config": {..
 
 from __future__ import annotations
 
-from spectrn.dialects.base import DLC, LEGACY_CONSEQUENCE, ServerProfile
-from spectrn.dialects.vllm_neuron_nxdi import PLUGIN_MODES_SOURCE, V1_COUNTERS, PluginNxdi
+import dataclasses
 
-DIALECT = PluginNxdi(
+from spectrn.dialects.base import DLC, ServerProfile
+from spectrn.dialects.vllm_neuron_nxdi import DIALECT as PLUGIN_0_2
+
+# the 0.2.x dialect in all but its release, image, simulator profile and scheduling default
+DIALECT = dataclasses.replace(
+    PLUGIN_0_2,
     key="vllm-neuron-0.5",
-    vllm_dialect="vllm-neuron",
     releases=("0.5",),
     label="vllm_dialect 'vllm-neuron' (plugin_release 0.5)",
     image=f"{DLC}:0.16.0-neuronx-py312-sdk2.31.1-ubuntu24.04",  # vLLM 0.16.0, plugin release-0.5.3, NxDI 0.10
-    window="nxdi",
-    modes=("eagle",),
-    modes_source=PLUGIN_MODES_SOURCE,
     profile=ServerProfile(
         name="vllm-neuron-0.5",
         description="vllm-neuron plugin 0.5.x on vLLM 0.16.0 (NxDI fused speculation, as 0.2.x)",
@@ -28,14 +28,7 @@ DIALECT = PluginNxdi(
         text_holdback_rate=0.0,
     ),
     sim_profile="vllm-neuron-0.5",
-    eagle_architectures=("llama",),
     eagle_rule="NxDI EAGLE, whose draft layer (fc) exists only in NxDI's Llama model class",
-    eagle_rule_note=" (Qwen3 cannot be an EAGLE draft)",
-    eagle_rule_source="aws-neuron/neuronx-distributed-inference src/neuronx_distributed_inference/models/"
-    "llama/modeling_llama.py, models/qwen3/modeling_qwen3.py",
-    eagle_fix="use a Llama target with a Llama EAGLE draft (custom_models, architecture: llama), "
-    f"or speculation_mode: fused on vllm_dialect: legacy-neuron{LEGACY_CONSEQUENCE}",
-    counter_families=V1_COUNTERS,
     # vLLM >= 0.14 schedules asynchronously by default, also for EAGLE (vLLM PR #31998); the 0.5 plugin's guide
     # never says whether it turns that off with --speculative-config, so both services are pinned
     # (docs/neuron.md, "Scheduling mode")
