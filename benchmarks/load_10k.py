@@ -24,11 +24,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from spectrn.bench.local import execute, plan_from_config
+from spectrn.configuration.sources import build_config
 from spectrn.finish import finish
-from spectrn.loadgen.bench import execute, plan_from_config
 from spectrn.run.records import iter_records
 from spectrn.runtimes.sim_pair import SimPair
-from spectrn.spec.sources import build_config
 
 HERE = Path(__file__).resolve().parent
 

@@ -117,9 +117,9 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("twin-predict", "spectrn.twin.predict", (), ("tests/twin/test_units.py",)),
     (
         "collect",
-        "spectrn.collect.incluster",
+        "spectrn.bench.incluster",
         (),
-        ("tests/collect/test_incluster.py", "tests/cli/test_collect_progress.py"),
+        ("tests/bench/test_incluster.py", "tests/cli/test_collect_progress.py"),
     ),
     ("sim-model", "spectrn.sim.model", (), ("tests/sim/test_model.py", "tests/sim/test_ground_truth.py")),
     ("sim-metrics", "spectrn.sim.metrics", (), ("tests/sim/test_conformance.py", "tests/sim/test_profiles.py")),
@@ -141,9 +141,13 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
     ),
     (
         "config",
-        "spectrn.spec.config",
+        "spectrn.configuration.config",
         (),
-        ("tests/spec/test_context_length.py", "tests/spec/test_neuron_rules.py", "tests/spec/test_config_sources.py"),
+        (
+            "tests/configuration/test_context_length.py",
+            "tests/configuration/test_neuron_rules.py",
+            "tests/configuration/test_config_sources.py",
+        ),
     ),
     ("folder", "spectrn.run.folder", (), ("tests/run/test_schema_versions.py", "tests/publish/test_datums.py")),
 )
@@ -209,10 +213,10 @@ WIDE_MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
     ),
     (
         "context-check-only-when-output-fills-the-context",
-        "src/spectrn/spec/config.py",
+        "src/spectrn/configuration/config.py",
         "        if self.bench.input_tokens is not None and (\n",
         "        if self.max_model_len <= self.bench.max_tokens and self.bench.input_tokens is not None and (\n",
-        ("tests/spec/test_context_length.py",),
+        ("tests/configuration/test_context_length.py",),
         "the defect fixed in issue 29: input + output over max_model_len refused only when max_tokens alone fills it",
     ),
 )

@@ -13,10 +13,10 @@ import pytest
 from doubles import kubehelp
 from hostile import HostileServer
 from require_tiers import pytest_make_collect_report, pytest_runtest_makereport  # noqa: F401 (strict-mode hooks)
+from spectrn.configuration.config import SpectrnConfig
+from spectrn.configuration.sources import build_config
 from spectrn.sim import FaultSettings, SimSettings, run_in_thread
 from spectrn.sim.server import SimHandle
-from spectrn.spec.config import SpectrnConfig
-from spectrn.spec.sources import build_config
 from support import run_cli
 
 

@@ -13,9 +13,9 @@ from spectrn.analyze.accumulator import Accumulator
 from spectrn.analyze.headline import mix_speedup
 from spectrn.analyze.speedups import speedups
 from spectrn.analyze.summary import summarize
+from spectrn.configuration.config import SpectrnConfig
 from spectrn.run.records import RequestRecord, RunMeta
 from spectrn.run.summary import Finding, Provenance, ServerIdentity, Speedup
-from spectrn.spec.config import SpectrnConfig
 
 
 def req(
@@ -71,7 +71,7 @@ def clean_pair(n: int = 10, spec_sizes: list[int] | None = None) -> list[Request
 
 def findings(recs: list[RequestRecord], **kw: Any) -> list[Finding]:
     """The run's findings but the UNSUPPORTED STACK notice every run of the default (fork) config carries:
-    that one has its own tests (test_a_clean_run_..., tests/spec/test_stack_notice.py)."""
+    that one has its own tests (test_a_clean_run_..., tests/configuration/test_stack_notice.py)."""
     acceptance = kw.pop("acceptance", None)
     return [f for f in summarize(recs, meta(**kw), acceptance=acceptance).findings if f.code != "unsupported_stack"]
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from spectrn.analyze.run import analyze_folder
-from spectrn.loadgen.bench import endpoint_provenance, execute, plan_from_config
+from spectrn.bench.local import endpoint_provenance, execute, plan_from_config
+from spectrn.configuration.sources import build_config
 from spectrn.run.records import read_records
 from spectrn.sim import SimSettings, run_in_thread
-from spectrn.spec.sources import build_config
 
 pytestmark = pytest.mark.slow
 WINDOW = 7

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from spectrn.analyze.slo import RequestValues, Slo, SloSyntaxError, evaluate, parse_slo, parse_slos, slos_of
+from spectrn.configuration.sources import build_config, load_config
 from spectrn.errors import ConfigError
-from spectrn.spec.sources import build_config, load_config
 
 
 @pytest.mark.parametrize(

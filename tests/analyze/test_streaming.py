@@ -11,10 +11,10 @@ import pytest
 from spectrn.analyze.metrics import request_metrics
 from spectrn.analyze.run import analyze_folder
 from spectrn.analyze.stats import SKETCH_ACCURACY
-from spectrn.loadgen.bench import execute, plan_from_config
+from spectrn.bench.local import execute, plan_from_config
+from spectrn.configuration.sources import build_config
 from spectrn.run.records import read_records
 from spectrn.runtimes.sim_pair import SimPair
-from spectrn.spec.sources import build_config
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,9 @@ from spectrn.analyze.metrics import request_metrics
 from spectrn.analyze.run import analyze_folder
 from spectrn.analyze.stats import bootstrap, describe, stats_with_ci
 from spectrn.analyze.summary import summarize
+from spectrn.configuration.config import SpectrnConfig
 from spectrn.run.records import RequestRecord, RunMeta
 from spectrn.run.summary import Provenance, Speedup, Summary
-from spectrn.spec.config import SpectrnConfig
 
 
 def rec(

@@ -10,8 +10,8 @@ import pytest
 
 from spectrn.analyze.summary import summarize
 from spectrn.analyze.throughput import aggregate_ci
+from spectrn.configuration.config import SpectrnConfig
 from spectrn.run.records import RequestRecord, RunMeta
-from spectrn.spec.config import SpectrnConfig
 
 HOURLY = 44.70 * 0.5  # trn2.48xlarge, half an instance per service (the config's defaults)
 

@@ -6,8 +6,8 @@ import pytest
 
 from spectrn.analyze.metrics import request_metrics
 from spectrn.analyze.summary import summarize
+from spectrn.configuration.config import SpectrnConfig
 from spectrn.run.records import RequestRecord, RunMeta
-from spectrn.spec.config import SpectrnConfig
 
 
 def rec(

@@ -223,7 +223,7 @@ RANK = {
     "errors": 0,
     "sanitize": 0,
     "names": 1, "paths": 1, "events": 1, "windows": 1, "analyze.slo": 1, "labels": 1, "intervals": 1,
-    "spec": 2, "dialects": 2,
+    "configuration": 2, "dialects": 2,
     "run": 3,
     # what a run is made of, below everything that runs one: the cluster API, the simulated server, the traffic
     # definitions, the IAM policy the publisher needs (render writes it into the service account's role)
@@ -233,7 +233,7 @@ RANK = {
     "loadgen": 6, "publish": 6, "twin": 6, "sweep": 6,
     "render": 7, "report": 7,
     "deploy": 8,
-    "finish": 9, "collect": 9,
+    "finish": 9, "bench": 9, "bench.local": 6,
     "sweep.orchestrate": 10, "sweep.runners": 10, "capacity": 10,
     "cli": 11, "__main__": 11,
 }  # fmt: skip

@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kube"))
 from doubles.kube_fake import FakeKube  # noqa: E402
 from doubles.kube_runfiles import shard_files  # noqa: E402
 from doubles.kubehelp import make_cfg, run_deploy  # noqa: E402
-from spectrn.collect.incluster import run_incluster_bench  # noqa: E402
+from spectrn.bench.incluster import run_incluster_bench  # noqa: E402
 from spectrn.events import Event, progress_line  # noqa: E402
 
 RUN = "r20260101-1200"
@@ -36,7 +36,7 @@ def test_pod_progress_lines_become_progress_events(tmp_path: Path) -> None:
 
 
 def test_collect_after_the_cli_went_away_shows_the_pods_progress(tmp_path: Path) -> None:
-    from spectrn.collect.incluster import collect, start_load_job
+    from spectrn.bench.incluster import collect, start_load_job
 
     cfg = make_cfg(runtime="sim", resources_mode="device-plugin")
     fake = FakeKube()

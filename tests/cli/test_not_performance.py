@@ -57,7 +57,7 @@ def test_a_performance_run_keeps_its_speedup_headline(tmp_path: Path, capsys: py
 
 def test_the_vllm_cpu_demo_header_names_the_tiny_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from spectrn.cli.bench_cmd import demo_header
-    from spectrn.spec.config import SpectrnConfig
+    from spectrn.configuration.config import SpectrnConfig
 
     models = tmp_path / "models"
     for part, layers in (("target", 2), ("draft", 1)):

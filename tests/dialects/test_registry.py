@@ -12,6 +12,7 @@ import pytest
 
 import spectrn.dialects as dialects
 from spectrn.analyze.semantics import choose
+from spectrn.configuration.sources import build_config
 from spectrn.dialects.base import Dialect, ServerProfile, Setup
 from spectrn.dialects.methods import METHODS, SpeculationMethod, register_method
 from spectrn.errors import ConfigError, SimError
@@ -19,7 +20,6 @@ from spectrn.render.server import sim_args, speculative_config, vllm_args
 from spectrn.run.records import RunMeta
 from spectrn.sim.profiles import get_profile
 from spectrn.sim.settings import SimSettings
-from spectrn.spec.sources import build_config
 
 FAKE_IMAGE = "registry.example.com/fake-vllm:1.0"
 FAKE_PROFILE = ServerProfile(

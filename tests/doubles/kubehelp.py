@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from doubles.kube_fake import FakeKube
+from spectrn.configuration.config import SpectrnConfig
+from spectrn.configuration.sources import build_config
 from spectrn.deploy.service import DeployReport, deploy, render_for_deploy
-from spectrn.spec.config import SpectrnConfig
-from spectrn.spec.sources import build_config
 
 
 def make_cfg(**over: Any) -> SpectrnConfig:

@@ -12,8 +12,8 @@ import random
 from pathlib import Path
 from typing import Any
 
+from spectrn.configuration.config import SpectrnConfig
 from spectrn.run.records import RequestRecord, RunMeta, write_records
-from spectrn.spec.config import SpectrnConfig
 
 CLASSES = ("structured", "open")
 

@@ -11,11 +11,11 @@ import pytest
 
 from doubles.kube_fake import FakeKube
 from doubles.kubehelp import add_slices
+from spectrn.configuration.config import SpectrnConfig
+from spectrn.configuration.sources import build_config
 from spectrn.deploy.compile import apply_jobs, compile_jobs, prerequisites, wait_jobs
 from spectrn.kube.client import KubeApiError
 from spectrn.render import manifests as render
-from spectrn.spec.config import SpectrnConfig
-from spectrn.spec.sources import build_config
 
 NS = "spectrn"
 

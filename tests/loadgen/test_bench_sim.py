@@ -11,11 +11,11 @@ import pytest
 from contract import assert_valid_run_folder
 from spectrn.analyze.metrics import request_metrics
 from spectrn.analyze.run import analyze_folder
+from spectrn.bench.local import execute, plan_from_config
 from spectrn.cli.main import main
-from spectrn.loadgen.bench import execute, plan_from_config
+from spectrn.configuration.sources import build_config
 from spectrn.run.records import read_records
 from spectrn.runtimes.sim_pair import SimPair
-from spectrn.spec.sources import build_config
 
 TIME_SCALE = 0.2
 

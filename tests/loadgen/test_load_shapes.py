@@ -176,8 +176,8 @@ def test_a_csv_trace_reads_and_a_bad_row_names_file_line_and_field(tmp_path: Pat
 
 
 def test_rate_config_accepts_a_float_a_list_and_text() -> None:
-    from spectrn.spec.config import SpectrnConfig
-    from spectrn.spec.sources import build_config
+    from spectrn.configuration.config import SpectrnConfig
+    from spectrn.configuration.sources import build_config
 
     assert SpectrnConfig.model_validate({"bench": {"request_rate": 2.0}}).bench.request_rate == [2.0]
     assert build_config({}, {"bench.request_rate": "1,2,4"}).bench.request_rate == [1.0, 2.0, 4.0]

@@ -60,8 +60,8 @@ def test_the_in_cluster_path_uses_the_same_rule() -> None:
 
 
 def test_the_default_run_ids_pass_the_rule() -> None:
-    from spectrn.loadgen.bench import new_run_id
-    from spectrn.spec.sources import build_config
+    from spectrn.bench.local import new_run_id
+    from spectrn.configuration.sources import build_config
 
     for draft in ("qwen3-0.6b", "qwen3-1.7b"):
         check_run_id(new_run_id(build_config({"draft": draft}), prefix="demo-"))

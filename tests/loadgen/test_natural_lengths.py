@@ -14,17 +14,17 @@ import pytest
 import yaml
 
 from spectrn.analyze.metrics import request_metrics
+from spectrn.bench.local import ignore_eos_of
 from spectrn.cli.bench_cmd import _bench_flags
 from spectrn.cli.common import config_from_cli
 from spectrn.cli.main import main
-from spectrn.loadgen.bench import ignore_eos_of
+from spectrn.configuration.sources import build_config
 from spectrn.loadgen.client import RequestParams, build_body
 from spectrn.render.load_job import llmperf_sampling_params, pod_config_yaml, prompts_data, prompts_file_arg
 from spectrn.run.folder import RunFolder
 from spectrn.run.records import RequestRecord
 from spectrn.sim import SimSettings, run_in_thread
 from spectrn.sim.lengths import DISTRIBUTIONS, MAX_LENGTH, MIN_LENGTH, natural_length
-from spectrn.spec.sources import build_config
 
 NATURAL_CAP = 160  # above most of the drawn lengths, below some: both finish reasons occur
 FIXED = 64

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 import yaml
 
+from spectrn.configuration.bench import LengthDistribution, SyntheticWorkload
+from spectrn.configuration.sources import build_config
 from spectrn.loadgen.synthetic import draw, synthetic_prompts, vocabulary
 from spectrn.loadgen.workloads import load_workload
-from spectrn.spec.bench import LengthDistribution, SyntheticWorkload
-from spectrn.spec.sources import build_config
 
 
 def test_the_same_seed_gives_the_same_workload_and_another_seed_another():

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from spectrn.configuration.bench import WorkloadConfig
 from spectrn.errors import ConfigError
 from spectrn.loadgen.prompts import Prompt, PromptSet, build_schedule
 from spectrn.loadgen.workloads import (
@@ -19,7 +20,6 @@ from spectrn.loadgen.workloads import (
     load_workload,
     workload_warnings,
 )
-from spectrn.spec.bench import WorkloadConfig
 
 TEXTS = [
     "Explain how a hash map handles collisions in plain words.",

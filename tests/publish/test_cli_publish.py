@@ -84,7 +84,7 @@ def test_missing_run_folder_is_an_analysis_error(
 def test_sweep_cells_share_one_dashboard(
     tmp_path: Path, moto_url: str, cw_client: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from spectrn.spec.config import SpectrnConfig
+    from spectrn.configuration.config import SpectrnConfig
 
     cells = []
     for draft, window in (("qwen3-0.6b", 5), ("qwen3-1.7b", 7)):

@@ -193,7 +193,7 @@ def test_docs_list_every_metric_and_the_policy() -> None:
 
 def test_goodput_in_emf_and_dashboard(tmp_path: Path) -> None:
     from spectrn.analyze.run import ensure_summary
-    from spectrn.spec.config import SpectrnConfig
+    from spectrn.configuration.config import SpectrnConfig
 
     cfg = SpectrnConfig().model_dump(mode="json")
     cfg["bench"]["slo"] = ["tpot<=40ms"]

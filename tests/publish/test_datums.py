@@ -51,7 +51,7 @@ def test_round_sig_collapses_repeats_and_gives_exact_decimals() -> None:
 
 
 def test_datums_carry_each_requests_raw_values(tmp_path: Path) -> None:
-    from spectrn.spec.config import SpectrnConfig
+    from spectrn.configuration.config import SpectrnConfig
 
     cfg = SpectrnConfig().model_dump(mode="json")
     cfg["bench"]["slo"] = ["tpot<=40ms"]  # every documented metric is published, goodput included

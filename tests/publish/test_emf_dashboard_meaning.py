@@ -129,8 +129,8 @@ def test_emf_defaults_compact_lines_and_metric_entries(run: RunFolder) -> None:
 def test_write_emf_carries_the_runs_cloudwatch_settings_and_the_callers_choices(tmp_path: Path) -> None:
     from dataclasses import replace
 
+    from spectrn.configuration.config import SpectrnConfig
     from spectrn.publish.datums import default_metrics_fn
-    from spectrn.spec.config import SpectrnConfig
 
     cfg = SpectrnConfig().model_dump(mode="json")
     cfg["cloudwatch"]["namespace"] = "TeamBench"

@@ -29,7 +29,7 @@ BASE = {"RunId": "run-1", "Config": "qwen3-1.7b/k7", "Load": "c4"}
 
 @pytest.fixture
 def run_dir(tmp_path: Path) -> Path:
-    from spectrn.spec.config import SpectrnConfig
+    from spectrn.configuration.config import SpectrnConfig
 
     cfg = SpectrnConfig().model_dump(mode="json")
     cfg["bench"]["slo"] = ["tpot<=40ms"]  # so that every documented metric, goodput included, is published
@@ -264,7 +264,7 @@ def test_failing_endpoint_part_way_then_rerun_publishes_everything_exactly_once(
 
 
 def test_goodput_reaches_cloudwatch_with_the_summarys_values(tmp_path: Path, moto_url: str, cw_client: Any) -> None:
-    from spectrn.spec.config import SpectrnConfig
+    from spectrn.configuration.config import SpectrnConfig
 
     cfg = SpectrnConfig().model_dump(mode="json")
     cfg["bench"]["slo"] = ["ttft<=55ms", "tpot<=40ms", "structured/p90:tpot<=20ms"]

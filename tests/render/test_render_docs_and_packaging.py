@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from spectrn.cli.config_ref_cmd import END, START, splice
+from spectrn.configuration.reference import config_reference_markdown
 from spectrn.errors import ConfigError
-from spectrn.spec.reference import config_reference_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("kubernetes", "boto3", "botocore", "matplotlib", "aiohttp", "numpy", "jinja2")

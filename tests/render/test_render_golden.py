@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from doubles.render_support import FIXED_PROMPTS, RESOURCES, SUPPORTED
+from spectrn.configuration.presets import PRESETS
+from spectrn.configuration.sources import build_config
 from spectrn.render import manifests as render
 from spectrn.render import output
-from spectrn.spec.presets import PRESETS
-from spectrn.spec.sources import build_config
 
 GOLDEN = Path(__file__).parent / "golden"
 

@@ -21,10 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from doubles.render_support import FIXED_PROMPTS, containers, k8s_expand
+from spectrn.configuration.sources import build_config
 from spectrn.errors import ConfigError
 from spectrn.render import load_job, output
 from spectrn.render import manifests as render
-from spectrn.spec.sources import build_config
 
 MAX_EXAMPLES = 300
 

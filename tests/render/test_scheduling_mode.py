@@ -14,11 +14,11 @@ import yaml
 
 from doubles.render_support import SUPPORTED
 from spectrn.analyze.summary import summarize
-from spectrn.loadgen.bench import endpoint_provenance
+from spectrn.bench.local import endpoint_provenance
+from spectrn.configuration.config import SpectrnConfig
 from spectrn.report.markdown import summary_markdown
 from spectrn.run.measured import config_as_run
 from spectrn.run.records import RequestRecord, RunMeta
-from spectrn.spec.config import SpectrnConfig
 
 # The plugin's own flag, as its features guide writes it (aws-neuron-sdk vllm-neuron/docs/guides/features-guide.md).
 FLAG = "--no-async-scheduling"

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from doubles.render_support import FIXED_PROMPTS, k8s_expand
+from spectrn.configuration.config import SpectrnConfig
 from spectrn.render import manifests as render
 from spectrn.runtimes.sim_pair import SimPair
-from spectrn.spec.config import SpectrnConfig
 
 # Every value differs from its default, so a launch path that drops or hard-codes one shows.
 CFG: dict[str, Any] = {

@@ -7,9 +7,9 @@ import json
 
 import yaml
 
+from spectrn.configuration.sources import build_config
 from spectrn.loadgen.prompts import load_prompt_set
 from spectrn.loadgen.workloads import load_workload
-from spectrn.spec.sources import build_config
 
 PRELOADED = ("--set", "spectrn_image_preloaded=true", "--set", "s3.bucket=my-models")
 

@@ -131,7 +131,7 @@ def test_render_table(built: Path) -> None:
 
 
 def test_compare_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from spectrn.spec.config import SpectrnConfig
+    from spectrn.configuration.config import SpectrnConfig
 
     a = make_run(tmp_path, "run-a", per_class=4)
     cfg = SpectrnConfig(num_speculative_tokens=5).model_dump(mode="json")

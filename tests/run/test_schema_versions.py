@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from spectrn.configuration.config import SpectrnConfig
 from spectrn.run.folder import RunFolder
 from spectrn.run.records import RUN_SCHEMA_VERSION, RunMeta, read_run_meta
-from spectrn.spec.config import SpectrnConfig
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 PAST = {1: FIXTURES / "schema1" / "r-schema1", 2: FIXTURES / "schema2" / "r-schema2"}

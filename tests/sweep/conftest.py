@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from spectrn import __version__
+from spectrn.configuration.config import SpectrnConfig
+from spectrn.configuration.sources import build_config
 from spectrn.errors import Interrupted
 from spectrn.events import OnEvent
 from spectrn.paths import atomic_write_text
 from spectrn.run.records import RequestRecord, RunMeta, write_records
-from spectrn.spec.config import SpectrnConfig
-from spectrn.spec.sources import build_config
 from spectrn.sweep.grid import Cell
 
 BASE_STEP_S = 0.045

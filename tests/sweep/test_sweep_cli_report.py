@@ -9,8 +9,8 @@ import yaml
 from rich.console import Console
 
 from spectrn.cli.show import print_sweep_analysis
+from spectrn.configuration.config import SpectrnConfig
 from spectrn.report.sweep import write_report
-from spectrn.spec.config import SpectrnConfig
 from spectrn.sweep.orchestrate import Sweep, SweepOptions
 from support import run_cli
 

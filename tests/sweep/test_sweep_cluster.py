@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from doubles.kube_fake import FakeKube
+from spectrn.configuration.sources import build_config
 from spectrn.events import Event
-from spectrn.spec.sources import build_config
 from spectrn.sweep.grid import Cell
 from spectrn.sweep.orchestrate import Sweep, SweepOptions
 from spectrn.sweep.runners import ClusterRunner

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from doubles.kube_fake import FakeKube
+from spectrn.configuration.config import SpectrnConfig
+from spectrn.configuration.sources import build_config
 from spectrn.deploy.compile import MARKER, apply_jobs, artifact_status, compile_jobs, job_name, prerequisites, wait_jobs
 from spectrn.deploy.service import deploy, render_for_deploy
 from spectrn.errors import ConfigError
 from spectrn.render import manifests as render
 from spectrn.render import server
-from spectrn.spec.config import SpectrnConfig
-from spectrn.spec.sources import build_config
 
 
 @pytest.fixture

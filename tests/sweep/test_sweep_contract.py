@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from contract import assert_valid, assert_valid_sweep_folder
+from spectrn.configuration.sources import build_config
 from spectrn.errors import AnalysisError
 from spectrn.run.sweep_analysis import ANALYSIS_SCHEMA_VERSION, read_sweep_analysis
 from spectrn.run.sweep_manifest import SWEEP_SCHEMA_VERSION, read_sweep_manifest
-from spectrn.spec.sources import build_config
 from spectrn.sweep import orchestrate
 from spectrn.sweep.manifest import read_manifest
 from spectrn.sweep.orchestrate import Sweep, SweepOptions

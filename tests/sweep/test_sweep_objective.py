@@ -9,10 +9,10 @@ import pytest
 from rich.console import Console
 
 from spectrn.cli.show import print_sweep_analysis
+from spectrn.configuration.sources import build_config
 from spectrn.errors import ConfigError
 from spectrn.report.sweep import write_report
 from spectrn.run.summary import Summary
-from spectrn.spec.sources import build_config
 from spectrn.sweep.objective import decide, parse_objective
 from spectrn.sweep.orchestrate import Sweep, SweepOptions
 from spectrn.sweep.recommend import Row, _cheaper, recommend

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from spectrn.configuration.config import SpectrnConfig
+from spectrn.configuration.sources import build_config
 from spectrn.errors import ConfigError, Interrupted
 from spectrn.run.records import read_records
-from spectrn.spec.config import SpectrnConfig
-from spectrn.spec.sources import build_config
 from spectrn.sweep.orchestrate import Sweep, SweepOptions
 
 from .conftest import FakeRunner, load

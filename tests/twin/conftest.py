@@ -20,12 +20,12 @@ import pytest
 import yaml
 from rich.console import Console
 
+from spectrn.bench.local import endpoint_provenance, execute, plan_from_config
+from spectrn.configuration.sources import build_config
 from spectrn.errors import SimError
 from spectrn.finish import finish
-from spectrn.loadgen.bench import endpoint_provenance, execute, plan_from_config
 from spectrn.runtimes.launch import LocalServer, free_port, start_server, stop_servers, wait_healthy
 from spectrn.sim.model import PRESETS
-from spectrn.spec.sources import build_config
 from spectrn.twin.calibrate import calibrate
 from spectrn.twin.model import Twin, dump_twin
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from spectrn.bench.local import endpoint_provenance, execute, plan_from_config
+from spectrn.configuration.sources import build_config
 from spectrn.finish import finish
-from spectrn.loadgen.bench import endpoint_provenance, execute, plan_from_config
 from spectrn.runtimes.vllm_cpu import INSTALL_HINT, VllmCpuPair, missing_parts
 from spectrn.sim.settings import load_preset_file
-from spectrn.spec.sources import build_config
 from spectrn.twin.calibrate import calibrate, summary_lines
 from spectrn.twin.model import dump_twin
 from spectrn.twin.predict import predict

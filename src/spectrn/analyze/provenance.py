@@ -32,7 +32,7 @@ def _with_semantics(
 def _stack_notice(meta: RunMeta, prov: Provenance) -> str | None:
     """UNSUPPORTED STACK when the servers ran the Neuron fork of vLLM V0 (docs/neuron.md): their metric
     families say so when recorded, else the recorded config's dialect."""
-    from spectrn.spec.stacks import run_stack_notice
+    from spectrn.configuration.stacks import run_stack_notice
 
     if prov.runtime == "vllm-cpu":
         return None  # spectrn started upstream vLLM on CPU itself: whatever the dialect says, no fork ran

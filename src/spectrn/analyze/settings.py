@@ -8,8 +8,8 @@ from typing import Any
 
 from spectrn.analyze.semantics import choose as choose_semantics
 from spectrn.analyze.slo import Slo, slos_of
+from spectrn.configuration.pricing import price_of
 from spectrn.run.records import RunMeta
-from spectrn.spec.pricing import price_of
 
 
 @dataclass
@@ -28,11 +28,11 @@ class Settings:
     paired: bool
     seed: int = 0
     slos: tuple[Slo, ...] = ()
-    price_source: str | None = None  # the price and where it came from (spectrn.spec.pricing)
+    price_source: str | None = None  # the price and where it came from (spectrn.configuration.pricing)
 
     @classmethod
     def of(cls, meta: RunMeta, seed: int = 0, acceptance: Mapping[str, Any] | None = None) -> Settings:
-        from spectrn.spec.catalog import INSTANCES
+        from spectrn.configuration.catalog import INSTANCES
 
         cfg = meta.config
         inst = INSTANCES.get(cfg.instance_type)

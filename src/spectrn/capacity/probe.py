@@ -17,12 +17,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from spectrn.capacity.search import LoadKind
+from spectrn.configuration.config import SpectrnConfig
+from spectrn.configuration.origins import format_validation_error, validation_hint
 from spectrn.errors import ConfigError
 from spectrn.events import OnEvent
 from spectrn.run.capacity import Estimate, ProbeVerdict
 from spectrn.run.summary import Provenance, Summary, VariantSummary
-from spectrn.spec.config import SpectrnConfig
-from spectrn.spec.origins import format_validation_error, validation_hint
 
 
 @dataclass
@@ -54,7 +54,7 @@ def probe_config(cfg: SpectrnConfig, kind: LoadKind, load: float, requests: int)
     try:
         return SpectrnConfig.model_validate(data)
     except ValidationError as e:
-        from spectrn.spec.origins import Origins
+        from spectrn.configuration.origins import Origins
 
         raise ConfigError(
             f"{format_validation_error(e, Origins())} (capacity probe at {load_label(kind, load)})",
@@ -121,8 +121,8 @@ def run_probe(
     """Run ``variants`` at ``load`` with ``requests`` each (the config's schedule mode: simultaneously by
     default, each on its own server), finish the folder (summary, llmperf files; no report: ``spectrn report``
     writes one on demand) and judge each variant."""
+    from spectrn.bench.local import execute, plan_from_config
     from spectrn.finish import finish
-    from spectrn.loadgen.bench import execute, plan_from_config
 
     pcfg = probe_config(cfg, kind, load, requests)
     endpoints = {v: target.endpoints[v] for v in variants}

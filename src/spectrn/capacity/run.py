@@ -22,6 +22,7 @@ from typing import Any
 
 from spectrn.capacity.probe import ProbeRun, Target, load_label, run_probe
 from spectrn.capacity.search import Bracket, LoadKind, precision_text, requests_per_probe
+from spectrn.configuration.config import SpectrnConfig
 from spectrn.errors import ConfigError
 from spectrn.events import Emitter, OnEvent
 from spectrn.labels import iso_utc
@@ -35,7 +36,6 @@ from spectrn.run.capacity import (
     StopsPaying,
     VariantCapacity,
 )
-from spectrn.spec.config import SpectrnConfig
 
 VARIANTS = ("baseline", "speculative")
 EXTRA_BEYOND_FAIL = 4.0  # a finished variant joins doubling probes up to this multiple of its first failing load
@@ -196,8 +196,8 @@ def _stops_paying(probes: Sequence[Probe], runs: dict[str, ProbeRun]) -> StopsPa
 
 
 def _price(cfg: SpectrnConfig) -> Price:
-    from spectrn.spec.catalog import INSTANCES
-    from spectrn.spec.pricing import price_of
+    from spectrn.configuration.catalog import INSTANCES
+    from spectrn.configuration.pricing import price_of
 
     inst = INSTANCES.get(cfg.instance_type)
     catalog = inst.hourly_usd if inst else INSTANCES["trn2.48xlarge"].hourly_usd

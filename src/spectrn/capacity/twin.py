@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from spectrn.capacity.search import Bracket, requests_per_probe
+from spectrn.configuration.config import SpectrnConfig
 from spectrn.labels import window_label
 from spectrn.run.capacity import Capacity, TwinCapacity, TwinPoint
-from spectrn.spec.config import SpectrnConfig
 
 
 def _percentile(values: list[float], p: float) -> float | None:

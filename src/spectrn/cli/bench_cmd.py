@@ -209,8 +209,8 @@ def bench(
 
     Without --local or --endpoint, the load runs as a Job in the cluster next to the deployed services
     (--context / --kubeconfig / --namespace choose the cluster, as for `spectrn deploy`)."""
+    from spectrn.bench.local import check_run_id, new_run_id
     from spectrn.cli.progress import EventView
-    from spectrn.loadgen.bench import check_run_id, new_run_id
 
     console = err_console()
     in_cluster = not (local or endpoint)  # the load runs as a Job next to the deployed services
@@ -263,7 +263,7 @@ def bench(
             run_dir = _bench_local(cfg, endpoints, runtime, rid, out_dir, model, time_scale, view, declared=declared)
         engine = "spectrn"
     else:
-        from spectrn.collect.incluster import run_incluster_bench
+        from spectrn.bench.incluster import run_incluster_bench
         from spectrn.errors import KubeError
 
         try:
@@ -324,7 +324,7 @@ def _bench_local(
     *,
     declared: bool = False,
 ) -> Path:
-    from spectrn.loadgen.bench import bench_local
+    from spectrn.bench.local import bench_local
 
     return bench_local(cfg, endpoints, runtime, run_id, out_dir, model, time_scale, view, declared=declared)
 
@@ -368,8 +368,8 @@ def loadgen(
     ] = False,
 ) -> None:
     """The load generator alone (the load pod's entrypoint): run the schedule, write records."""
+    from spectrn.bench.local import check_run_id, execute, plan_from_config
     from spectrn.cli.progress import EventView
-    from spectrn.loadgen.bench import check_run_id, execute, plan_from_config
 
     console = err_console()
     cfg = config_from_cli(config, sets, cluster=False, console=console)
@@ -478,9 +478,9 @@ def demo(
 ) -> None:
     """The whole local pipeline: start baseline + speculative servers, bench structured and open prompts,
     analyze, report, stop the servers."""
+    from spectrn.bench.local import new_run_id
     from spectrn.cli.progress import EventView
     from spectrn.cli.show import say
-    from spectrn.loadgen.bench import new_run_id
 
     console = err_console()
     overrides: dict[str, Any] = {"runtime": "sim", "bench__prompts": "all", "bench__requests": requests}

@@ -249,8 +249,8 @@ class _target:  # noqa: N801 - a context manager used like a function
         self.pair: Any = None
 
     def __enter__(self) -> Any:
+        from spectrn.bench.local import endpoint_provenance, local_runtime
         from spectrn.capacity.probe import Target
-        from spectrn.loadgen.bench import endpoint_provenance, local_runtime
 
         if self.endpoints:
             declared = self.declared

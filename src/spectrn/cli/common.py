@@ -23,8 +23,8 @@ from rich.markup import escape
 from spectrn.errors import ConfigError
 
 if TYPE_CHECKING:  # pydantic models and the kubernetes client load only when a command runs, not for --help
+    from spectrn.configuration.config import SpectrnConfig
     from spectrn.kube.api import KubeApi
-    from spectrn.spec.config import SpectrnConfig
 
 ConfigOpt = Annotated[
     Path | None,
@@ -206,7 +206,7 @@ def out_console() -> Console:
 
 def parse_sets(items: list[str] | None, texts: dict[str, str] | None = None) -> dict[str, Any]:
     """``--set KEY=VALUE`` items as {key: value parsed as YAML}; ``texts`` receives each value as written."""
-    from spectrn.spec.sources import yaml_value
+    from spectrn.configuration.sources import yaml_value
 
     out: dict[str, Any] = {}
     for item in items or []:
@@ -260,7 +260,7 @@ def config_from_cli(
     simulator's pods, and with ``load_job`` for the load Job). Every command says so itself: nothing is read
     from a library's global state. ``quiet_about``: config keys whose warnings are not shown (values the
     command itself chose)."""
-    from spectrn.spec.sources import load_config
+    from spectrn.configuration.sources import load_config
 
     texts: dict[str, str] = {}
     overrides = parse_sets(sets, texts)

@@ -1,7 +1,7 @@
 """``spectrn config-reference``: the configuration table generated from the model's field descriptions.
 
 README.md carries the table between two markers; ``--write`` refreshes it there and ``--check`` fails
-when it is stale, so the documentation can never drift from ``spectrn.spec.config``.
+when it is stale, so the documentation can never drift from ``spectrn.configuration.config``.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ def config_reference(
     ] = None,
 ) -> None:
     """Print the configuration reference (Markdown), or refresh / check it in README.md."""
+    from spectrn.configuration.reference import config_reference_markdown
     from spectrn.paths import atomic_write_text
-    from spectrn.spec.reference import config_reference_markdown
 
     table = config_reference_markdown()
     target = write or check

@@ -1,7 +1,7 @@
 """``spectrn deploy``, ``status``, ``teardown``, ``collect`` and ``kind fake-neuron``: the cluster commands.
 
 Thin wrappers: build the config, connect (``spectrn.kube.client.connect``), call one function of
-``spectrn.deploy`` / ``spectrn.collect.incluster``, and show its progress on the console.
+``spectrn.deploy`` / ``spectrn.bench.incluster``, and show its progress on the console.
 """
 
 from __future__ import annotations
@@ -342,9 +342,9 @@ def collect_cmd(
     namespace: KubeNamespaceOpt = None,
 ) -> None:
     """Fetch the results of an in-cluster bench (e.g. after the CLI died), analyze them, delete the Job."""
+    from spectrn.bench.incluster import collect
     from spectrn.cli.progress import EventView
     from spectrn.cli.show import finish_and_show
-    from spectrn.collect.incluster import collect
 
     console = err_console()
     root = out_dir_of(out_dir, out, Path("results"))

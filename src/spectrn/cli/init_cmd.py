@@ -28,9 +28,9 @@ def init(
     ] = None,
 ) -> None:
     """Write a commented default configuration file."""
+    from spectrn.configuration.presets import PRESETS
+    from spectrn.configuration.reference import commented_default_yaml
     from spectrn.paths import atomic_write_text
-    from spectrn.spec.presets import PRESETS
-    from spectrn.spec.reference import commented_default_yaml
 
     if preset is not None and preset not in PRESETS:
         raise ConfigError(

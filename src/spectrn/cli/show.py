@@ -131,8 +131,8 @@ def finish_and_show(
     publishes it: local benches, the in-cluster bench (spectrn or llmperf), `spectrn collect`, `analyze`.
     ``output`` None: only the run's warnings and folder, on ``console`` (one of `bench --repeats`' runs, whose
     aggregate is the command's result)."""
+    from spectrn.bench.local import require_successes
     from spectrn.finish import finish
-    from spectrn.loadgen.bench import require_successes
 
     done = finish(run_dir, report=report)
     if output is None:

@@ -217,7 +217,7 @@ def sweep(
             f"--resume: there is no sweep {sid} under {out_dir}",
             hint="check --sweep-id and --out-dir, or drop --resume",
         )
-    from spectrn.loadgen.bench import flag_or_key
+    from spectrn.bench.local import flag_or_key
     from spectrn.loadgen.workloads import load_workload
 
     # now, not once servers are up
@@ -235,7 +235,7 @@ def sweep(
         sw = Sweep(cfg, sid, out_dir, opts, view, resume=resume)
         say(console, f"sweep {sid}: {sw.sweep_dir}")
         if kube is None:
-            from spectrn.loadgen.bench import sigterm_raises
+            from spectrn.bench.local import sigterm_raises
 
             # SIGTERM outside a cell's requests (those stop on their own) unwinds too, stopping the servers.
             with sigterm_raises(f"while sweep {sid} ran; finished cells are kept"):

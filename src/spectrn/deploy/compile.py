@@ -18,9 +18,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from spectrn.configuration.config import SpectrnConfig
 from spectrn.errors import ConfigError, DeployError, KubeError, one_line
 from spectrn.labels import setup_label
-from spectrn.spec.config import SpectrnConfig
 
 MARKER = ".spectrn-compiled"
 TEMPLATE = "compile-job.yaml.j2"

@@ -11,7 +11,7 @@ from spectrn.deploy.plan import Plan
 from spectrn.kube.api import KubeApi, KubeApiError, Obj, neuron_quantity
 
 if TYPE_CHECKING:
-    from spectrn.spec.config import SpectrnConfig
+    from spectrn.configuration.config import SpectrnConfig
 
 
 @dataclass
@@ -63,7 +63,7 @@ def _pod_neuron_requests(pod: Obj) -> int:
 def config_findings(cfg: SpectrnConfig, objects: Sequence[Obj]) -> list[Finding]:
     """What the configuration alone shows will fail, with or without a cluster: a model volume that mounts the
     placeholder bucket (the pods would wait on a mount that never succeeds)."""
-    from spectrn.spec.cluster import S3Config
+    from spectrn.configuration.cluster import S3Config
 
     placeholder = S3Config().bucket
     mounts = any(

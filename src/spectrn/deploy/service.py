@@ -17,7 +17,7 @@ from spectrn.errors import ConfigError, DeployError
 from spectrn.kube.api import COMPONENT_LABEL, KubeApi, KubeApiError, Obj, labels_of
 
 if TYPE_CHECKING:
-    from spectrn.spec.config import SpectrnConfig
+    from spectrn.configuration.config import SpectrnConfig
 
 
 @dataclass

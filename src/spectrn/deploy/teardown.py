@@ -11,7 +11,7 @@ from spectrn.errors import DeployError
 from spectrn.kube.api import MANAGED_SELECTOR, KubeApi, KubeApiError, Obj, describe, labels_of
 
 if TYPE_CHECKING:
-    from spectrn.spec.config import SpectrnConfig
+    from spectrn.configuration.config import SpectrnConfig
 
 
 # What teardown looks for, namespaced kinds first; versions that the cluster does not serve are skipped.

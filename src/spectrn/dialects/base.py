@@ -11,8 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from spectrn.spec.catalog import ModelSpec
-from spectrn.spec.origins import FieldError
+from spectrn.configuration.catalog import ModelSpec
+from spectrn.configuration.origins import FieldError
 from spectrn.windows import WindowSemantics
 
 # What a refusal's hint appends when it points to the legacy fork, so nobody switches to it unawares.

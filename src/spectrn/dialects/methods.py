@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from spectrn.configuration.origins import FieldError
 from spectrn.dialects.base import LEGACY_CONSEQUENCE, Dialect, Setup
-from spectrn.spec.origins import FieldError
 
 
 @dataclass(frozen=True, slots=True)

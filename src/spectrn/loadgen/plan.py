@@ -1,6 +1,6 @@
 """What a benchmark run is asked to do (``RunPlan``: endpoints, schedule, levels, load shape) and what it returned.
 
-``RunPlan`` is written by ``loadgen/bench.py`` (from the config) and read by every stage of a run: the pre-run
+``RunPlan`` is written by ``bench/local.py`` (from the config) and read by every stage of a run: the pre-run
 checks (``loadgen/prepare.py``), the schedulers (``loadgen/schedulers.py``), the record sink's file budget and
 the run itself (``loadgen/runner.py``).
 """

@@ -17,11 +17,11 @@ from typing import overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from spectrn.configuration.origins import format_validation_error
+from spectrn.configuration.sources import load_yaml
 from spectrn.errors import ConfigError
 from spectrn.names import check_name, is_safe_name
 from spectrn.paths import data_dir
-from spectrn.spec.origins import format_validation_error
-from spectrn.spec.sources import load_yaml
 
 BUILTIN_SETS = ("structured", "open", "sample")
 COMBINED_SETS = {"all": ("structured", "open")}

@@ -20,6 +20,7 @@ from functools import partial
 from typing import Any
 
 from spectrn import __version__
+from spectrn.configuration.config import SpectrnConfig
 from spectrn.errors import BenchError, EndpointError, redact, redact_url
 from spectrn.loadgen import clock
 from spectrn.loadgen.arrivals import Level as Level  # re-exported: the runner's callers name levels
@@ -40,7 +41,6 @@ from spectrn.run.folder import ACCEPTANCE, METRICS, RUN_JSON, RunFolder
 from spectrn.run.load_shape import LoadShape
 from spectrn.run.records import RunMeta
 from spectrn.run.summary import Provenance
-from spectrn.spec.config import SpectrnConfig
 
 StopReason = Callable[[], str | None]
 

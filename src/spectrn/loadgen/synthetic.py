@@ -16,8 +16,8 @@ import math
 import random
 import re
 
+from spectrn.configuration.bench import LengthDistribution, SyntheticWorkload
 from spectrn.loadgen.prompts import BUILTIN_SETS, Prompt, PromptSet, load_prompt_set
-from spectrn.spec.bench import LengthDistribution, SyntheticWorkload
 
 SYNTHETIC = "synthetic"
 SYNTHETIC_NOTE = (

@@ -20,10 +20,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from spectrn.configuration.bench import WorkloadConfig
 from spectrn.errors import ConfigError
 from spectrn.loadgen.prompts import BUILTIN_SETS, COMBINED_SETS, Prompt, PromptSet, load_prompt_set
 from spectrn.names import is_safe_name
-from spectrn.spec.bench import WorkloadConfig
 
 # Streamed formats (JSONL, CSV) are read a line at a time, but every prompt is held in memory afterwards, so
 # the cap bounds memory (a few times the file size) rather than parsing; ShareGPT JSON is parsed whole.

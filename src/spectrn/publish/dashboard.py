@@ -18,7 +18,7 @@ from spectrn.run.folder import RunFolder, dim_value
 from spectrn.run.summary import Load, Summary
 
 if TYPE_CHECKING:
-    from spectrn.spec.config import SpectrnConfig
+    from spectrn.configuration.config import SpectrnConfig
 
 VARIANT_COLORS = {"baseline": "#1f77b4", "speculative": "#ff7f0e"}
 

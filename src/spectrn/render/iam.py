@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from spectrn.spec.config import SpectrnConfig
+from spectrn.configuration.config import SpectrnConfig
 
 
 def s3_iam_policy(cfg: SpectrnConfig) -> dict[str, Any]:

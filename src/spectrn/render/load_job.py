@@ -17,13 +17,13 @@ from typing import Any
 import yaml
 
 from spectrn import names
+from spectrn.configuration.config import SpectrnConfig
+from spectrn.configuration.sources import check_config_names
 from spectrn.dialects.base import flag_json
 from spectrn.errors import ConfigError
 from spectrn.render.literals import KubeRef, _env, k8s_literals
 from spectrn.render.server import NON_ROOT_UID, VARIANTS, service_url
 from spectrn.render.templates import _labels, _Renderer
-from spectrn.spec.config import SpectrnConfig
-from spectrn.spec.sources import check_config_names
 
 ENGINES = ("spectrn", "llmperf")
 
@@ -162,11 +162,11 @@ def pod_config_yaml(cfg: SpectrnConfig) -> str:
     """The config the load pod reads: the full run spec, with a user prompt path pointed at the mount."""
     data = cfg.model_dump(mode="json")
     if _user_prompts_path(cfg) is not None:
-        from spectrn.spec.bench import WorkloadConfig
+        from spectrn.configuration.bench import WorkloadConfig
 
         data["bench"]["prompts"] = f"{PROMPTS_MOUNT}/{USER_PROMPTS_KEY}"
         # the mounted set is the workload already shaped (prompts_data): shaping it again would sample twice
-        from spectrn.loadgen.bench import ignore_eos_of
+        from spectrn.bench.local import ignore_eos_of
 
         data["bench"]["workload"] = WorkloadConfig(format="yaml").model_dump(mode="json")
         # the mount path is a user's file to the automatic rule: keep the value this workload was given here

@@ -19,12 +19,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from spectrn.configuration.config import SpectrnConfig
+from spectrn.configuration.sources import check_config_names
 from spectrn.errors import ConfigError
 from spectrn.render.load_job import HOLD_UNTIL_COLLECTED_S, prompts_data, render_load_job
 from spectrn.render.server import VARIANTS, _claim_ctx, _server_ctx
 from spectrn.render.templates import _labels, _Renderer
-from spectrn.spec.config import SpectrnConfig
-from spectrn.spec.sources import check_config_names
 
 SHARED_COMPONENTS = ("namespace", "serviceaccounts", "storage", "devices", "prompts")
 ALL_COMPONENTS = (*SHARED_COMPONENTS, *VARIANTS, "loadgen")

@@ -39,7 +39,7 @@ def _notes(obj: Mapping[str, Any]) -> list[str]:
     if kind in ("Deployment", "Job"):
         ctx = obj["spec"]["template"]["spec"].get("securityContext", {})
         level = "restricted" if ctx.get("runAsNonRoot") else "baseline (root in the Neuron DLC, /dev/shm, S3 volume)"
-        from spectrn.spec.neuron_host import beyond_baseline  # capabilities.add may take the pod past baseline
+        from spectrn.configuration.neuron_host import beyond_baseline  # capabilities.add may take the pod past baseline
 
         caps = [a for c in obj["spec"]["template"]["spec"]["containers"]
                 for a in (c.get("securityContext") or {}).get("capabilities", {}).get("add", [])]  # fmt: skip

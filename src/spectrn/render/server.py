@@ -11,10 +11,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from spectrn.configuration.config import SpectrnConfig
 from spectrn.dialects.base import flag_json
 from spectrn.render.literals import _env, k8s_literals
 from spectrn.render.templates import LABEL_COMPONENT, _labels
-from spectrn.spec.config import SpectrnConfig
 
 VARIANTS = ("baseline", "speculative")
 

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from spectrn.configuration.config import SpectrnConfig
 from spectrn.errors import RenderError
-from spectrn.spec.config import SpectrnConfig
 
 if TYPE_CHECKING:
     import jinja2

@@ -26,7 +26,7 @@ from spectrn.run.measured import measured, scheduling_text
 from spectrn.run.summary import Summary
 
 if TYPE_CHECKING:
-    from spectrn.spec.config import SpectrnConfig
+    from spectrn.configuration.config import SpectrnConfig
 
 
 def _md(text: str) -> str:

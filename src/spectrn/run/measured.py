@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from spectrn.configuration.config import SpectrnConfig
 from spectrn.run.records import RunMeta
 from spectrn.run.summary import Provenance
-from spectrn.spec.config import SpectrnConfig
 
 # Runtimes whose servers spectrn did not start as simulators: the config's sim.* keys describe nothing there
 _NOT_SIMULATED = ("endpoints", "vllm-cpu", "llmperf")

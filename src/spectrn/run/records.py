@@ -18,11 +18,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
+from spectrn.configuration.config import RECORDED, SpectrnConfig
 from spectrn.errors import AnalysisError, one_line
 from spectrn.names import name_problem
 from spectrn.run.load_shape import LoadShape
 from spectrn.run.summary import Provenance
-from spectrn.spec.config import RECORDED, SpectrnConfig
 
 # The run folder's contract (run.json, requests.jsonl, acceptance.json; summary.json has its own version):
 #   1  run.json without ``schema_version`` (spectrn 0.1.0 before the version was recorded)

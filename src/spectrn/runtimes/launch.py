@@ -30,8 +30,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from spectrn.configuration.config import SpectrnConfig
 from spectrn.errors import SpectrnError
-from spectrn.spec.config import SpectrnConfig
 
 LOOPBACK = "127.0.0.1"
 PR_SET_PDEATHSIG = 1  # linux/prctl.h

@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from types import TracebackType
 
+from spectrn.configuration.config import SpectrnConfig
 from spectrn.errors import SimError
 from spectrn.runtimes.launch import LocalServer, free_port, sim_command, start_server, stop_servers, wait_healthy
-from spectrn.spec.config import SpectrnConfig
 
 STOP_GRACE_S = 5.0  # a simulator exits at once on SIGTERM; this only bounds a stuck one
 

@@ -72,8 +72,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from spectrn.configuration.catalog import MODELS
 from spectrn.sim.profiles import ProfileName, check_profile_name, get_profile
-from spectrn.spec.catalog import MODELS
 from spectrn.windows import WindowSemantics, draft_runs, proposals, verified_tokens
 
 REFERENCE_DRAFT_PARAMS_B = 1.7

@@ -110,7 +110,7 @@ class SimServer:
         created = int(self.started)
         perm = hashlib.blake2b(f"perm{self.settings.seed}".encode(), digest_size=8).hexdigest()
         preset = self.settings.resolved_preset()
-        from spectrn.spec.catalog import MODELS
+        from spectrn.configuration.catalog import MODELS
 
         card = {
             "id": self.model_name,

@@ -8,11 +8,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from spectrn.configuration.catalog import MODELS
 from spectrn.errors import SimError
 from spectrn.sim.faults import FaultSettings
 from spectrn.sim.model import AcceptanceModel, CostModel, Preset, Resolved, get_preset, resolve
 from spectrn.sim.profiles import ProfileName, ServerProfile, check_profile_name, get_profile
-from spectrn.spec.catalog import MODELS
 
 
 class SimSettings(BaseModel):
@@ -148,7 +148,7 @@ class SimSettings(BaseModel):
             cost = CostModel.model_validate({**preset.cost.model_dump(), **self.cost})
             acc = AcceptanceModel.model_validate({**preset.acceptance.model_dump(), **self.acceptance})
         except ValidationError as e:
-            from spectrn.spec.origins import format_validation_error
+            from spectrn.configuration.origins import format_validation_error
 
             raise ValueError(format_validation_error(e)) from None
         return preset.model_copy(update={"cost": cost, "acceptance": acc})
@@ -183,8 +183,8 @@ class SimSettings(BaseModel):
 
 def load_settings(path: Path | None = None, **overrides: Any) -> SimSettings:
     """Settings from an optional YAML file, then explicit overrides (None values ignored)."""
-    from spectrn.spec.origins import format_validation_error
-    from spectrn.spec.sources import deep_merge, load_yaml
+    from spectrn.configuration.origins import format_validation_error
+    from spectrn.configuration.sources import deep_merge, load_yaml
 
     data: dict[str, Any] = {}
     if path is not None:
@@ -207,8 +207,8 @@ def load_settings(path: Path | None = None, **overrides: Any) -> SimSettings:
 
 def load_preset_file(path: Path) -> Preset:
     """A whole preset from YAML, validated strictly; errors name the file and the field."""
-    from spectrn.spec.origins import format_validation_error
-    from spectrn.spec.sources import load_yaml
+    from spectrn.configuration.origins import format_validation_error
+    from spectrn.configuration.sources import load_yaml
 
     data = load_yaml(path, what="simulator preset file")
     if not isinstance(data, dict):

@@ -12,10 +12,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from spectrn.configuration.config import SpectrnConfig
+from spectrn.configuration.origins import Origins, format_validation_error, validation_hint
 from spectrn.errors import ConfigError
 from spectrn.labels import setup_label, stamped_id
-from spectrn.spec.config import SpectrnConfig
-from spectrn.spec.origins import Origins, format_validation_error, validation_hint
 
 SWEEP_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 

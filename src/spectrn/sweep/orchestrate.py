@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spectrn.configuration.config import SpectrnConfig
 from spectrn.errors import AnalysisError, ConfigError, Interrupted, SpectrnError
 from spectrn.events import Emitter, OnEvent, fmt_duration
 from spectrn.labels import window_label
 from spectrn.paths import atomic_write_text, safe_output_dir
 from spectrn.run.sweep_analysis import SweepAnalysis, SweepPrediction
 from spectrn.run.sweep_manifest import CellEquivalence, SweepCell, SweepSettings
-from spectrn.spec.config import SpectrnConfig
 from spectrn.sweep.cells import aggregate_equivalence, cell_inputs
 from spectrn.sweep.grid import (
     Cell,

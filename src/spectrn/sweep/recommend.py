@@ -183,7 +183,7 @@ def level_key(level: str) -> tuple[int, float, str]:
 
 
 def draft_size(draft: str) -> float:
-    from spectrn.spec.catalog import MODELS
+    from spectrn.configuration.catalog import MODELS
 
     spec = MODELS.get(draft)
     if spec is not None:

@@ -12,9 +12,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
+from spectrn.configuration.config import SpectrnConfig
 from spectrn.events import Emitter, OnEvent
 from spectrn.labels import id_part, setup_label
-from spectrn.spec.config import SpectrnConfig
 from spectrn.sweep.grid import Cell
 
 if TYPE_CHECKING:
@@ -117,7 +117,7 @@ class LocalSimRunner:
         return server.url
 
     def run(self, cfg: SpectrnConfig, cell: Cell, out_root: Path, on_event: OnEvent | None, quiet: bool) -> Path:
-        from spectrn.loadgen.bench import endpoint_provenance, execute, plan_from_config
+        from spectrn.bench.local import endpoint_provenance, execute, plan_from_config
         from spectrn.runtimes.sim_pair import sim_profile
 
         assert self.baseline is not None, "LocalSimRunner used outside its with-block"
@@ -211,7 +211,7 @@ class ClusterRunner:
         return f"{self.sweep_slug}-{setup_label(id_part(cell.draft), cell.window, sep='-')}-{level}"[:40].strip("-")
 
     def run(self, cfg: SpectrnConfig, cell: Cell, out_root: Path, on_event: OnEvent | None, quiet: bool) -> Path:
-        from spectrn.collect.incluster import run_incluster_bench
+        from spectrn.bench.incluster import run_incluster_bench
         from spectrn.deploy.service import deploy, render_for_deploy
 
         want = (cfg.draft, cfg.num_speculative_tokens)
@@ -274,7 +274,7 @@ class LocalVllmCpuRunner:
         self.pair.__exit__(exc_type, exc, tb)
 
     def run(self, cfg: SpectrnConfig, cell: Cell, out_root: Path, on_event: OnEvent | None, quiet: bool) -> Path:
-        from spectrn.loadgen.bench import execute, plan_from_config
+        from spectrn.bench.local import execute, plan_from_config
 
         spec = self.pair.set_window(cell.window)
         endpoints = {"baseline": self.pair.endpoints["baseline"], "speculative": spec}

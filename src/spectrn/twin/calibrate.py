@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from spectrn.configuration.catalog import MODELS
+from spectrn.configuration.config import SpectrnConfig
 from spectrn.dialects import semantics_of, semantics_of_profile
 from spectrn.errors import AnalysisError, ConfigError
 from spectrn.run.folder import RunFolder
@@ -37,8 +39,6 @@ from spectrn.sim.model import (
     predictability,
 )
 from spectrn.sim.profiles import profiles
-from spectrn.spec.catalog import MODELS
-from spectrn.spec.config import SpectrnConfig
 from spectrn.twin.acceptance import ClassCounts, fallback_alphas, fit_decay, shrunk
 from spectrn.twin.costs import PARAMS, CostFit, StepSet, fit_costs
 from spectrn.twin.model import (
@@ -359,7 +359,7 @@ def calibrate(
     )
 
     # ---- the sidecar ------------------------------------------------------------------------------------
-    from spectrn.spec.catalog import INSTANCES
+    from spectrn.configuration.catalog import INSTANCES
 
     inst = INSTANCES.get(cfg.instance_type)
     hourly = cfg.pricing.instance_hourly_usd or (inst.hourly_usd if inst else INSTANCES["trn2.48xlarge"].hourly_usd)

@@ -171,8 +171,8 @@ class Twin(BaseModel):
 
 
 def load_twin(path: Path) -> Twin:
+    from spectrn.configuration.origins import format_validation_error
     from spectrn.sim.settings import load_preset_file
-    from spectrn.spec.origins import format_validation_error
 
     preset = load_preset_file(path)
     if preset.calibration is None:

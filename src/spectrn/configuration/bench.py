@@ -7,9 +7,9 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from spectrn.configuration.base import Strict
+from spectrn.configuration.origins import FieldError, Origins, dotted_path, flag_of
 from spectrn.names import name_problem
-from spectrn.spec.base import Strict
-from spectrn.spec.origins import FieldError, Origins, dotted_path, flag_of
 
 MAX_REQUESTS = 1_000_000
 

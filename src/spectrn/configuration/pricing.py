@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from pydantic import Field, field_validator
 
-from spectrn.spec.base import AWS_REGION, Strict
+from spectrn.configuration.base import AWS_REGION, Strict
 
 PRICE_SOURCE_URL = "https://aws.amazon.com/ec2/pricing/on-demand/"
 # named without its scheme in figures' provenance: reports stay self-contained text, never a link out

@@ -3,8 +3,8 @@
 Every model forbids unknown keys, so a misspelt key fails with its path instead of being ignored.
 Cross-field rules (draft vs target, TP vs cores) live in ``SpectrnConfig``'s validator, and what each Neuron
 server can run in its dialect's rules; each names the fields, the fact and the fix (docs/neuron.md has the
-sources). Loading (file, environment, ``--set``, flags) and the origin of every value are ``spectrn.spec.sources``;
-the cluster settings are ``spectrn.spec.cluster``, the bench and workload settings ``spectrn.spec.bench``.
+sources). Loading (file, environment, ``--set``, flags) and the origin of every value are ``spectrn.configuration.sources``;
+the cluster settings are ``spectrn.configuration.cluster``, the bench and workload settings ``spectrn.configuration.bench``.
 """
 
 from __future__ import annotations
@@ -15,19 +15,19 @@ from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
+from spectrn.configuration.base import AWS_REGION, DNS_LABEL, DNS_SUBDOMAIN, IMAGE, Strict, one_of
+from spectrn.configuration.bench import BenchConfig, load_shape_rules
+from spectrn.configuration.catalog import INSTANCES, MODELS, InstanceSpec, ModelSpec
+from spectrn.configuration.cluster import CompileConfig, PodResources, Probes, S3Config, SecretRef, ServiceAccounts
+from spectrn.configuration.neuron_host import Capabilities, NeuronDriver
+from spectrn.configuration.origins import FieldError, Origins, dotted_path
+from spectrn.configuration.pricing import BUILTIN_REGION, PRICE_SOURCE_URL, Pricing
+from spectrn.configuration.stacks import eagle3_without_recipe, unsupported_stack
 from spectrn.dialects import DIALECTS, plugin_releases, profiles, resolve, vllm_dialects
 from spectrn.dialects.base import Dialect
 from spectrn.dialects.methods import METHODS, SpeculationMethod
 from spectrn.errors import ConfigError
 from spectrn.labels import id_part, setup_label
-from spectrn.spec.base import AWS_REGION, DNS_LABEL, DNS_SUBDOMAIN, IMAGE, Strict, one_of
-from spectrn.spec.bench import BenchConfig, load_shape_rules
-from spectrn.spec.catalog import INSTANCES, MODELS, InstanceSpec, ModelSpec
-from spectrn.spec.cluster import CompileConfig, PodResources, Probes, S3Config, SecretRef, ServiceAccounts
-from spectrn.spec.neuron_host import Capabilities, NeuronDriver
-from spectrn.spec.origins import FieldError, Origins, dotted_path
-from spectrn.spec.pricing import BUILTIN_REGION, PRICE_SOURCE_URL, Pricing
-from spectrn.spec.stacks import eagle3_without_recipe, unsupported_stack
 
 # Validation context key: the config being validated was recorded by a run (``run.json``), not given by a person.
 RECORDED = "recorded"

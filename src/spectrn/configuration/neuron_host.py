@@ -7,7 +7,7 @@ import re
 
 from pydantic import Field, field_validator
 
-from spectrn.spec.base import Strict
+from spectrn.configuration.base import Strict
 
 # A Linux capability as Kubernetes spells it (no CAP_ prefix): upper-case letters, digits, underscores.
 _CAPABILITY = re.compile(r"[A-Z][A-Z0-9_]{1,31}")

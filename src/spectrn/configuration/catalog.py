@@ -6,7 +6,7 @@ count and hidden size feed the simulator's cost model). Users add models under `
 
 Instances: Neuron instance types with chip count, physical NeuronCores per chip, supported logical
 NeuronCore (LNC) settings and an on-demand hourly price used for cost per token. Prices are
-on-demand list prices for one region and date (``spectrn.spec.pricing``); override them with
+on-demand list prices for one region and date (``spectrn.configuration.pricing``); override them with
 ``pricing.instance_hourly_usd``.
 """
 

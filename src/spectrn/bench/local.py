@@ -24,6 +24,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from spectrn.configuration.config import SpectrnConfig
 from spectrn.errors import BenchError, ConfigError, Interrupted, Terminated, redact_url
 from spectrn.events import Emitter, OnEvent
 from spectrn.labels import run_id, stamped_id
@@ -38,7 +39,6 @@ from spectrn.names import check_name
 from spectrn.names import check_run_id as check_run_id
 from spectrn.paths import folder_lock, safe_output_dir
 from spectrn.run.summary import Provenance, ServerIdentity, Summary
-from spectrn.spec.config import SpectrnConfig
 
 
 def new_run_id(cfg: SpectrnConfig, prefix: str = "", *, label: str | None = None) -> str:

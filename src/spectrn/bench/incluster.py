@@ -40,7 +40,7 @@ from spectrn.run.folder import ACCEPTANCE, METRICS, REQUESTS, RunFolder
 from spectrn.run.records import RequestRecord, RunMeta
 
 if TYPE_CHECKING:
-    from spectrn.spec.config import SpectrnConfig
+    from spectrn.configuration.config import SpectrnConfig
 
 RUN_ID_LABEL = "spectrn.io/run-id"
 RESULTS_MOUNT = "/results"

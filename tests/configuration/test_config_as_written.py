@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from spectrn.configuration.sources import build_config, load_config
 from spectrn.errors import ConfigError
-from spectrn.spec.sources import build_config, load_config
 
 
 def test_a_file_number_is_the_text_as_written(tmp_path):

@@ -11,8 +11,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel
 
-from spectrn.spec.catalog import ModelSpec
-from spectrn.spec.config import SpectrnConfig
+from spectrn.configuration.catalog import ModelSpec
+from spectrn.configuration.config import SpectrnConfig
 
 
 def _type_name(ann: Any) -> str:

@@ -7,7 +7,7 @@ import re
 
 from pydantic import Field, field_validator
 
-from spectrn.spec.base import AWS_REGION, DNS_SUBDOMAIN, ROLE_ARN, Strict, quantity
+from spectrn.configuration.base import AWS_REGION, DNS_SUBDOMAIN, ROLE_ARN, Strict, quantity
 
 
 class S3Config(Strict):

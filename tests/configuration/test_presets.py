@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 import yaml
 
+from spectrn.configuration.presets import PRESETS
+from spectrn.configuration.sources import build_config, load_config
 from spectrn.render.manifests import render_objects
 from spectrn.render.server import vllm_args
 from spectrn.runtimes.launch import sim_serve_args
 from spectrn.runtimes.sim_pair import SimPair
-from spectrn.spec.presets import PRESETS
-from spectrn.spec.sources import build_config, load_config
 
 NEURON_MD = (Path(__file__).resolve().parents[2] / "docs" / "neuron.md").read_text(encoding="utf-8")
 PRESET_SECTION = NEURON_MD[NEURON_MD.index("## Presets") : NEURON_MD.index("## The speculation window")]

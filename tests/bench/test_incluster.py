@@ -15,7 +15,7 @@ from contract import assert_valid_run_folder
 from doubles.kube_fake import FakeKube
 from doubles.kube_runfiles import shard_files
 from doubles.kubehelp import make_cfg, run_deploy
-from spectrn.collect.incluster import _safe_extract, collect, run_incluster_bench
+from spectrn.bench.incluster import _safe_extract, collect, run_incluster_bench
 from spectrn.errors import BenchError, Interrupted
 from spectrn.events import Event
 from spectrn.finish import finish

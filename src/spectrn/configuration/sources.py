@@ -34,10 +34,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from spectrn.errors import ConfigError
-from spectrn.names import check_name
-from spectrn.spec.config import ORIGINS, SpectrnConfig
-from spectrn.spec.origins import (
+from spectrn.configuration.config import ORIGINS, SpectrnConfig
+from spectrn.configuration.origins import (
     Origins,
     PathT,
     dotted_path,
@@ -46,7 +44,9 @@ from spectrn.spec.origins import (
     loc_text,
     validation_hint,
 )
-from spectrn.spec.yaml_keys import UniqueKeyLoader
+from spectrn.configuration.yaml_keys import UniqueKeyLoader
+from spectrn.errors import ConfigError
+from spectrn.names import check_name
 
 DEFAULT_CONFIG_FILE = "spectrn.yaml"
 ENV_PREFIX = "SPECTRN_"
