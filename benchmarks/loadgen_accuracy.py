@@ -8,6 +8,11 @@ token (user + system time of this process during the run / tokens received).
 
     .venv/bin/python benchmarks/loadgen_accuracy.py [--levels 1,16,64,256] [--tokens 128] [--pattern 1] [--ramp auto]
 
+``--conditions quiet,loaded``: each level is run once per condition, alternating (``--repeat`` times), in one
+run; ``loaded`` runs one CPU-burning process per core beside the client and the server for that level, and every
+row records the 1-minute load average before and after it (``os.getloadavg``), so a reader can tell how busy the
+machine was rather than trust that it was quiet.
+
 ``--ramp``: the closed-loop start (``auto``, spectrn's default, or seconds; 0 = all streams at once). Besides
 the error against the client-send truth, each line gives the error against the server's own TTFT (handler
 start to first write), which leaves out the server's ingress queue. Prints one line per level and writes
@@ -19,9 +24,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
+import os
 import resource
 import statistics
-import subprocess
 import sys
 import time
 import urllib.request
@@ -33,15 +39,27 @@ from spectrn.loadgen.plan import RunPlan
 from spectrn.loadgen.prompts import Prompt, PromptSet, build_schedule
 from spectrn.loadgen.runner import Level, run_bench
 from spectrn.run.records import read_records
-from spectrn.runtimes.sim_pair import free_port, wait_healthy
 
-# the exact-schedule reference server (a test double, kept under tests/)
-REFERENCE_SERVER = Path(__file__).resolve().parent.parent / "tests" / "doubles" / "reference_server.py"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from reference import start_reference, stop  # noqa: E402  (this folder is not a package)
 
 
 def cpu_seconds() -> float:
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime
+
+
+def _burn() -> None:
+    while True:
+        pass
+
+
+def burners(n: int) -> list[multiprocessing.Process]:
+    procs = [multiprocessing.Process(target=_burn, daemon=True) for _ in range(n)]
+    for p in procs:
+        p.start()
+    time.sleep(2)  # the scheduler sees them before the level starts
+    return procs
 
 
 def run_level(base: str, concurrency: int, tokens: int, out: Path, ramp_s: float | None = None) -> dict[str, float]:
@@ -106,37 +124,30 @@ def main() -> None:
     ap.add_argument("--gap", type=float, default=0.03)
     ap.add_argument("--pattern", default="1", help="tokens per event, e.g. 3 for speculative-like chunks")
     ap.add_argument("--ramp", default="auto", help="closed-loop start: auto (the default) or seconds (0: all at once)")
+    ap.add_argument("--conditions", default="as-is", help="comma-separated: as-is, quiet, loaded (one burner per core)")
+    ap.add_argument("--repeat", type=int, default=1, help="how many times to alternate the conditions")
     a = ap.parse_args()
+    conditions = [c.strip() for c in a.conditions.split(",")]
     ramp_s = None if a.ramp == "auto" else float(a.ramp)
-    port = free_port()
     out = Path("benchmarks/results/loadgen_accuracy_runs") / time.strftime("%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
-    log = out / "server.log"
-    with log.open("wb") as f:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                str(REFERENCE_SERVER),
-                "--port",
-                str(port),
-                "--ttft",
-                str(a.ttft),
-                "--gap",
-                str(a.gap),
-                "--pattern",
-                a.pattern,
-            ],
-            stdout=f,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
+    server = start_reference(out / "server.log", ttft_s=a.ttft, gap_s=a.gap, pattern=a.pattern)
+    base = server.url
     rows = []
     try:
-        wait_healthy(base, proc, log, 30)
-        for c in (int(x) for x in a.levels.split(",")):
-            row = run_level(base, c, a.tokens, out, ramp_s)
+        runs = [(c, cond, r) for r in range(a.repeat) for c in map(int, a.levels.split(",")) for cond in conditions]
+        for c, cond, r in runs:
+            burning = burners(os.cpu_count() or 1) if cond == "loaded" else []
+            try:
+                load_before = os.getloadavg()[0]
+                row = run_level(base, c, a.tokens, out / f"{cond}-{r}", ramp_s)
+                row.update(condition=cond, repeat=r, loadavg_1m_before=load_before, loadavg_1m_after=os.getloadavg()[0])
+            finally:
+                for p in burning:
+                    p.kill()
             rows.append(row)
             print(
+                f"[{cond} #{r} load {row['loadavg_1m_before']:.1f}->{row['loadavg_1m_after']:.1f}] "
                 f"c={c:4d} n={row['requests']:4d} TTFT p50 true {row['true_ttft_p50_ms']:.2f} ms measured "
                 f"{row['spectrn_ttft_p50_ms']:.2f} ms ({row['ttft_err_pct']:+.2f}%) | TPOT p50 true "
                 f"{row['true_tpot_p50_ms']:.3f} ms measured {row['spectrn_tpot_p50_ms']:.3f} ms "
@@ -147,11 +158,12 @@ def main() -> None:
                 flush=True,
             )
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop(server)
     res = Path("benchmarks/results")
     res.mkdir(exist_ok=True)
     suffix = f"_ramp{a.ramp}"  # the files without a suffix predate the option (all streams at once: --ramp 0)
+    if conditions != ["as-is"]:
+        suffix += "_" + "-".join(conditions)
     (res / f"loadgen_accuracy_pattern{a.pattern.replace(',', '-')}{suffix}.json").write_text(json.dumps(rows, indent=2))
 
 

@@ -59,7 +59,8 @@ from typing import Any
 from spectrn.errors import BenchError
 
 # the exact-schedule reference server (a test double, kept under tests/)
-REFERENCE_SERVER = Path(__file__).resolve().parent.parent / "tests" / "doubles" / "reference_server.py"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from reference import start_reference, stop  # noqa: E402  (this folder is not a package)
 
 ROOT = Path(__file__).resolve().parent.parent
 PEERS = ROOT / ".venv-peers"
@@ -250,32 +251,6 @@ class CpuSampler(threading.Thread):
 
 
 # ---- the reference server ------------------------------------------------------------------------
-
-
-def start_server(pattern: str, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    from spectrn.runtimes.sim_pair import free_port, wait_healthy
-
-    port = free_port()
-    with log.open("wb") as f:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                str(REFERENCE_SERVER),
-                "--port",
-                str(port),
-                "--ttft",
-                str(TTFT_S),
-                "--gap",
-                str(GAP_S),
-                "--pattern",
-                pattern,
-            ],
-            stdout=f,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
-    wait_healthy(base, proc, log, 30)
-    return proc, base
 
 
 def server_log(base: str) -> list[dict[str, Any]]:
@@ -530,7 +505,8 @@ def run_one(tool: str, c: int, pattern: str, tokens: int, work: Path) -> dict[st
     out.mkdir(parents=True, exist_ok=True)
     n = max(2 * c, 32)
     load_before = os.getloadavg()
-    server, base = start_server(pattern, out / "server.log")
+    server = start_reference(out / "server.log", ttft_s=TTFT_S, gap_s=GAP_S, pattern=pattern)
+    base = server.url
     try:
         cmd = COMMANDS[tool](base, c, n, tokens, out)
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
@@ -538,8 +514,7 @@ def run_one(tool: str, c: int, pattern: str, tokens: int, work: Path) -> dict[st
         log = server_log(base)
         (out / "server_log.json").write_text(json.dumps(log))
     finally:
-        server.terminate()
-        server.wait(10)
+        stop(server)
     load_after = os.getloadavg()
     row: dict[str, Any] = {"tool": tool, "pattern": int(pattern), "concurrency": c, "requests": n, "exit_code": rc}
     row["loadavg_1m"] = [round(load_before[0], 2), round(load_after[0], 2)]
