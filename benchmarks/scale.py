@@ -148,6 +148,8 @@ COMMANDS = {
     "analyze": ["analyze", "{run}", "-o", "json"],  # summary, llmperf files, EMF, report: finish()
     "report": ["report", "{run}", "--no-table"],
     "publish --emf": ["publish", "--emf", "{run}"],
+    # every datum and every PutMetricData call built, nothing sent: the memory of a publish is in building them
+    "publish --dry-run": ["publish", "--dry-run", "{run}"],
 }
 
 
@@ -275,7 +277,9 @@ def main() -> int:
     ap.add_argument("--work", type=Path, default=RESULTS / "scale_work")
     ap.add_argument("--skip", default="", help="comma-separated parts to skip: commands,analysis,open-loop,sim,client")
     ap.add_argument("--out", type=Path, default=RESULTS / "scale.json", help="where to write the results")
-    ap.add_argument("--commands", default="analyze,report,publish --emf", help="which commands to measure")
+    ap.add_argument(
+        "--commands", default="analyze,report,publish --emf,publish --dry-run", help="which commands to measure"
+    )
     ap.add_argument(
         "--command-max", default="", help="per command, the largest size to run it at, e.g. 'report=100000'"
     )

@@ -187,6 +187,23 @@ def test_token_distribution_weights_must_match_values() -> None:
         TokenDistribution().add([1.0, 2.0], [1])
 
 
+def test_token_distribution_quantile_is_the_weighted_quantile_within_the_range() -> None:
+    """``quantile`` (what SLO checks read) is what ``stats`` reports: the sketch's weighted quantile, clipped to
+    the values seen, and nothing for an empty distribution."""
+    assert TokenDistribution().quantile(0.5) is None
+    one = TokenDistribution()
+    one.add([0.25])
+    assert [one.quantile(q) for q in (0.01, 0.5, 1.0)] == [0.25, 0.25, 0.25]  # clipped: exactly the one value
+    t = TokenDistribution()
+    t.add([1.0, 3.0, 2.0], [1, 9, 2])  # 1.0 x 1, 2.0 x 2, 3.0 x 9 (12 samples)
+    assert t.quantile(0.05) == pytest.approx(1.0, rel=SKETCH_ACCURACY)  # rank 0.55: the first sample
+    assert t.quantile(0.15) == pytest.approx(2.0, rel=SKETCH_ACCURACY)  # rank 1.65: the second
+    assert t.quantile(0.5) == pytest.approx(3.0, rel=SKETCH_ACCURACY)
+    assert 1.0 <= min(t.quantile(q) or 0 for q in (0.0, 0.001)) and max(t.quantile(q) or 9 for q in (0.999, 1.0)) <= 3.0
+    s = t.stats()
+    assert (t.quantile(0.5), t.quantile(0.9), t.quantile(0.99)) == (s.p50, s.p90, s.p99)
+
+
 def test_token_distribution_weighted_quantiles() -> None:
     """Weights count in the quantiles: 1.0 x 1 and 3.0 x 9 has its median at 3.0 (unweighted it would be 2.0)."""
     t = TokenDistribution()

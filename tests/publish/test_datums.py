@@ -368,3 +368,26 @@ def test_one_datum_over_the_budget_is_refused_by_name() -> None:
 def test_round_sig_keeps_the_smallest_value_cloudwatch_takes() -> None:
     assert datums.round_sig([1e-100, -1e-100, 1e-101], 4) == ([-1e-100, 0.0, 1e-100], [1.0, 1.0, 1.0])
     assert datums.round_sig([3, 3, 7], 2) == ([3.0, 7.0], [2.0, 1.0])  # integers are values too
+
+
+def test_rounded_counts_fold_in_batches_to_exactly_round_sig_of_all_values() -> None:
+    """Values counted as they arrive (folded whenever the shared buffer fills, several series interleaved) give
+    per series exactly what rounding all of that series' values at once gives: the same rounded values, the
+    same counts, zeros and the 9.9996 / 10.001 boundary merge included."""
+    rng = random.Random(11)
+    series: dict[str, list[float]] = {"a": [], "b": [], "c": []}
+    acc = datums.RoundedCounts(4, max_pending=37)  # small: many folds, each mid-series
+    for _ in range(3000):
+        key = rng.choice("abc")
+        chunk = [rng.lognormvariate(-3, 2) for _ in range(rng.randint(0, 9))]
+        chunk += rng.choice([[], [0.0], [9.9996, 10.001], [1e-300]])
+        series[key].extend(chunk)
+        acc.add(key, chunk)
+    got = acc.series()
+    assert acc.n_pending == 0
+    for key, values in series.items():
+        want_values, want_counts = datums.round_sig(values, 4)
+        assert sorted(got[key]) == want_values
+        assert [float(got[key][v]) for v in want_values] == want_counts
+        # and the counting lost nothing
+        assert sum(got[key].values()) == len(values)

@@ -122,6 +122,46 @@ def round_sig(values: Sequence[float], sig_digits: int) -> tuple[list[float], li
     return ordered, [float(decoded[v]) for v in ordered]
 
 
+class RoundedCounts:
+    """``round_sig`` of every value added to each series, kept as counts of rounded values as they come.
+
+    A million requests carry about 10^8 token gaps; kept as Python floats they need gigabytes, while their
+    rounded values (``sig_digits`` significant digits) are a few thousand per series. Values wait in a buffer
+    (at most ``max_pending`` over all series, then every series is folded) and are rounded in numpy batches.
+    Rounding is per value and equal rounded values merge their counts, so the result is exactly ``round_sig``
+    of all the values of a series at once."""
+
+    def __init__(self, sig_digits: int, max_pending: int = 1 << 20) -> None:
+        self.sig_digits = sig_digits
+        self.max_pending = max_pending
+        self.pending: dict[Any, list[float]] = defaultdict(list)
+        self.counts: dict[Any, dict[float, int]] = defaultdict(dict)
+        self.n_pending = 0
+
+    def add(self, key: Any, values: Sequence[float]) -> None:
+        self.pending[key].extend(values)
+        self.n_pending += len(values)
+        if self.n_pending >= self.max_pending:
+            for k in list(self.pending):
+                self._fold(k)
+
+    def _fold(self, key: Any) -> None:
+        values = self.pending.pop(key, None)
+        if not values:
+            return
+        self.n_pending -= len(values)
+        counts = self.counts[key]
+        rounded, n = round_sig(values, self.sig_digits)
+        for v, c in zip(rounded, n, strict=True):
+            counts[v] = counts.get(v, 0) + int(c)
+
+    def series(self) -> dict[Any, dict[float, int]]:
+        """Every series' counts of rounded values (all pending values folded in)."""
+        for k in list(self.pending):
+            self._fold(k)
+        return self.counts
+
+
 def _finite(x: float | None) -> bool:
     return x is not None and math.isfinite(x)
 
@@ -160,16 +200,15 @@ def build_metric_datums(
     cfg = dim_value(summary.config_label)
     start, end = summary.time_range or (run.meta.started_at, run.meta.finished_at or run.meta.started_at)
 
-    # (variant, level, class, bucket) -> metric -> values
-    groups: dict[tuple[str, str, str, int], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    # (metric, variant, level, class, bucket) -> counts of rounded values
+    per_request_values = RoundedCounts(sig_digits)
     bad: list[str] = []
     errors, per_request, gap_lists = of_source("errors"), of_source("request"), of_source("gaps")
     for rec in run.records():
         bucket = int(math.floor(rec.sent_at / bucket_s) * bucket_s)
         key = (dim_value(rec.variant), dim_value(rec.level), dim_value(rec.prompt_class), bucket)
-        g = groups[key]
         for m in errors:
-            g[m.name].append(0.0 if rec.ok else 1.0)
+            per_request_values.add((m.name, *key), (0.0 if rec.ok else 1.0,))
         if not rec.ok:
             continue
         rm = metrics_fn(rec)
@@ -184,18 +223,18 @@ def build_metric_datums(
             if not math.isfinite(value):
                 bad.append(f"{m.name} of {where} is {value}")
                 continue
-            g[m.name].append(float(value))
+            per_request_values.add((m.name, *key), (float(value),))
         for m in gap_lists:
             assert m.gaps is not None
             gaps = m.gaps(rm) or []
             if not gaps:
                 continue
             if math.isfinite(sum(gaps)):  # NaN and +-Inf all make the sum non-finite
-                g[m.name].extend(gaps)
+                per_request_values.add((m.name, *key), gaps)
             else:
                 finite = [x for x in gaps if math.isfinite(x)]
                 bad.append(f"{m.name} of {where} has {len(gaps) - len(finite)} non-finite gaps")
-                g[m.name].extend(finite)
+                per_request_values.add((m.name, *key), finite)
 
     accept_ts = int(math.floor(end / bucket_s) * bucket_s)
     if bad and not skip_nonfinite:
@@ -206,13 +245,17 @@ def build_metric_datums(
             "those values; dropped values are listed in publish.json",
         )
 
-    # Aggregate dimension set: the union over prompt classes.
-    series: dict[tuple[str, tuple[tuple[str, str], ...], int], list[float]] = defaultdict(list)
-    for (variant, level, pclass, bucket), metrics in groups.items():
+    # Aggregate dimension set: the union over prompt classes (counts of rounded values add up exactly).
+    counted: dict[tuple[str, tuple[tuple[str, str], ...], int], dict[float, int]] = defaultdict(dict)
+    for (name, variant, level, pclass, bucket), of_class in per_request_values.series().items():
         base = (("RunId", rid), ("Config", cfg), ("Load", level), ("Variant", variant))
-        for name, values in metrics.items():
-            series[(name, (*base, ("PromptClass", pclass)), bucket)].extend(values)
-            series[(name, base, bucket)].extend(values)
+        counted[(name, (*base, ("PromptClass", pclass)), bucket)] = of_class
+        total = counted[(name, base, bucket)]
+        for v, c in of_class.items():
+            total[v] = total.get(v, 0) + c
+    del per_request_values
+    # run-level values (acceptance, goodput): a few per level and variant, rounded when the datums are made
+    series: dict[tuple[str, tuple[tuple[str, str], ...], int], list[float]] = defaultdict(list)
     for lv in summary.levels:
         for variant, vs in lv.variants.items():
             acc = vs.acceptance
@@ -244,9 +287,15 @@ def build_metric_datums(
     datums: list[dict[str, Any]] = []
     samples = 0
     table = published()
-    for name, dims, bucket in sorted(series):
+    for k, raw in series.items():
+        into = counted[k]
+        for value, count in zip(*round_sig(raw, sig_digits), strict=True):
+            into[value] = into.get(value, 0) + int(count)
+    for name, dims, bucket in sorted(counted):
         spec = table[name]
-        values, counts = round_sig(series[(name, dims, bucket)], sig_digits)
+        merged = counted[(name, dims, bucket)]
+        values = sorted(merged)
+        counts = [float(merged[v]) for v in values]
         samples += int(sum(counts))
         ts = datetime.fromtimestamp(bucket + time_shift_s, tz=UTC)
         for i in range(0, len(values), MAX_VALUES_PER_DATUM):
