@@ -84,8 +84,8 @@ TARGETS: tuple[Target, ...] = (
     Target(
         "speedups",
         "spectrn.analyze.speedups",
-        ("x_speedups",),
-        ("tests/analyze/test_summary.py", "tests/analyze/test_findings.py"),
+        ("x_speedups", "x__aggregate_speedup", "x__itl_speedup"),
+        ("tests/analyze/test_summary.py", "tests/analyze/test_findings.py", "tests/analyze/test_throughput_intervals.py"),
     ),
     Target(
         "headline",
@@ -121,7 +121,7 @@ TARGETS: tuple[Target, ...] = (
     Target(
         "datums",
         "spectrn.publish.datums",
-        ("x_batch_datums", "x_round_sig"),
+        ("x_batch_datums", "x_round_sig", "xǁRoundedCountsǁadd", "xǁRoundedCountsǁ_fold", "xǁRoundedCountsǁseries"),
         ("tests/publish/test_datums.py",),
     ),
     Target("limits", "spectrn.publish.limits", (), ("tests/publish/test_datums.py", "tests/publish/test_limits.py")),

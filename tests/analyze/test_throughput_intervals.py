@@ -116,6 +116,8 @@ def test_summary_throughput_cost_and_their_ratio_have_intervals_with_equal_lengt
         clo, chi = vs.cost.usd_per_million_output_tokens_ci95
         assert clo < usd < chi
         assert (clo, chi) == pytest.approx((HOURLY / (hi * 3600) * 1e6, HOURLY / (lo * 3600) * 1e6))
+    # one price and one wall for the whole level: the cost ratio is the throughput ratio, interval included
+    assert level.speedup is not None and level.speedup.cost == level.speedup.aggregate_throughput
     for sp in (level.speedup, level.by_prompt_class["chat"].speedup):
         assert sp is not None and sp.aggregate_throughput is not None
         ratio = points["speculative"] / points["baseline"]
@@ -144,3 +146,65 @@ def test_paired_ratio_interval_is_narrower_than_an_unpaired_one_when_requests_sh
     assert un is not None and un.aggregate_throughput is not None and un.aggregate_throughput.ci95 is not None
     lo, hi = un.aggregate_throughput.ci95
     assert lo < 2.5 < hi and hi - lo > 0.1  # resampled on their own, the two sides' noise does not cancel
+
+
+def class_record(variant: str, index: int, cls: str, ttft: float, span: float, sent_at: float) -> RequestRecord:
+    tokens = 32
+    gap = span / (tokens - 1)
+    return RequestRecord(
+        variant=variant, index=index, prompt_id=f"p{index}", prompt_class=cls, level="c1", sent_at=sent_at,
+        ttft=ttft, e2e=ttft + span, chunk_times=[ttft + j * gap for j in range(tokens)], chunk_tokens=[1] * tokens,
+        completion_tokens=tokens, status=200,
+    )  # fmt: skip
+
+
+def mixed_level_run() -> list[RequestRecord]:
+    """Two classes in one level, one stream per variant. Every speculative request decodes in exactly 0.4 x its
+    baseline twin's decode time (first to last token); the two TTFTs are drawn independently."""
+    gen = np.random.default_rng(5)
+    recs = []
+    clock = {"baseline": 1000.0, "speculative": 1000.0}
+    for i in range(80):
+        cls = "structured" if i % 2 else "open"
+        span = float(gen.uniform(1.0, 3.0))
+        for variant, s in (("baseline", span), ("speculative", 0.4 * span)):
+            ttft = float(gen.uniform(0.05, 0.8))
+            recs.append(class_record(variant, i, cls, ttft, s, clock[variant]))
+            clock[variant] += ttft + s
+    return recs
+
+
+def test_a_class_cost_ratio_resamples_its_pairs_decode_times() -> None:
+    """A class's cost ratio is billed by its decode time (first to last token) and its interval resamples the
+    pairs with those times: each speculative request decodes in 0.4 x its twin's time, so every paired
+    resample gives the same ratio (a zero-width interval). Resampling e2e (TTFT included, drawn independently
+    here) or each variant on its own would give a real width."""
+    meta = RunMeta(run_id="r", spectrn_version="0", started_at=0, finished_at=1, config=SpectrnConfig())
+    level = summarize(mixed_level_run(), meta).levels[0]
+    for cls in ("structured", "open"):
+        cs = level.by_prompt_class[cls]
+        b, s = cs.variants["baseline"].cost, cs.variants["speculative"].cost
+        assert cs.speedup is not None and cs.speedup.cost is not None and b is not None and s is not None
+        assert b.usd_per_million_output_tokens is not None and s.usd_per_million_output_tokens is not None
+        assert cs.speedup.cost.value == pytest.approx(b.usd_per_million_output_tokens / s.usd_per_million_output_tokens)
+        assert cs.speedup.cost.ci95 is not None
+        lo, hi = cs.speedup.cost.ci95
+        assert hi - lo == pytest.approx(0.0, abs=1e-9 * hi), (cls, lo, hi)
+        # the class's throughput ratio is over the level's wall, with e2e spans: a real interval
+        assert cs.speedup.aggregate_throughput is not None and cs.speedup.aggregate_throughput.ci95 is not None
+        tlo, thi = cs.speedup.aggregate_throughput.ci95
+        assert thi - tlo > 0.01 * thi
+    llmperf = RunMeta(run_id="r", spectrn_version="0", started_at=0, finished_at=1, config=SpectrnConfig(),
+                      engine="llmperf")  # fmt: skip
+    un = summarize(mixed_level_run(), llmperf).levels[0].by_prompt_class["structured"].speedup
+    assert un is not None and un.cost is not None and un.cost.ci95 is not None
+    lo, hi = un.cost.ci95
+    assert hi - lo > 0.01 * hi  # unpaired: each side's spread counts
+
+
+def test_speedup_intervals_are_reproducible() -> None:
+    """Every interval comes from a seeded draw: the same records give the same intervals, run after run."""
+    meta = RunMeta(run_id="r", spectrn_version="0", started_at=0, finished_at=1, config=SpectrnConfig())
+    first, second = (summarize(mixed_level_run(), meta).levels[0] for _ in range(2))
+    assert first.speedup == second.speedup
+    assert all(first.by_prompt_class[c].speedup == second.by_prompt_class[c].speedup for c in ("structured", "open"))
