@@ -85,7 +85,11 @@ TARGETS: tuple[Target, ...] = (
         "speedups",
         "spectrn.analyze.speedups",
         ("x_speedups", "x__aggregate_speedup", "x__itl_speedup"),
-        ("tests/analyze/test_summary.py", "tests/analyze/test_findings.py", "tests/analyze/test_throughput_intervals.py"),
+        (
+            "tests/analyze/test_summary.py",
+            "tests/analyze/test_findings.py",
+            "tests/analyze/test_throughput_intervals.py",
+        ),
     ),
     Target(
         "headline",
