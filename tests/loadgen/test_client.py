@@ -191,7 +191,10 @@ async def test_measurements_match_an_exact_schedule(api: str, source: str) -> No
     clock). Counted from ``token_ids`` (upstream vLLM) or from cumulative usage alone (the Neuron fork).
 
     Tolerances: the expected TPOT is the server's own span from the first event to ``[DONE]`` over n - 1 = 19
-    tokens; dividing by n = 20 instead is 5% off, the tolerance is 1.5% (10 ms over a 0.7 s span)."""
+    tokens; dividing by n = 20 instead is 5% off, which the test tells apart directly (the nearer of the two).
+    Event times may lag the server's writes by the scheduling delay of a busy machine (the server is a thread
+    of this process): 30 ms here, under a load average of 6 on 2 cores, against events 100 ms apart, so an
+    event counted in the wrong gap (100 ms off) still fails. Within the client's own times the checks are exact."""
     sched = Schedule(
         ttft_s=0.08,
         gap_s=0.1,
@@ -209,15 +212,18 @@ async def test_measurements_match_an_exact_schedule(api: str, source: str) -> No
     assert rec.chunk_tokens == sizes
     assert rec.completion_tokens == 20 == rec.output_tokens
     assert len(rec.chunk_times) == 8
+    lag = 0.03
     for i in range(1, 8):  # each event arrives when it was sent (event gaps of 100 ms)
-        assert rec.chunk_times[i] - rec.chunk_times[0] == pytest.approx(sent[i] - sent[0], abs=0.01)
+        assert rec.chunk_times[i] - rec.chunk_times[0] == pytest.approx(sent[i] - sent[0], abs=lag)
 
     m = request_metrics(rec)
     assert m is not None
-    assert m.ttft == pytest.approx(0.08, abs=0.015)
+    assert m.ttft == pytest.approx(0.08, abs=lag)
+    assert m.ttft == pytest.approx(rec.chunk_times[0], abs=1e-6)  # the first event (records keep microseconds)
     truth_tpot = (done - sent[0]) / (20 - 1)
     assert truth_tpot == pytest.approx(0.7 / 19, rel=0.05)  # the schedule's 7 gaps of 100 ms over 19 tokens
-    assert m.tpot == pytest.approx(truth_tpot, rel=0.015)
+    assert m.tpot == pytest.approx(truth_tpot, abs=lag / 19)
+    assert m.tpot == pytest.approx((m.e2e - m.ttft) / 19)  # exact: the client's own span over n - 1
     assert abs(m.tpot - truth_tpot) < abs(m.tpot - (done - sent[0]) / 20)  # n - 1, not n
     # a k-token event after a gap g counts as k samples of g / k: 19 samples in 7 groups
     assert len(m.itls) == 20 - 1
@@ -225,9 +231,10 @@ async def test_measurements_match_an_exact_schedule(api: str, source: str) -> No
     for i, k in enumerate(sizes[1:], 1):
         group = m.itls[start : start + k]
         assert group == [group[0]] * k
-        assert group[0] * k == pytest.approx(sent[i] - sent[i - 1], abs=0.01)
+        assert group[0] * k == pytest.approx(rec.chunk_times[i] - rec.chunk_times[i - 1])  # exact: its own gap
+        assert group[0] * k == pytest.approx(sent[i] - sent[i - 1], abs=lag)
         start += k
-    assert sum(m.itls) == pytest.approx(done - sent[0], abs=0.01)
+    assert sum(m.itls) == pytest.approx(done - sent[0], abs=lag)
     assert m.tokens_per_decode_chunk == pytest.approx(19 / 7)
     # llmperf's definition divides by events and includes TTFT: it overstates under multi-token events
     assert m.llmperf_itl == pytest.approx(rec.chunk_times[-1] / 8)
