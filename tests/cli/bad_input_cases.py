@@ -227,6 +227,28 @@ CASES: list[Case] = [
     _c("zero output tokens", ("bench", *EP, "--max-tokens", "0"), 2, "bench.max_tokens"),
     _c("infinite timeout", ("bench", *EP, "--set", "bench.timeout_s=1e400"), 2, "bench.timeout_s"),
     _c(
+        "infinite price",
+        "render --set pricing.instance_hourly_usd=inf",
+        2,
+        "pricing.instance_hourly_usd: Input should be a finite number (from --set pricing.instance_hourly_usd)",
+    ),
+    _c("NaN price", "render --set pricing.instance_hourly_usd=nan", 2, "instance_hourly_usd: Input should be a finite"),
+    _c(
+        "absurd price",
+        "render --set pricing.instance_hourly_usd=1e9",
+        2,
+        "pricing.instance_hourly_usd: Input should be less than or equal to 10000",
+    ),
+    _c(
+        "absurd instances per service (1e308)",
+        "render -c absurd_share.yaml",
+        2,
+        "pricing.instances_per_service: Input should be less than or equal to 1024 (from absurd_share.yaml line 2)",
+    ),
+    _c("NaN time scale", "render --set sim.time_scale=nan", 2, "sim.time_scale: Input should be a finite number"),
+    _c("absurd TPOT SLO", ("bench", *EP, "--set", "bench.slo_tpot_s=1e300"), 2, "less than or equal to 86400"),
+    _c("absurd prompt length filter", "render --set bench.workload.max_chars=1e15", 2, "bench.workload.max_chars"),
+    _c(
         "input + output tokens over max_model_len",
         "render --set max_model_len=2048 --set bench.input_tokens=2000 --set bench.max_tokens=600",
         2,
@@ -310,12 +332,36 @@ CASES: list[Case] = [
     # ---- analyze / report / compare / publish / dashboard / ingest: run folders ----
     _c("run folder missing", "analyze nosuch", 5, "nosuch does not exist (fix: pass one of the run"),
     _c("not a run folder", "analyze empty_dir", 5, "empty_dir has no run.json, so it is not a run folder"),
-    _c("a results folder, not a run", "analyze .", 5, ". is a results folder holding 7 run(s), not a run folder"),
+    _c("a results folder, not a run", "analyze .", 5, ". is a results folder holding 11 run(s), not a run folder"),
     _c("a sweep folder, not a run", "report a_sweep", 5, "a_sweep is a sweep folder (sweep.json), not a run folder"),
     _c("run.json garbled", "analyze corrupt_run", 5, "run.json is not valid run metadata: Invalid JSON"),
     _c("run with no finished request", "analyze empty_run", 5, "has no measured requests"),
     _c("hand-edited acceptance.json (a list)", "analyze list_acc_run", 5, "is not an object of counter deltas"),
     _c("hand-edited price in run.json (a string)", "analyze price_run", 5, "config.pricing.instance_hourly_usd"),
+    _c(
+        "run.json from an older spectrn with 1e308 instances per service",
+        "analyze absurd_share_run",
+        5,
+        "config.pricing.instances_per_service: Input should be less than or equal to 1024: the cost figures are",
+    ),
+    _c(
+        "run.json with an infinite price",
+        "analyze inf_price_run",
+        5,
+        "config.pricing.instance_hourly_usd: Input should be a finite number: the cost figures are computed from it",
+    ),
+    _c(
+        "run.json with a key twice",
+        "analyze dup_key_run",
+        5,
+        "run.json holds the key 'finished_at' twice in one object",
+    ),
+    _c(
+        "requests.jsonl record with a key twice",
+        "analyze dup_record_run",
+        5,
+        "line 2 is not a request record: the key 'ttft' appears twice in one object",
+    ),
     _c("summary.json of another schema", "report old_summary_run", 5, "is not a summary of schema version 2"),
     _c("requests.jsonl damaged mid-file", "analyze damaged_run", 5, "line 2 is not a request record"),
     _c("report of a missing run", "report nosuch", 5, "nosuch does not exist (fix: pass one of the run"),
@@ -438,6 +484,7 @@ def make_inputs(root: Path) -> None:
     (root / "deep.yaml").write_text("a: " + "[" * 5000 + "]" * 5000 + "\n")
     (root / "huge.yaml").write_text("# " + "x" * 1_100_000 + "\n")
     (root / "unknown.yaml").write_text("bench:\n  requets: 5\n")
+    (root / "absurd_share.yaml").write_text("pricing:\n  instances_per_service: 1e308\n")
     (root / "dup.yaml").write_text("bench:\n  requests: 5\nbench:\n  concurrency: [2]\n")
     (root / "dup_nested.yaml").write_text("bench:\n  requests: 5\n  requests: 50\n")
     (root / "latin1.yaml").write_bytes("namespace: caf\xe9\n".encode("latin-1"))
@@ -462,15 +509,32 @@ def make_inputs(root: Path) -> None:
     newer = {"schema_version": 99, "sweep_id": "newer", "created_at": 1_800_000_000.0, "fingerprint": "f", "cells": {}}
     (root / "sweeps" / "newer" / "sweep.json").write_text(json.dumps(newer))
     meta = {"run_id": "r", "spectrn_version": "0.1.0", "started_at": 1_800_000_000.0, "finished_at": 1_800_000_100.0}
-    for name in ("corrupt_run", "empty_run", "damaged_run", "good_run", "list_acc_run", "price_run", "old_summary_run"):
+    hand_edited = ("list_acc_run", "price_run", "old_summary_run", "absurd_share_run", "inf_price_run", "dup_key_run")
+    for name in ("corrupt_run", "empty_run", "damaged_run", "good_run", "dup_record_run", *hand_edited):
         (root / name).mkdir()
         (root / name / "run.json").write_text(json.dumps(meta))
     (root / "corrupt_run" / "run.json").write_text("{not json")
     (root / "empty_run" / "requests.jsonl").write_text("")
     good = "".join(json.dumps(minimal_record(v, i)) + "\n" for v in ("baseline", "speculative") for i in range(6))
     (root / "good_run" / "requests.jsonl").write_text(good)
-    for name in ("list_acc_run", "price_run", "old_summary_run"):  # hand-edited copies of a good run
+    for name in hand_edited:  # hand-edited copies of a good run
         (root / name / "requests.jsonl").write_text(good)
+    # what an older spectrn wrote: a finite but absurd share, and an infinite price (Python's json writes Infinity)
+    absurd = {**meta, "config": {"pricing": {"instances_per_service": 1e308}}}
+    (root / "absurd_share_run" / "run.json").write_text(json.dumps(absurd))
+    (root / "inf_price_run" / "run.json").write_text(
+        json.dumps({**meta, "config": {"pricing": {"instance_hourly_usd": float("inf")}}})
+    )
+    (root / "dup_key_run" / "run.json").write_text(json.dumps(meta).replace("{", '{"finished_at": null, ', 1))
+    twice = json.dumps(minimal_record("baseline", 1)).replace("{", '{"ttft": 9.0, ', 1)
+    (root / "dup_record_run" / "requests.jsonl").write_text(
+        json.dumps(minimal_record("baseline", 0))
+        + "\n"
+        + twice
+        + "\n"
+        + json.dumps(minimal_record("baseline", 2))
+        + "\n"
+    )
     (root / "list_acc_run" / "acceptance.json").write_text("[1, 2]")
     priced = {**meta, "config": {"pricing": {"instance_hourly_usd": "cheap"}}}
     (root / "price_run" / "run.json").write_text(json.dumps(priced))

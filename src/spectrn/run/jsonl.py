@@ -18,10 +18,10 @@ _PIECE = 1 << 20
 NUL = 0
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Line:
     number: int  # 1-based
-    text: bytes | None  # without its newline; None when over ``MAX_LINE`` or when NUL bytes were dropped
+    text: bytes | None  # the line's bytes, its newline included; None when over ``MAX_LINE`` or holding NUL bytes
     size: int  # bytes, newline included
     nul_bytes: int  # NUL bytes in the line
     complete: bool  # ended with a newline
@@ -38,12 +38,16 @@ class Line:
 
 def read_lines(f: BinaryIO, *, max_line: int = MAX_LINE) -> Iterator[Line]:
     """Every line of ``f`` (opened in binary mode), holding at most ``max_line`` bytes of one line at a time."""
+    readline = f.readline
     number = 0
     while True:
-        piece = f.readline(_PIECE)
+        piece = readline(_PIECE)
         if not piece:
             return
         number += 1
+        if piece[-1:] == b"\n" and b"\0" not in piece:  # a whole line of at most a piece: nearly every line
+            yield Line(number, piece, len(piece), 0, True)
+            continue
         parts: list[bytes] | None = []
         size = nuls = 0
         while True:
@@ -56,11 +60,7 @@ def read_lines(f: BinaryIO, *, max_line: int = MAX_LINE) -> Iterator[Line]:
                     parts.append(piece)
             if piece.endswith(b"\n"):
                 break
-            piece = f.readline(_PIECE)
+            piece = readline(_PIECE)
             if not piece:
                 break
-        complete = piece.endswith(b"\n")
-        text = None if parts is None else b"".join(parts)
-        if text is not None and complete:
-            text = text[:-1]
-        yield Line(number, text, size, nuls, complete)
+        yield Line(number, None if parts is None else b"".join(parts), size, nuls, piece.endswith(b"\n"))

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from spectrn.configuration.config import RECORDED, SpectrnConfig
 from spectrn.errors import AnalysisError, one_line
 from spectrn.names import name_problem
-from spectrn.run.json_doc import loads_line
+from spectrn.run.json_doc import validate_line
 from spectrn.run.jsonl import MAX_LINE, Line, read_lines
 from spectrn.run.load_shape import LoadShape
 from spectrn.run.summary import Provenance
@@ -214,7 +214,8 @@ def read_run_meta(raw: Any, where: str) -> RunMeta:
                 loc = ".".join(str(p) for p in figures[0]["loc"])
                 raise AnalysisError(
                     f"{where}: {loc}: {figures[0]['msg']}: the cost figures are computed from it",
-                    hint=f"correct {loc} in run.json (a number), or remove it to use the instance catalog's price",
+                    hint=f"correct {loc} in run.json (a finite number in range: `spectrn config-reference`), or remove "
+                    "it to use the default (the instance catalog's price; 0.5 instances per service)",
                 ) from None
             dropped = [(_drop(data, err["loc"]), _why(err)) for err in e.errors() if err["type"] != "missing"]
             if not any(key for key, _ in dropped):
@@ -308,8 +309,14 @@ def _record(line: Line) -> RequestRecord:
         if line.nul_bytes:
             raise ValueError(f"it holds {line.nul_bytes} NUL bytes")
         raise ValueError(f"it is {line.size} bytes long, over the {MAX_LINE >> 20} MiB a record may take")
-    # a key twice is damage like any other (json_doc.py); bytes that are not UTF-8 are kept as replacement characters
-    return RequestRecord.model_validate(loads_line(line.text.decode("utf-8", "replace")))
+    try:  # a key twice is damage like any other (json_doc.py)
+        return validate_line(RequestRecord, line.text)
+    except ValueError:
+        text = line.text.decode("utf-8", "replace").encode()
+        if text == line.text:
+            raise
+        # bytes that are not UTF-8 are read as replacement characters (a text field's, as ever)
+        return validate_line(RequestRecord, text)
 
 
 def _torn_note(path: Path, line: Line) -> str:
