@@ -268,6 +268,13 @@ CASES: list[Case] = [
     _c("run id with '/'", ("bench", *EP, "--run-id", "a/b"), 2, "run id 'a/b' (from --run-id) is not usable"),
     _c("run id with capitals (not a Kubernetes name)", ("bench", *EP, "--run-id", "My_Run"), 2, "is not usable"),
     _c("run id over 40 characters", ("bench", *EP, "--run-id", "r" * 41), 2, "1-40 lowercase letters"),
+    _c("run id of 300 characters", ("bench", *EP, "--run-id", "r" * 300), 2, "1-40 lowercase letters"),
+    _c(
+        "results folder name over 255 bytes",
+        ("bench", *EP, "--out-dir", "é" * 150),
+        2,
+        "--out-dir: the folder name 'éééééééééééééééééééééééééééééééééééééééé'... is 300 bytes, over the 255",
+    ),
     _c("--repeats 0", ("bench", *EP, "--repeats", "0"), 2, "--repeats 0 is below 1"),
     _c("--repeats in the cluster", ("bench", "--repeats", "2"), 2, "--repeats 2 needs a local run (--local or"),
     _c(
@@ -367,6 +374,12 @@ CASES: list[Case] = [
     _c("report of a missing run", "report nosuch", 5, "nosuch does not exist (fix: pass one of the run"),
     _c("report of a garbled run", "report corrupt_run", 5, "is not valid run metadata"),
     _c("report output with '..'", "report good_run --out ../x", 2, "contains '..'"),
+    _c(
+        "report folder name over 255 bytes (a traceback before)",
+        ("report", "good_run", "--out-dir", "x" * 300),
+        2,
+        "is 300 bytes, over the 255 bytes a file name may hold (fix: choose a shorter report folder)",
+    ),
     _c("compare with one run", "compare good_run", 2, "Missing argument"),
     _c("compare a garbled run", "compare good_run corrupt_run", 5, "is not valid run metadata"),
     _c("compare Markdown path with '..'", "compare good_run good_run --markdown ../x.md", 2, "contains '..'"),
@@ -377,6 +390,12 @@ CASES: list[Case] = [
     _c("dry-run publish of a run without requests", "publish empty_run --dry-run", 5, "no measured requests"),
     _c("dashboard of a missing run", "dashboard nosuch --print", 5, "nosuch does not exist (fix: pass one of the run"),
     _c("llmperf folder missing", "ingest-llmperf nosuch", 5, "nosuch is not a folder"),
+    _c(
+        "run folder name over 255 bytes",
+        ("ingest-llmperf", "empty_dir", "--out", "y" * 300),
+        2,
+        "--out: the folder name 'yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy'... is 300 bytes, over the 255 bytes",
+    ),
     _c("llmperf folder without results", "ingest-llmperf empty_dir", 5, "holds no llmperf result folders"),
     _c("llmperf output with '..'", "ingest-llmperf empty_dir --out ../x", 2, "--out ../x contains '..'"),
     _c("config-reference into a file without markers", "config-reference --write unknown.yaml", 2, "lacks the markers"),
@@ -412,6 +431,7 @@ CASES: list[Case] = [
     _c("sweep window 0", "sweep --local --windows 0", 2, "--windows: 0 is outside 1..32"),
     _c("sweep windows not numbers", "sweep --local --windows a", 2, "--windows 'a'"),
     _c("sweep unknown draft", "sweep --local --drafts nosuch", 2, "--drafts: unknown model 'nosuch'"),
+    _c("sweep id of 300 characters", ("sweep", "--local", "--sweep-id", "s" * 300), 2, "is not a safe folder name"),
     _c("sweep unknown prompt set", "sweep --local --prompts nosuch", 2, "--prompts: unknown prompt set 'nosuch'"),
     _c(
         "sweep SLO with a bad unit",

@@ -313,6 +313,9 @@ class RunFolder:
 
 
 def dim_value(v: str | None) -> str:
-    """A label as CloudWatch and reports show it: trimmed, at most 1024 characters, ``unknown`` when empty."""
-    v = (v or "").strip()
-    return v[:1024] if v else "unknown"
+    """A label as a CloudWatch dimension value, the one way the datums, the EMF file and the dashboard make it:
+    trimmed, then ``sanitize.cw_dimension`` (printable ASCII, others escaped; at most 1024 characters),
+    ``unknown`` when empty. A label can hold a server's words (the draft it declared, read back from run.json)."""
+    from spectrn.sanitize import cw_dimension
+
+    return cw_dimension((v or "").strip())
