@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Iterable, Iterator, Mapping
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
@@ -312,6 +312,7 @@ class RunFolder:
         return target
 
 
+@lru_cache(maxsize=4096)  # called per record by the datums and the EMF file; labels repeat
 def dim_value(v: str | None) -> str:
     """A label as a CloudWatch dimension value, the one way the datums, the EMF file and the dashboard make it:
     trimmed, then ``sanitize.cw_dimension`` (printable ASCII, others escaped; at most 1024 characters),
