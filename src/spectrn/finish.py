@@ -19,6 +19,7 @@ from typing import Any
 from spectrn.analyze.run import analyze_folder
 from spectrn.errors import AnalysisError, SpectrnError
 from spectrn.run.folder import RunFolder
+from spectrn.run.lock import hold_run_folder
 from spectrn.run.summary import Summary
 
 
@@ -43,21 +44,26 @@ def finish(
     mix: Mapping[str, float] | None = None,
     publish: Callable[[RunFolder], Any] | None = None,
 ) -> Finished:
-    """Analyze ``run_dir`` and write every local output; then ``publish(folder)`` when given."""
-    folder, summary = analyze_folder(run_dir, mix=mix)
-    done = Finished(folder, summary, folder.file("summary.json"))
-    if folder.meta.engine != "llmperf":  # an llmperf run has llmperf's own files already
-        from spectrn.analyze.llmperf import write_llmperf_files
+    """Analyze ``run_dir`` and write every local output; then ``publish(folder)`` when given.
 
-        done.llmperf_files = _step("llmperf-compatible files", lambda: write_llmperf_files(folder))
-    if emf:
-        from spectrn.publish.emf import write_emf
+    The writes hold the run folder's lock (``run/lock.py``): a bench still writing the folder, or another
+    command finishing it, makes this one fail at once with nothing written. A publish takes the lock itself."""
+    RunFolder.open(run_dir)  # not a run folder: say so before locking it
+    with hold_run_folder(run_dir):
+        folder, summary = analyze_folder(run_dir, mix=mix)
+        done = Finished(folder, summary, folder.file("summary.json"))
+        if folder.meta.engine != "llmperf":  # an llmperf run has llmperf's own files already
+            from spectrn.analyze.llmperf import write_llmperf_files
 
-        done.emf_path = _step("EMF metrics", lambda: write_emf(folder.path))
-    if report:
-        from spectrn.report.html import build_report
+            done.llmperf_files = _step("llmperf-compatible files", lambda: write_llmperf_files(folder))
+        if emf:
+            from spectrn.publish.emf import write_emf
 
-        done.report_path = _step("report", lambda: build_report(folder.path))
+            done.emf_path = _step("EMF metrics", lambda: write_emf(folder.path))
+        if report:
+            from spectrn.report.html import build_report
+
+            done.report_path = _step("report", lambda: build_report(folder.path))
     if publish is not None:
         done.published = publish(folder)
     return done

@@ -15,6 +15,7 @@ from pathlib import Path
 from spectrn.errors import ConfigError, SpectrnError
 
 _PKG = Path(__file__).resolve().parent
+NAME_MAX = 255  # bytes in one path component (Linux NAME_MAX, and most file systems' limit)
 
 
 def data_dir(name: str) -> Path:
@@ -44,6 +45,14 @@ def safe_output_dir(path: Path, *, what: str = "output folder") -> Path:
     """Refuse output paths that climb out through '..' or point at a file; create the folder."""
     if ".." in path.parts:
         raise ConfigError(f"{what} {path} contains '..'", hint="give a plain path without '..' components")
+    for part in path.parts:
+        size = len(os.fsencode(part))
+        if size > NAME_MAX:  # the OS would refuse it (ENAMETOOLONG) and the error would name no part
+            raise ConfigError(
+                f"{what}: the folder name {part[:40]!r}... is {size} bytes, over the {NAME_MAX} bytes a file name "
+                "may hold",
+                hint=f"choose a shorter {what}",
+            )
     if path.exists() and not path.is_dir():
         raise ConfigError(f"{what} {path} exists and is not a folder", hint="choose another path")
     try:

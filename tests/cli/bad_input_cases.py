@@ -227,6 +227,28 @@ CASES: list[Case] = [
     _c("zero output tokens", ("bench", *EP, "--max-tokens", "0"), 2, "bench.max_tokens"),
     _c("infinite timeout", ("bench", *EP, "--set", "bench.timeout_s=1e400"), 2, "bench.timeout_s"),
     _c(
+        "infinite price",
+        "render --set pricing.instance_hourly_usd=inf",
+        2,
+        "pricing.instance_hourly_usd: Input should be a finite number (from --set pricing.instance_hourly_usd)",
+    ),
+    _c("NaN price", "render --set pricing.instance_hourly_usd=nan", 2, "instance_hourly_usd: Input should be a finite"),
+    _c(
+        "absurd price",
+        "render --set pricing.instance_hourly_usd=1e9",
+        2,
+        "pricing.instance_hourly_usd: Input should be less than or equal to 10000",
+    ),
+    _c(
+        "absurd instances per service (1e308)",
+        "render -c absurd_share.yaml",
+        2,
+        "pricing.instances_per_service: Input should be less than or equal to 1024 (from absurd_share.yaml line 2)",
+    ),
+    _c("NaN time scale", "render --set sim.time_scale=nan", 2, "sim.time_scale: Input should be a finite number"),
+    _c("absurd TPOT SLO", ("bench", *EP, "--set", "bench.slo_tpot_s=1e300"), 2, "less than or equal to 86400"),
+    _c("absurd prompt length filter", "render --set bench.workload.max_chars=1e15", 2, "bench.workload.max_chars"),
+    _c(
         "input + output tokens over max_model_len",
         "render --set max_model_len=2048 --set bench.input_tokens=2000 --set bench.max_tokens=600",
         2,
@@ -246,6 +268,13 @@ CASES: list[Case] = [
     _c("run id with '/'", ("bench", *EP, "--run-id", "a/b"), 2, "run id 'a/b' (from --run-id) is not usable"),
     _c("run id with capitals (not a Kubernetes name)", ("bench", *EP, "--run-id", "My_Run"), 2, "is not usable"),
     _c("run id over 40 characters", ("bench", *EP, "--run-id", "r" * 41), 2, "1-40 lowercase letters"),
+    _c("run id of 300 characters", ("bench", *EP, "--run-id", "r" * 300), 2, "1-40 lowercase letters"),
+    _c(
+        "results folder name over 255 bytes",
+        ("bench", *EP, "--out-dir", "é" * 150),
+        2,
+        "--out-dir: the folder name 'éééééééééééééééééééééééééééééééééééééééé'... is 300 bytes, over the 255",
+    ),
     _c("--repeats 0", ("bench", *EP, "--repeats", "0"), 2, "--repeats 0 is below 1"),
     _c("--repeats in the cluster", ("bench", "--repeats", "2"), 2, "--repeats 2 needs a local run (--local or"),
     _c(
@@ -310,17 +339,47 @@ CASES: list[Case] = [
     # ---- analyze / report / compare / publish / dashboard / ingest: run folders ----
     _c("run folder missing", "analyze nosuch", 5, "nosuch does not exist (fix: pass one of the run"),
     _c("not a run folder", "analyze empty_dir", 5, "empty_dir has no run.json, so it is not a run folder"),
-    _c("a results folder, not a run", "analyze .", 5, ". is a results folder holding 7 run(s), not a run folder"),
+    _c("a results folder, not a run", "analyze .", 5, ". is a results folder holding 11 run(s), not a run folder"),
     _c("a sweep folder, not a run", "report a_sweep", 5, "a_sweep is a sweep folder (sweep.json), not a run folder"),
     _c("run.json garbled", "analyze corrupt_run", 5, "run.json is not valid run metadata: Invalid JSON"),
     _c("run with no finished request", "analyze empty_run", 5, "has no measured requests"),
     _c("hand-edited acceptance.json (a list)", "analyze list_acc_run", 5, "is not an object of counter deltas"),
     _c("hand-edited price in run.json (a string)", "analyze price_run", 5, "config.pricing.instance_hourly_usd"),
+    _c(
+        "run.json from an older spectrn with 1e308 instances per service",
+        "analyze absurd_share_run",
+        5,
+        "config.pricing.instances_per_service: Input should be less than or equal to 1024: the cost figures are",
+    ),
+    _c(
+        "run.json with an infinite price",
+        "analyze inf_price_run",
+        5,
+        "config.pricing.instance_hourly_usd: Input should be a finite number: the cost figures are computed from it",
+    ),
+    _c(
+        "run.json with a key twice",
+        "analyze dup_key_run",
+        5,
+        "run.json holds the key 'finished_at' twice in one object",
+    ),
+    _c(
+        "requests.jsonl record with a key twice",
+        "analyze dup_record_run",
+        5,
+        "line 2 is not a request record: the key 'ttft' appears twice in one object",
+    ),
     _c("summary.json of another schema", "report old_summary_run", 5, "is not a summary of schema version 2"),
     _c("requests.jsonl damaged mid-file", "analyze damaged_run", 5, "line 2 is not a request record"),
     _c("report of a missing run", "report nosuch", 5, "nosuch does not exist (fix: pass one of the run"),
     _c("report of a garbled run", "report corrupt_run", 5, "is not valid run metadata"),
     _c("report output with '..'", "report good_run --out ../x", 2, "contains '..'"),
+    _c(
+        "report folder name over 255 bytes (a traceback before)",
+        ("report", "good_run", "--out-dir", "x" * 300),
+        2,
+        "is 300 bytes, over the 255 bytes a file name may hold (fix: choose a shorter report folder)",
+    ),
     _c("compare with one run", "compare good_run", 2, "Missing argument"),
     _c("compare a garbled run", "compare good_run corrupt_run", 5, "is not valid run metadata"),
     _c("compare Markdown path with '..'", "compare good_run good_run --markdown ../x.md", 2, "contains '..'"),
@@ -331,6 +390,12 @@ CASES: list[Case] = [
     _c("dry-run publish of a run without requests", "publish empty_run --dry-run", 5, "no measured requests"),
     _c("dashboard of a missing run", "dashboard nosuch --print", 5, "nosuch does not exist (fix: pass one of the run"),
     _c("llmperf folder missing", "ingest-llmperf nosuch", 5, "nosuch is not a folder"),
+    _c(
+        "run folder name over 255 bytes",
+        ("ingest-llmperf", "empty_dir", "--out", "y" * 300),
+        2,
+        "--out: the folder name 'yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy'... is 300 bytes, over the 255 bytes",
+    ),
     _c("llmperf folder without results", "ingest-llmperf empty_dir", 5, "holds no llmperf result folders"),
     _c("llmperf output with '..'", "ingest-llmperf empty_dir --out ../x", 2, "--out ../x contains '..'"),
     _c("config-reference into a file without markers", "config-reference --write unknown.yaml", 2, "lacks the markers"),
@@ -366,6 +431,7 @@ CASES: list[Case] = [
     _c("sweep window 0", "sweep --local --windows 0", 2, "--windows: 0 is outside 1..32"),
     _c("sweep windows not numbers", "sweep --local --windows a", 2, "--windows 'a'"),
     _c("sweep unknown draft", "sweep --local --drafts nosuch", 2, "--drafts: unknown model 'nosuch'"),
+    _c("sweep id of 300 characters", ("sweep", "--local", "--sweep-id", "s" * 300), 2, "is not a safe folder name"),
     _c("sweep unknown prompt set", "sweep --local --prompts nosuch", 2, "--prompts: unknown prompt set 'nosuch'"),
     _c(
         "sweep SLO with a bad unit",
@@ -438,6 +504,7 @@ def make_inputs(root: Path) -> None:
     (root / "deep.yaml").write_text("a: " + "[" * 5000 + "]" * 5000 + "\n")
     (root / "huge.yaml").write_text("# " + "x" * 1_100_000 + "\n")
     (root / "unknown.yaml").write_text("bench:\n  requets: 5\n")
+    (root / "absurd_share.yaml").write_text("pricing:\n  instances_per_service: 1e308\n")
     (root / "dup.yaml").write_text("bench:\n  requests: 5\nbench:\n  concurrency: [2]\n")
     (root / "dup_nested.yaml").write_text("bench:\n  requests: 5\n  requests: 50\n")
     (root / "latin1.yaml").write_bytes("namespace: caf\xe9\n".encode("latin-1"))
@@ -462,15 +529,32 @@ def make_inputs(root: Path) -> None:
     newer = {"schema_version": 99, "sweep_id": "newer", "created_at": 1_800_000_000.0, "fingerprint": "f", "cells": {}}
     (root / "sweeps" / "newer" / "sweep.json").write_text(json.dumps(newer))
     meta = {"run_id": "r", "spectrn_version": "0.1.0", "started_at": 1_800_000_000.0, "finished_at": 1_800_000_100.0}
-    for name in ("corrupt_run", "empty_run", "damaged_run", "good_run", "list_acc_run", "price_run", "old_summary_run"):
+    hand_edited = ("list_acc_run", "price_run", "old_summary_run", "absurd_share_run", "inf_price_run", "dup_key_run")
+    for name in ("corrupt_run", "empty_run", "damaged_run", "good_run", "dup_record_run", *hand_edited):
         (root / name).mkdir()
         (root / name / "run.json").write_text(json.dumps(meta))
     (root / "corrupt_run" / "run.json").write_text("{not json")
     (root / "empty_run" / "requests.jsonl").write_text("")
     good = "".join(json.dumps(minimal_record(v, i)) + "\n" for v in ("baseline", "speculative") for i in range(6))
     (root / "good_run" / "requests.jsonl").write_text(good)
-    for name in ("list_acc_run", "price_run", "old_summary_run"):  # hand-edited copies of a good run
+    for name in hand_edited:  # hand-edited copies of a good run
         (root / name / "requests.jsonl").write_text(good)
+    # what an older spectrn wrote: a finite but absurd share, and an infinite price (Python's json writes Infinity)
+    absurd = {**meta, "config": {"pricing": {"instances_per_service": 1e308}}}
+    (root / "absurd_share_run" / "run.json").write_text(json.dumps(absurd))
+    (root / "inf_price_run" / "run.json").write_text(
+        json.dumps({**meta, "config": {"pricing": {"instance_hourly_usd": float("inf")}}})
+    )
+    (root / "dup_key_run" / "run.json").write_text(json.dumps(meta).replace("{", '{"finished_at": null, ', 1))
+    twice = json.dumps(minimal_record("baseline", 1)).replace("{", '{"ttft": 9.0, ', 1)
+    (root / "dup_record_run" / "requests.jsonl").write_text(
+        json.dumps(minimal_record("baseline", 0))
+        + "\n"
+        + twice
+        + "\n"
+        + json.dumps(minimal_record("baseline", 2))
+        + "\n"
+    )
     (root / "list_acc_run" / "acceptance.json").write_text("[1, 2]")
     priced = {**meta, "config": {"pricing": {"instance_hourly_usd": "cheap"}}}
     (root / "price_run" / "run.json").write_text(json.dumps(priced))

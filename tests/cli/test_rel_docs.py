@@ -8,7 +8,7 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parents[1]
 DOC = TESTS.parent / "docs" / "reliability.md"
 REF = re.compile(
-    r"`((?:analyze|cli|collect|deploy|kube|loadgen|publish|render|report|run|runtimes|sim|spec|sweep)/[\w/]+\.py)?(?:::(\w+))?"
+    r"`((?:analyze|architecture|bench|cli|collect|configuration|deploy|kube|loadgen|publish|render|report|run|runtimes|sim|spec|sweep)/[\w/]+\.py)?(?:::(\w+))?"
 )
 
 

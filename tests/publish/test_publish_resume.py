@@ -164,7 +164,7 @@ def test_concurrent_publish_of_one_run_is_refused(run_dir: Path) -> None:
     class SlowSink(FakeSink):
         def put_metric_data(self, namespace: str, metric_data: list[dict[str, Any]]) -> None:
             if not self.calls:
-                with pytest.raises(PublishError, match="another publish of .* is running"):
+                with pytest.raises(PublishError, match="run folder .* is in use by another spectrn process"):
                     publisher.publish_run(run_dir, FakeSink())
             super().put_metric_data(namespace, metric_data)
 

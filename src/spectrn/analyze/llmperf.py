@@ -25,6 +25,7 @@ from typing import Any
 from spectrn.analyze.metrics import request_metrics
 from spectrn.errors import AnalysisError
 from spectrn.run.folder import RunFolder
+from spectrn.run.json_doc import load_json
 from spectrn.run.records import RequestRecord, RunMeta
 from spectrn.run.summary import Provenance
 from spectrn.sanitize import file_name, server_label, valid_text
@@ -181,7 +182,7 @@ def write_llmperf_files(folder: RunFolder) -> list[Path]:
 
 def _read_rows(path: Path) -> list[dict[str, Any]]:
     try:
-        rows = json.loads(path.read_text(encoding="utf-8"))
+        rows = load_json(path, error=AnalysisError)
     except (OSError, ValueError) as e:
         raise AnalysisError(f"{path}: not a readable llmperf result file: {e}") from None
     if not isinstance(rows, list):

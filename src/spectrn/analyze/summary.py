@@ -93,6 +93,9 @@ def summarize(
                 message="this run was recorded by another spectrn version; read as history: " + "; ".join(changed),
             )
         )
+    for note in meta.read_notes:
+        if note.startswith("requests.jsonl: skipped"):  # run/records.py: what a killed or crashed writer left
+            findings.append(Finding(code="records_skipped", severity="warning", message=note))
     provenance = meta.provenance.model_copy(
         update={"rescaled": st.time_scale != 1.0, "engine": meta.engine, "load_shape": load_shape_text(meta)}
     )

@@ -136,7 +136,11 @@ def publish(
     console = err_console()
     folder = _open(run_dir, console)
     if emf:
-        path = write_emf(run_dir, namespace=namespace, run_id=run_id)
+        from spectrn.errors import PublishError
+        from spectrn.run.lock import hold_run_folder
+
+        with hold_run_folder(run_dir, error=PublishError):  # not while a bench or an analyze writes the folder
+            path = write_emf(run_dir, namespace=namespace, run_id=run_id)
         if output != Output.table:
             print_document({"emf": str(path)}, output)
         else:

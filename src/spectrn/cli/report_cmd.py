@@ -31,10 +31,12 @@ def report(
     from spectrn.report.html import build_report
     from spectrn.report.tables import render_table
     from spectrn.run.folder import REPORT, RunFolder
+    from spectrn.run.lock import hold_run_folder
 
     folder = RunFolder.open(run_dir)
-    summary = ensure_summary(folder)
-    index = build_report(run_dir, out_dir_of(out_dir, out, folder.file(REPORT)))
+    with hold_run_folder(run_dir):  # not while a bench or an analyze writes the folder
+        summary = ensure_summary(folder)
+        index = build_report(run_dir, out_dir_of(out_dir, out, folder.file(REPORT)))
     if table:
         print_table(out_console(), render_table(summary))
     warn_unclean(err_console(), summary)  # an unclean run is never reported without saying so

@@ -21,7 +21,9 @@ def quantity(v: str) -> str:
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=())
+    # allow_inf_nan=False: no setting means anything at infinity or NaN (an infinite price used to become the
+    # catalog's, since JSON has no infinity and the value was written to run.json as null)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=(), allow_inf_nan=False)
 
 
 def one_of(value: str, choices: tuple[str, ...] | list[str]) -> str:

@@ -12,6 +12,9 @@ from spectrn.configuration.origins import FieldError, Origins, dotted_path, flag
 from spectrn.names import name_problem
 
 MAX_REQUESTS = 1_000_000
+# A prompt longer than this is no prompt: 10 million characters is about 20 times the longest context spectrn takes
+# (max_model_len 131072 tokens at about 4 characters each).
+MAX_PROMPT_CHARS = 10_000_000
 
 
 class LengthDistribution(Strict):
@@ -77,10 +80,16 @@ class WorkloadConfig(Strict):
         description="Keep this many prompts, drawn with bench.seed after the length filters (unset: all).",
     )
     min_chars: int | None = Field(
-        default=None, ge=0, description="Drop prompts whose text (first turn, as in the file) has fewer characters."
+        default=None,
+        ge=0,
+        le=MAX_PROMPT_CHARS,
+        description="Drop prompts whose text (first turn, as in the file) has fewer characters (at most 10000000).",
     )
     max_chars: int | None = Field(
-        default=None, ge=1, description="Drop prompts whose text (first turn, as in the file) has more characters."
+        default=None,
+        ge=1,
+        le=MAX_PROMPT_CHARS,
+        description="Drop prompts whose text (first turn, as in the file) has more characters (at most 10000000).",
     )
     class_map: dict[str, str] = Field(
         default_factory=dict,
@@ -247,10 +256,16 @@ class BenchConfig(Strict):
         description="Latency targets (docs/slo.md): per request (tpot<=50ms: a request meets it when its own value does; these define goodput) or at a percentile (p90:tpot<=50ms), on ttft, tpot, itl or e2e, units ms or s, optionally for one prompt class (structured/p90:tpot<=40ms).",
     )
     slo_ttft_s: float | None = Field(
-        default=None, gt=0, description="Per-request SLO on TTFT in seconds: the same as slo: [ttft<=X s]."
+        default=None,
+        gt=0,
+        le=86400,
+        description="Per-request SLO on TTFT in seconds (at most a day, like timeout_s): the same as slo: [ttft<=X s].",
     )
     slo_tpot_s: float | None = Field(
-        default=None, gt=0, description="Per-request SLO on TPOT in seconds: the same as slo: [tpot<=X s]."
+        default=None,
+        gt=0,
+        le=86400,
+        description="Per-request SLO on TPOT in seconds (at most a day, like timeout_s): the same as slo: [tpot<=X s].",
     )
     loadgen_pods: int = Field(
         default=1, ge=1, le=64, description="Pods of the in-cluster load Job (Indexed Job shards)."

@@ -18,14 +18,18 @@ from pydantic import BaseModel, ConfigDict, Field
 class ModelSpec(BaseModel):
     """One model spectrn can serve as a target or draft."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # custom_models come from the config: no infinity or NaN, and bounds far above any model (10 trillion
+    # parameters, 2**24 vocabulary entries, 10000 layers, a hidden size of 2**20), so a typo is not a model
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     hf_id: str = Field(description="Hugging Face model id, e.g. Qwen/Qwen3-32B.")
-    params_b: float = Field(gt=0, description="Parameter count in billions (orders draft < target).")
+    params_b: float = Field(
+        gt=0, le=10_000, description="Parameter count in billions (orders draft < target; at most 10000)."
+    )
     tokenizer: str = Field(description="Tokenizer family; draft and target must share it.")
-    vocab_size: int = Field(gt=0, description="Vocabulary size; draft and target must match.")
-    num_layers: int = Field(default=0, ge=0, description="Transformer layers (cost model hint).")
-    hidden_size: int = Field(default=0, ge=0, description="Hidden size (cost model hint).")
+    vocab_size: int = Field(gt=0, le=1 << 24, description="Vocabulary size; draft and target must match.")
+    num_layers: int = Field(default=0, ge=0, le=10_000, description="Transformer layers (cost model hint).")
+    hidden_size: int = Field(default=0, ge=0, le=1 << 20, description="Hidden size (cost model hint).")
     architecture: str = Field(
         default="",
         description="Architecture family, e.g. qwen3 or llama; speculation modes check it (see docs/neuron.md).",

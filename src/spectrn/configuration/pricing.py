@@ -56,12 +56,21 @@ def price_of(instance_type: str, override: float | None, region: str | None, cat
     return builtin_price(instance_type, catalog_usd, region)
 
 
+# Upper bounds beyond which a value is a typo, not a price: the dearest EC2 instance lists at a few hundred dollars
+# an hour, and a service spread over more than 1024 instances is no benchmark (a cost figure from 1e308 instances
+# overflows to infinity, which summary.json's schema refuses).
+MAX_HOURLY_USD = 10_000.0
+MAX_INSTANCES_PER_SERVICE = 1024.0
+
+
 class Pricing(Strict):
     instance_hourly_usd: float | None = Field(
         default=None,
         gt=0,
-        description="Instance price per hour (USD); default: the built-in on-demand list price for "
-        "pricing.region (docs/neuron.md, Price). Set it for any other region, a discount or a reservation.",
+        le=MAX_HOURLY_USD,
+        description="Instance price per hour (USD, at most 10000: no instance costs more); default: the built-in "
+        "on-demand list price for pricing.region (docs/neuron.md, Price). Set it for any other region, a discount "
+        "or a reservation.",
     )
     region: str | None = Field(
         default=None,
@@ -71,7 +80,9 @@ class Pricing(Strict):
     instances_per_service: float = Field(
         default=0.5,
         gt=0,
-        description="Share of an instance one service uses (0.5: both services share one trn2.48xlarge).",
+        le=MAX_INSTANCES_PER_SERVICE,
+        description="Share of an instance one service uses (0.5: both services share one trn2.48xlarge); at most "
+        "1024 instances.",
     )
 
     @field_validator("region")

@@ -60,15 +60,15 @@ class PublishResult:
 
 
 def _run_lock(run_dir: Path) -> AbstractContextManager[None]:
-    """One publish per run folder at a time (two at once would both send the unsent calls)."""
-    from spectrn.paths import folder_lock
+    """One publish per run folder at a time (two at once would both send the unsent calls), and none while
+    another spectrn process writes the folder."""
+    from spectrn.run.lock import hold_run_folder
 
-    return folder_lock(
+    return hold_run_folder(
         run_dir,
-        lambda: PublishError(
-            f"another publish of {run_dir} is running",
-            hint="wait for it to finish; then re-run to send anything it did not",
-        ),
+        error=PublishError,
+        fix="wait for it to finish (another publish, or a bench or analyze still writing it); then re-run to send "
+        "anything not sent yet",
     )
 
 

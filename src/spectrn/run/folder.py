@@ -22,11 +22,12 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Iterable, Iterator, Mapping
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from spectrn.errors import AnalysisError, one_line
+from spectrn.run.json_doc import load_json
 from spectrn.run.publish_ledger import PublishLedger, read_publish_ledger
 from spectrn.run.records import RequestRecord, RunMeta, iter_records, read_run_meta
 from spectrn.run.summary import SCHEMA_VERSION, Acceptance, Summary
@@ -69,7 +70,7 @@ class RunFolder:
     def meta(self) -> RunMeta:
         path = self.file(RUN_JSON)
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
+            raw = load_json(path, error=AnalysisError)
         except FileNotFoundError:
             raise AnalysisError(f"{path} is missing", hint="pass a run folder written by `spectrn bench`") from None
         except json.JSONDecodeError as e:
@@ -89,10 +90,13 @@ class RunFolder:
 
     def records(self, *, measured: bool = True) -> Iterator[RequestRecord]:
         """The run's records in file order (warm-up requests left out unless ``measured=False``)."""
-        for rec in iter_records(self.file(REQUESTS)):
+        skipped: list[str] = []
+        for rec in iter_records(self.file(REQUESTS), skipped):
             if measured and rec.warmup:
                 continue
             yield rec
+        notes = self.meta._read_notes  # what reading left out reaches the summary with the run's other notes
+        notes += [n for n in skipped if n not in notes]
 
     def acceptance(self) -> dict[str, Any]:
         """``acceptance.json``: {``variant@level``: counter delta or null}; {} when absent."""
@@ -151,7 +155,7 @@ class RunFolder:
         if not path.exists():
             return PublishLedger()
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
+            raw = load_json(path, error=PublishError)
         except (OSError, ValueError) as e:
             raise PublishError(
                 f"{path} is not valid JSON: {e}",
@@ -165,7 +169,7 @@ class RunFolder:
         if not path.exists():
             return None
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
+            return load_json(path, error=AnalysisError)
         except (OSError, ValueError) as e:
             raise AnalysisError(
                 f"{path} is not valid JSON: {one_line(e)}", hint="restore it, or remove it and re-run `spectrn analyze`"
@@ -308,7 +312,11 @@ class RunFolder:
         return target
 
 
+@lru_cache(maxsize=4096)  # called per record by the datums and the EMF file; labels repeat
 def dim_value(v: str | None) -> str:
-    """A label as CloudWatch and reports show it: trimmed, at most 1024 characters, ``unknown`` when empty."""
-    v = (v or "").strip()
-    return v[:1024] if v else "unknown"
+    """A label as a CloudWatch dimension value, the one way the datums, the EMF file and the dashboard make it:
+    trimmed, then ``sanitize.cw_dimension`` (printable ASCII, others escaped; at most 1024 characters),
+    ``unknown`` when empty. A label can hold a server's words (the draft it declared, read back from run.json)."""
+    from spectrn.sanitize import cw_dimension
+
+    return cw_dimension((v or "").strip())

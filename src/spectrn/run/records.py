@@ -21,6 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from spectrn.configuration.config import RECORDED, SpectrnConfig
 from spectrn.errors import AnalysisError, one_line
 from spectrn.names import name_problem
+from spectrn.run.json_doc import validate_line
+from spectrn.run.jsonl import MAX_LINE, Line, read_lines
 from spectrn.run.load_shape import LoadShape
 from spectrn.run.summary import Provenance
 
@@ -212,7 +214,8 @@ def read_run_meta(raw: Any, where: str) -> RunMeta:
                 loc = ".".join(str(p) for p in figures[0]["loc"])
                 raise AnalysisError(
                     f"{where}: {loc}: {figures[0]['msg']}: the cost figures are computed from it",
-                    hint=f"correct {loc} in run.json (a number), or remove it to use the instance catalog's price",
+                    hint=f"correct {loc} in run.json (a finite number in range: `spectrn config-reference`), or remove "
+                    "it to use the default (the instance catalog's price; 0.5 instances per service)",
                 ) from None
             dropped = [(_drop(data, err["loc"]), _why(err)) for err in e.errors() if err["type"] != "missing"]
             if not any(key for key, _ in dropped):
@@ -257,24 +260,71 @@ def write_records(path: Path, records: Iterable[RequestRecord]) -> None:
             f.write(r.model_dump_json(exclude_none=True) + "\n")
 
 
-def iter_records(path: Path) -> Iterator[RequestRecord]:
-    """Stream ``requests.jsonl`` one line at a time (bounded memory for any run length). A torn last line (a
-    killed writer: no newline at its end) is skipped; any other bad line is an error."""
+def iter_records(path: Path, skipped: list[str] | None = None) -> Iterator[RequestRecord]:
+    """Stream ``requests.jsonl`` one line at a time (bounded memory for any run length, ``run/jsonl.py``).
+
+    What a killed or crashed writer leaves at the end is skipped, and said in ``skipped``: a torn last line (no
+    newline at its end) and NUL padding after the last record. Anything else that is not a record (a damaged
+    line, an object with a key twice, a line over ``MAX_LINE``, NUL bytes followed by more records) is an
+    ``AnalysisError`` naming the line."""
     if not path.exists():
         raise AnalysisError(f"{path} does not exist", hint="run `spectrn bench` first or pass the run folder")
-    with path.open("r", encoding="utf-8", errors="replace") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
+    damaged = "the file was damaged; remove or repair that line (only a torn last line is skipped)"
+    padding: Line | None = None
+    padding_bytes = 0
+    with path.open("rb") as f:
+        for line in read_lines(f):
+            if line.padding:
+                padding = padding or line
+                padding_bytes += line.size
                 continue
-            try:
-                yield RequestRecord.model_validate_json(line)
-            except ValueError as e:
-                if not line.endswith("\n"):
-                    return  # the writer was killed mid-line; the complete records before it stand
+            if line.blank:
+                continue
+            if padding is not None:
                 raise AnalysisError(
-                    f"{path} line {n} is not a request record: {one_line(e)}",
-                    hint="the file was damaged; remove or repair that line (only a torn last line is skipped)",
+                    f"{path} line {padding.number} starts {padding_bytes} bytes of NUL padding, yet records follow "
+                    f"at line {line.number}",
+                    hint="the file was damaged in the middle: restore it from the original run",
+                )
+            try:
+                record = _record(line)
+            except ValueError as e:
+                if not line.complete:  # the writer was killed mid-line; the complete records before it stand
+                    if skipped is not None:
+                        skipped.append(_torn_note(path, line))
+                    return
+                raise AnalysisError(
+                    f"{path} line {line.number} is not a request record: {one_line(e)}", hint=damaged
                 ) from None
+            yield record
+    if padding is not None and skipped is not None:
+        skipped.append(
+            f"{path.name}: skipped {padding_bytes} bytes of NUL padding after the last record (line {padding.number} "
+            "on; what a crash leaves on some file systems)"
+        )
+
+
+def _record(line: Line) -> RequestRecord:
+    if line.text is None:
+        if line.nul_bytes:
+            raise ValueError(f"it holds {line.nul_bytes} NUL bytes")
+        raise ValueError(f"it is {line.size} bytes long, over the {MAX_LINE >> 20} MiB a record may take")
+    try:  # a key twice is damage like any other (json_doc.py)
+        return validate_line(RequestRecord, line.text)
+    except ValueError:
+        text = line.text.decode("utf-8", "replace").encode()
+        if text == line.text:
+            raise
+        # bytes that are not UTF-8 are read as replacement characters (a text field's, as ever)
+        return validate_line(RequestRecord, text)
+
+
+def _torn_note(path: Path, line: Line) -> str:
+    nuls = f", {line.nul_bytes} of them NUL bytes" if line.nul_bytes else ""
+    return (
+        f"{path.name}: skipped a torn last line (line {line.number}, {line.size} bytes{nuls}: the writer stopped "
+        "mid-line)"
+    )
 
 
 def read_records(path: Path) -> list[RequestRecord]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from spectrn.errors import AnalysisError, ConfigError
 from spectrn.paths import atomic_write_text
+from spectrn.run.json_doc import load_json
 from spectrn.run.sweep_manifest import SweepCell, SweepManifest, SweepSettings, read_sweep_manifest
 from spectrn.sweep.grid import Cell
 
@@ -21,7 +22,7 @@ def read_manifest(sweep_dir: Path) -> SweepManifest:
     """``<sweep_dir>/sweep.json`` as a ``SweepManifest``; AnalysisError naming the problem otherwise."""
     path = sweep_dir / MANIFEST
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = load_json(path, error=AnalysisError)
     except FileNotFoundError:
         raise AnalysisError(f"{path} is missing", hint="pass a sweep folder written by `spectrn sweep`") from None
     except (OSError, ValueError) as e:
