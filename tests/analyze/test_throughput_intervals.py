@@ -4,6 +4,7 @@ output has one length, and they cover a known closed-loop throughput at about th
 from __future__ import annotations
 
 import heapq
+from typing import Any
 
 import numpy as np
 import pytest
@@ -148,9 +149,10 @@ def test_paired_ratio_interval_is_narrower_than_an_unpaired_one_when_requests_sh
     assert lo < 2.5 < hi and hi - lo > 0.1  # resampled on their own, the two sides' noise does not cancel
 
 
-def class_record(variant: str, index: int, cls: str, ttft: float, span: float, sent_at: float) -> RequestRecord:
-    tokens = 32
-    gap = span / (tokens - 1)
+def class_record(
+    variant: str, index: int, cls: str, ttft: float, span: float, sent_at: float, tokens: int = 32
+) -> RequestRecord:
+    gap = span / (tokens - 1) if tokens > 1 else 0.0
     return RequestRecord(
         variant=variant, index=index, prompt_id=f"p{index}", prompt_class=cls, level="c1", sent_at=sent_at,
         ttft=ttft, e2e=ttft + span, chunk_times=[ttft + j * gap for j in range(tokens)], chunk_tokens=[1] * tokens,
@@ -208,3 +210,61 @@ def test_speedup_intervals_are_reproducible() -> None:
     first, second = (summarize(mixed_level_run(), meta).levels[0] for _ in range(2))
     assert first.speedup == second.speedup
     assert all(first.by_prompt_class[c].speedup == second.by_prompt_class[c].speedup for c in ("structured", "open"))
+
+
+def sequential(pairs: list[tuple[float, float, int]], variant: str, *, ttft: float = 0.001) -> list[RequestRecord]:
+    """One stream: each request (span, tokens) sent when the last one ended, so the wall is the sum of e2e."""
+    recs, clock = [], 1000.0
+    for i, (span, _, tokens) in enumerate(pairs):
+        recs.append(class_record(variant, i, "chat", ttft, span, clock, tokens))
+        clock += recs[-1].e2e or 0.0
+    return recs
+
+
+def level_of(recs: list[RequestRecord], engine: str = "spectrn") -> Any:
+    meta = RunMeta(run_id="r", spectrn_version="0", started_at=0, finished_at=1, config=SpectrnConfig(),
+                   engine=engine)  # fmt: skip
+    return summarize(recs, meta).levels[0]
+
+
+def test_the_throughput_ratio_of_walls_under_a_second_and_of_one_token() -> None:
+    """Nothing about a second or a token is special: walls of 0.1 s and a run of one 1-token request per variant
+    have their ratio, (spec tokens / spec wall) / (baseline tokens / baseline wall)."""
+    base = sequential([(0.009, 0, 32)] * 10, "baseline")  # e2e 0.010 s each: a 0.1 s wall
+    spec = sequential([(0.0036, 0, 32)] * 10, "speculative")  # e2e 0.0046 s: a 0.046 s wall
+    sp = level_of(base + spec).speedup
+    assert sp.aggregate_throughput is not None and sp.aggregate_throughput.value == pytest.approx(0.1 / 0.046)
+    one = level_of([class_record("baseline", 0, "chat", 0.05, 0.0, 1000.0, 1),
+                    class_record("speculative", 0, "chat", 0.04, 0.0, 1000.0, 1)]).speedup  # fmt: skip
+    assert one.aggregate_throughput is not None and one.aggregate_throughput.value == pytest.approx(0.05 / 0.04)
+    assert one.aggregate_throughput.ci95 is None  # one pair: no interval
+
+
+@pytest.mark.parametrize("instant", ["baseline", "speculative"])
+def test_a_variant_without_measurable_wall_time_has_no_throughput_ratio(instant: str) -> None:
+    """A variant whose requests took no measurable time (e2e 0: the record format allows it) has no throughput,
+    so no throughput or cost ratio, whichever side it is."""
+    timed = "speculative" if instant == "baseline" else "baseline"
+    recs = [class_record(instant, i, "chat", 0.0, 0.0, 1000.0, 1) for i in range(3)]
+    recs += sequential([(0.2, 0, 8)] * 3, timed)
+    sp = level_of(recs).speedup
+    assert sp is not None and sp.aggregate_throughput is None and sp.cost is None
+
+
+def test_the_itl_speedup_with_one_two_and_unpaired_requests() -> None:
+    """The per-token ITL speedup is baseline p50 / speculative p50: a value from one pair (no interval), an
+    interval from two pairs on, a value without interval for an unpaired (llmperf) run, and none when one side
+    has no token gap at all."""
+    one = level_of(sequential([(0.31, 0, 32)], "baseline") + sequential([(0.124, 0, 32)], "speculative")).speedup
+    assert one.itl_p50 is not None and one.itl_p50.value == pytest.approx(0.31 / 0.124) and one.itl_p50.ci95 is None
+    two = level_of(sequential([(0.31, 0, 32), (0.62, 0, 32)], "baseline")
+                   + sequential([(0.124, 0, 32), (0.31, 0, 32)], "speculative")).speedup  # fmt: skip
+    assert two.itl_p50 is not None and two.itl_p50.ci95 is not None
+    lo, hi = two.itl_p50.ci95
+    assert lo <= two.itl_p50.value <= hi
+    un = level_of(sequential([(0.31, 0, 32)] * 4, "baseline") + sequential([(0.124, 0, 32)] * 4, "speculative"),
+                  engine="llmperf").speedup  # fmt: skip
+    assert un.itl_p50 is not None and un.itl_p50.value == pytest.approx(0.31 / 0.124) and un.itl_p50.ci95 is None
+    no_gap = level_of(sequential([(0.0, 0, 1)] * 3, "baseline", ttft=0.05) + sequential([(0.124, 0, 32)] * 3,
+                      "speculative")).speedup  # fmt: skip
+    assert no_gap.itl_p50 is None
