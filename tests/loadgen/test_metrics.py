@@ -301,13 +301,39 @@ def test_positions_ordered_by_number_whatever_the_exposition_order() -> None:
     )
     acc = acceptance_delta(_text([]), after)
     assert acc is not None and acc["per_position"] == pytest.approx([0.4, 0.3, 0.2, 0.1])
-    # a label that is not a number sorts with position 0, before 1 (stable among equals)
-    odd = [("1", 3), ("x", 5), ("0", 4)]
-    after2 = _text(
-        lines + [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{position="{p}"}} {v}' for p, v in odd]
-    )
-    acc2 = acceptance_delta(_text([]), after2)
-    assert acc2 is not None and acc2["per_position"] == pytest.approx([0.5, 0.4, 0.3])
+    # labels that are not the positions 0..k-1 (a word, a gap, a number written twice) have no known order
+    for odd in ([("1", 3), ("x", 5), ("0", 4)], [("0", 4), ("2", 3)], [("0", 4), ("01", 3)]):
+        after2 = _text(
+            lines + [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{position="{p}"}} {v}' for p, v in odd]
+        )
+        acc2 = acceptance_delta(_text([]), after2)
+        assert acc2 is not None and acc2["rate"] is None and acc2["per_position"] is None
+        assert acc2["source"] == (
+            "counters unusable: vllm:spec_decode_num_accepted_tokens_per_pos position labels are not the numbers "
+            f"0..{len(odd) - 1}"
+        )
+
+
+def test_a_declared_window_of_up_to_32_positions_is_used_and_more_is_not() -> None:
+    """32 per-position series (the most speculative tokens spectrn accepts) are read; 33 are no window."""
+    for n in (32, 33):
+        per = [0.5 * 10] * n  # 10 drafts, half of them accepted at every position
+        acc = acceptance_delta(parse_metrics(_snap(0, 0, 0)), parse_metrics(_snap(10, 10 * n, 5 * n, per)))
+        assert acc is not None
+        if n == 32:
+            assert acc["per_position"] == pytest.approx([0.5] * 32) and acc["rate"] == pytest.approx(0.5)
+        else:
+            assert acc["rate"] is None and acc["source"] == (
+                "counters unusable: 33 vllm:spec_decode_num_accepted_tokens_per_pos positions, more than the 32 "
+                "speculative tokens spectrn accepts"
+            )
+
+
+def test_finite_counters_whose_ratio_overflows_are_unusable() -> None:
+    """1e300 accepted over 1e-300 drafts: each counter finite, their ratio infinite."""
+    acc = acceptance_delta(parse_metrics(_snap(0, 0, 0)), parse_metrics(_snap(1e-300, 1e300, 1e300)))
+    assert acc is not None and acc["rate"] is None and acc["mean_accepted_length"] is None
+    assert acc["source"] == "counters unusable: mean_accepted_length overflow (the counters are not counts of one run)"
 
 
 def test_a_single_draft_token() -> None:

@@ -148,7 +148,11 @@ def acceptance_delta(before: MetricsSnapshot | None, after: MetricsSnapshot | No
             "speculative tokens spectrn accepts"
         )
     if per_pos_after and drafts > 0:
-        positions = sorted(per_pos_after, key=lambda p: int(p) if p.isdigit() and len(p) < 6 else 0)
+        # vLLM labels its per-position series "0" .. "k-1" (one per speculative token); anything else is not a
+        # position series whose order could be known
+        positions = [str(i) for i in range(len(per_pos_after))]
+        if set(per_pos_after) != set(positions):
+            return _unusable(f"{SPEC_ACCEPTED_PER_POS} position labels are not the numbers 0..{len(positions) - 1}")
         per_position = [(per_pos_after[p] - per_pos_before.get(p, 0.0)) / drafts for p in positions]
         if any(not math.isfinite(r) or not 0.0 <= r <= 1.0 for r in per_position):
             return _unusable(f"a per-position acceptance rate outside 0..1: {per_position}")
