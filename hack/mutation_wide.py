@@ -206,8 +206,8 @@ WIDE_MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
     (
         "dashboard-e2e-speedup-inverted",
         "src/spectrn/publish/dashboard.py",
-        '("E2ELatency", "p50", "e2e p50 speedup", False)',
-        '("E2ELatency", "p50", "e2e p50 speedup", True)',
+        '(m.name, "p50", s.dashboard, m.better == "higher")',
+        '(m.name, "p50", s.dashboard, m.better == "higher" or m.name == "E2ELatency")',
         ("tests/publish/test_emf_dashboard_meaning.py",),
         "the dashboard's e2e speedup divides speculative by baseline (< 1 reads as slower when it is faster)",
     ),

@@ -293,7 +293,7 @@ def build_metric_datums(
             into[value] = into.get(value, 0) + int(count)
     for name, dims, bucket in sorted(counted):
         spec = table[name]
-        merged = counted[(name, dims, bucket)]
+        merged = counted.pop((name, dims, bucket))  # each series' counts go as its datums are made: one copy at a time
         values = sorted(merged)
         counts = [float(merged[v]) for v in values]
         samples += int(sum(counts))
