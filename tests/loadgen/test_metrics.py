@@ -334,6 +334,13 @@ def test_finite_counters_whose_ratio_overflows_are_unusable() -> None:
     acc = acceptance_delta(parse_metrics(_snap(0, 0, 0)), parse_metrics(_snap(1e-300, 1e300, 1e300)))
     assert acc is not None and acc["rate"] is None and acc["mean_accepted_length"] is None
     assert acc["source"] == "counters unusable: mean_accepted_length overflow (the counters are not counts of one run)"
+    # differences of finite counters can overflow too: every field that did is named
+    both = acceptance_delta(parse_metrics(_snap(0, -1e308, -1e308)), parse_metrics(_snap(1, 1e308, 1e308)))
+    assert both is not None and both["rate"] is None
+    assert both["source"] == (
+        "counters unusable: draft_tokens, accepted_tokens, rate, mean_accepted_length overflow (the counters are not "
+        "counts of one run)"
+    )
 
 
 def test_a_single_draft_token() -> None:
