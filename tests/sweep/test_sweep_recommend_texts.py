@@ -1,0 +1,127 @@
+"""What a sweep tells the user, word for word: every branch of the recommendation and of the crossover table on
+small matrices whose answers are worked out here by hand (labels ``<draft> k<window>: <speedup>x [lo, hi]``)."""
+
+from __future__ import annotations
+
+from spectrn.sweep.recommend import Row, crossovers, pays, recommend, stops_paying
+
+
+def row(
+    draft: str,
+    window: int,
+    speedup: float | None,
+    ci: list[float] | None,
+    *,
+    level: str = "c4",
+    cls: str = "structured",
+    throughput: float | None = None,
+    throughput_ci: list[float] | None = None,
+) -> Row:
+    return Row(draft=draft, window=window, level=level, prompt_class=cls, speedup=speedup, ci95=ci,
+               throughput=throughput, throughput_ci95=throughput_ci)  # fmt: skip
+
+
+def test_no_measured_configuration() -> None:
+    r = recommend([row("qwen3-1.7b", 7, 2.0, [1.8, 2.2], cls="open")], "structured", "c4")
+    assert (r.scope, r.level, r.chosen, r.best, r.ties, r.meaningful) == ("structured", "c4", None, None, [], False)
+    assert r.text == "structured @ c4: no measured configuration"
+    assert r.to_dict()["ties"] == [] and r.to_dict()["chosen"] is None
+
+
+def test_no_meaningful_gain_names_the_best_and_the_bar() -> None:
+    best = row("qwen3-1.7b", 7, 1.04, [1.01, 1.07])  # under 1 + 5%
+    r = recommend([best, row("qwen3-0.6b", 5, 0.9, [0.8, 1.0])], "structured", "c4")
+    assert r.chosen is None and r.best is best and r.meaningful is False
+    assert r.text == (
+        "structured @ c4: no meaningful gain: the best configuration, qwen3-1.7b k7: 1.04x [1.01, 1.07], does not "
+        "clear 1.05x with its CI above 1; serve without speculation"
+    )
+    assert recommend([best], "structured", "c4", min_gain=0.02).chosen is best  # the bar is the caller's
+
+
+def test_the_best_alone_and_the_best_with_others_inside_its_interval() -> None:
+    best = row("qwen3-0.6b", 5, 2.5, [2.4, 2.6])
+    alone = recommend([best, row("qwen3-1.7b", 7, 1.5, [1.4, 1.6])], "structured", "c4")
+    assert alone.chosen is best and alone.meaningful is True and alone.ties == [best]
+    assert alone.text == "structured @ c4: qwen3-0.6b k5: 2.50x [2.40, 2.60] is best"
+    dearer = row("qwen3-1.7b", 7, 2.45, [2.3, 2.55])  # inside the best's CI, bigger window and draft
+    both = recommend([dearer, best], "structured", "c4")
+    assert both.chosen is best and both.ties == [best, dearer]
+    assert both.text == (
+        "structured @ c4: qwen3-0.6b k5: 2.50x [2.40, 2.60] is best; within its CI: qwen3-1.7b k7: 2.45x [2.30, 2.55]"
+    )
+
+
+def test_a_cheaper_tie_wins_and_says_when_its_own_gain_is_not_meaningful() -> None:
+    best = row("qwen3-1.7b", 7, 1.30, [1.10, 1.50])
+    cheap = row("qwen3-0.6b", 3, 1.04, [0.98, 1.12])  # overlaps the best; does not pay on its own
+    r = recommend([best, cheap], "structured", "c4")
+    assert r.chosen is cheap and r.best is best and r.meaningful is False
+    assert r.text == (
+        "structured @ c4: qwen3-0.6b k3: 1.04x [0.98, 1.12] recommended: its CI overlaps the best, qwen3-1.7b k7: "
+        "1.30x [1.10, 1.50], so the cheaper configuration (smaller window, then smaller draft) wins the tie (but the "
+        "cheaper configuration's own gain is not meaningful: consider the best one)"
+    )
+    paying = row("qwen3-0.6b", 3, 1.25, [1.08, 1.40])
+    r2 = recommend([best, paying], "structured", "c4")
+    assert r2.chosen is paying and r2.meaningful is True
+    assert r2.text.endswith("so the cheaper configuration (smaller window, then smaller draft) wins the tie")
+
+
+def test_equal_speedups_prefer_the_cheaper_configuration_as_best() -> None:
+    small, big = row("qwen3-0.6b", 5, 2.0, None), row("qwen3-1.7b", 5, 2.0, None)
+    r = recommend([big, small], "structured", "c4")
+    assert r.best is small and r.chosen is small
+    assert (
+        r.text == "structured @ c4: qwen3-0.6b k5: 2.00x (no CI) is best; within its CI: qwen3-1.7b k5: 2.00x (no CI)"
+    )
+    # a speedup below 1 is still ranked by its value, not as if it were 1
+    low = recommend([row("qwen3-0.6b", 3, 0.5, None), row("qwen3-1.7b", 3, 0.9, None)], "structured", "c4")
+    assert low.best is not None and low.best.draft == "qwen3-1.7b"
+
+
+def test_pays_and_stops_paying_at_their_boundaries() -> None:
+    assert pays(row("d", 1, 1.05, [1.01, 1.1]))  # exactly 1 + min_gain, CI above 1
+    assert not pays(row("d", 1, 1.2, [1.0, 1.3]))  # CI touching 1 is not above it
+    assert not stops_paying(row("d", 1, 1.2, [1.01, 1.3]))
+    assert stops_paying(row("d", 1, 1.2, [1.0, 1.3]))
+    assert stops_paying(row("d", 1, 1.2, [1.1, 1.3], throughput=0.9, throughput_ci=[0.8, 0.99]))
+    assert not stops_paying(row("d", 1, 1.2, [1.1, 1.3], throughput=0.9, throughput_ci=[0.8, 1.0]))
+    assert stops_paying(row("d", 1, 1.2, [1.1, 1.3], throughput=0.99))  # no CI: the point is below 1
+    assert not stops_paying(row("d", 1, 1.2, [1.1, 1.3]))  # no throughput: the speedup decides
+
+
+def test_crossovers_word_for_word() -> None:
+    rows = [
+        # 1.7b k7: pays at c1 and c4, stops at c16 (CI down to 1)
+        row("qwen3-1.7b", 7, 2.0, [1.8, 2.2], level="c4", throughput=1.5, throughput_ci=[1.4, 1.6]),
+        row("qwen3-1.7b", 7, 2.2, [2.0, 2.4], level="c1"),
+        row("qwen3-1.7b", 7, 1.1, [0.9, 1.3], level="c16"),
+        # 0.6b k5: never pays
+        row("qwen3-0.6b", 5, 0.95, [0.9, 1.0], level="c1"),
+        # 0.6b k3: pays at its one level
+        row("qwen3-0.6b", 3, 1.5, [1.2, 1.8], level="c2"),
+        row("qwen3-0.6b", 3, 9.0, [8.0, 10.0], level="c2", cls="open"),  # another scope
+    ]
+    out = crossovers(rows, "structured")
+    assert [(c["draft"], c["window"]) for c in out] == [("qwen3-0.6b", 3), ("qwen3-0.6b", 5), ("qwen3-1.7b", 7)]
+    k3, k5, k7 = out
+    assert k7 == {
+        "draft": "qwen3-1.7b",
+        "window": 7,
+        "scope": "structured",
+        "crossover": "c16",
+        "levels": [
+            {"level": "c1", "speedup": 2.2, "ci95": [2.0, 2.4], "throughput": None, "throughput_ci95": None},
+            {"level": "c4", "speedup": 2.0, "ci95": [1.8, 2.2], "throughput": 1.5, "throughput_ci95": [1.4, 1.6]},
+            {"level": "c16", "speedup": 1.1, "ci95": [0.9, 1.3], "throughput": None, "throughput_ci95": None},
+        ],
+        "pays_at_lowest": True,
+        "text": "qwen3-1.7b k7 (structured): stops paying at c16",
+    }
+    assert (k5["crossover"], k5["pays_at_lowest"]) == ("c1", False)
+    assert k5["text"] == "qwen3-0.6b k5 (structured): does not pay even at the lowest measured load (c1)"
+    assert (k3["crossover"], k3["pays_at_lowest"]) == (None, True)
+    assert k3["text"] == "qwen3-0.6b k3 (structured): pays at every measured load (c2)"
+    two = crossovers([row("d", 2, 2.0, [1.5, 2.5], level=lv) for lv in ("c8", "c2")], "structured")
+    assert two[0]["text"] == "d k2 (structured): pays at every measured load (c2, c8)"
