@@ -3,7 +3,22 @@ small matrices whose answers are worked out here by hand (labels ``<draft> k<win
 
 from __future__ import annotations
 
-from spectrn.sweep.recommend import Row, crossovers, pays, recommend, stops_paying
+import math
+
+import pytest
+
+from spectrn.errors import ConfigError
+from spectrn.sweep.recommend import (
+    Row,
+    _label,
+    _log_se,
+    crossovers,
+    draft_size,
+    parse_mix,
+    pays,
+    recommend,
+    stops_paying,
+)
 
 
 def row(
@@ -125,3 +140,39 @@ def test_crossovers_word_for_word() -> None:
     assert k3["text"] == "qwen3-0.6b k3 (structured): pays at every measured load (c2)"
     two = crossovers([row("d", 2, 2.0, [1.5, 2.5], level=lv) for lv in ("c8", "c2")], "structured")
     assert two[0]["text"] == "d k2 (structured): pays at every measured load (c2, c8)"
+
+
+def test_draft_size_from_the_catalog_then_from_the_name() -> None:
+    """The catalog's parameter count first (qwen3-8b has 8.2 B, not the 8 its name says), then a size in the name
+    (any case, decimals), else unknown: ranked last, as the dearest."""
+    assert draft_size("qwen3-8b") == 8.2 and draft_size("qwen3-32b") == 32.8
+    assert draft_size("org/My-Draft-3B") == 3.0 and draft_size("tiny-1.5b-eagle") == 1.5
+    assert draft_size("eagle3-speculator") == math.inf and draft_size("b-two") == math.inf
+
+
+def test_a_row_without_a_speedup_neither_pays_nor_shows_a_number() -> None:
+    none = row("qwen3-1.7b", 7, None, None)
+    assert stops_paying(none) and not pays(none)
+    assert _label(none) == "qwen3-1.7b k7: n/a (no CI)"
+
+
+def test_mix_weights_parse_and_every_refusal_says_how_to_write_them() -> None:
+    assert parse_mix(" structured=0.7, open=0.3 ") == {"structured": 0.7, "open": 0.3}
+    assert parse_mix("") is None and parse_mix(None) is None
+    cases = {
+        "structured": ("--mix 'structured': 'structured' is not CLASS=WEIGHT", "e.g. --mix structured=0.7,open=0.3"),
+        "a=b=1": ("--mix 'a=b=1': weight 'b=1' is not a number", "e.g. structured=0.7"),
+        "open=-1": ("--mix 'open=-1': weight of open must be >= 0", "use non-negative weights"),
+        "open=0": ("--mix 'open=0': weights sum to 0", "give at least one class a positive weight"),
+    }
+    for text, (message, hint) in cases.items():
+        with pytest.raises(ConfigError) as e:
+            parse_mix(text)
+        assert str(e.value) == f"{message} (fix: {hint})"
+
+
+def test_a_log_standard_error_needs_a_positive_interval() -> None:
+    """The mix's interval combines classes on a log scale: an interval that reaches 0 (or has none) has no log SE."""
+    assert _log_se(row("d", 1, 2.0, [1.0, 4.0])) == pytest.approx(math.log(4.0) / (2 * 1.959964))
+    for ci in ([0.0, 2.0], [-1.0, 2.0], [0.5, 0.0], None):
+        assert _log_se(row("d", 1, 2.0, ci)) is None, ci
