@@ -14,6 +14,7 @@ from spectrn.sweep.recommend import (
     _log_se,
     crossovers,
     draft_size,
+    mix_rows,
     parse_mix,
     pays,
     recommend,
@@ -176,3 +177,40 @@ def test_a_log_standard_error_needs_a_positive_interval() -> None:
     assert _log_se(row("d", 1, 2.0, [1.0, 4.0])) == pytest.approx(math.log(4.0) / (2 * 1.959964))
     for ci in ([0.0, 2.0], [-1.0, 2.0], [0.5, 0.0], None):
         assert _log_se(row("d", 1, 2.0, ci)) is None, ci
+
+
+def test_the_mix_row_by_hand() -> None:
+    """Weights 3:1 over two classes (a third class weighted 0 is ignored): the mix's baseline TPOT is the weighted
+    mean, its speculative TPOT the weighted mean of each class's baseline / speedup, the speedup their ratio, and
+    its interval combines the classes' log standard errors weighted by their share of the speculative time."""
+
+    def cls_row(cls: str, base: float | None, speedup: float, ci: list[float] | None, *, draft: str = "d",
+                requests: int = 1) -> Row:  # fmt: skip
+        r = row(draft, 5, speedup, ci, cls=cls)
+        r.tpot_base_s, r.requests = base, requests
+        return r
+
+    rows = [
+        cls_row("a", 0.04, 2.0, [1.6, 2.5], requests=10),
+        cls_row("b", 0.05, 1.25, [1.0, 1.5625], requests=6),
+        cls_row("c", 0.09, 9.0, [8.0, 10.0]),
+        cls_row("a", 0.04, 2.0, [1.6, 2.5], draft="e"),  # e: no b measured, no mix row
+        cls_row("a", None, 2.0, [1.6, 2.5], draft="f"),  # f: a class without a baseline TPOT, no mix row
+        cls_row("b", 0.05, 1.25, [1.0, 1.5625], draft="f"),
+    ]
+    (m,) = mix_rows(rows, {"a": 3.0, "b": 1.0, "c": 0.0})
+    base, spec_a, spec_b = 0.75 * 0.04 + 0.25 * 0.05, 0.75 * 0.04 / 2.0, 0.25 * 0.05 / 1.25
+    assert (m.draft, m.window, m.level, m.prompt_class, m.requests) == ("d", 5, "c4", "mix", 16)
+    assert m.tpot_base_s == pytest.approx(0.0425) and m.tpot_spec_s == pytest.approx(0.025)
+    assert m.speedup == pytest.approx(base / (spec_a + spec_b)) and m.speedup == pytest.approx(1.7)
+    z = 1.959964
+    se_a, se_b = (math.log(2.5) - math.log(1.6)) / (2 * z), math.log(1.5625) / (2 * z)
+    half = z * math.sqrt((spec_a / 0.025) ** 2 * se_a**2 + (spec_b / 0.025) ** 2 * se_b**2)
+    assert m.ci95 == pytest.approx([1.7 * math.exp(-half), 1.7 * math.exp(half)])
+    # one class: the mix is that class, with its own interval; no positive weight: no mix
+    (one,) = mix_rows(rows[:1], {"a": 1.0})
+    assert one.speedup == pytest.approx(2.0) and one.ci95 == [1.6, 2.5]
+    assert mix_rows(rows, {"a": 0.0}) == []
+    # an interval reaching 0 in one class: the mix has a point but no interval
+    (no_ci,) = mix_rows([cls_row("a", 0.04, 2.0, [0.0, 2.5]), rows[1]], {"a": 1.0, "b": 1.0})
+    assert no_ci.speedup is not None and no_ci.ci95 is None
