@@ -4,14 +4,21 @@ small matrices whose answers are worked out here by hand (labels ``<draft> k<win
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
+from doubles.runfactory import make_run
+from spectrn.analyze.run import ensure_summary
+from spectrn.configuration.config import SpectrnConfig
 from spectrn.errors import ConfigError
+from spectrn.run.folder import RunFolder
 from spectrn.sweep.recommend import (
+    CellInput,
     Row,
     _label,
     _log_se,
+    build_matrix,
     crossovers,
     draft_size,
     mix_rows,
@@ -214,3 +221,40 @@ def test_the_mix_row_by_hand() -> None:
     # an interval reaching 0 in one class: the mix has a point but no interval
     (no_ci,) = mix_rows([cls_row("a", 0.04, 2.0, [0.0, 2.5]), rows[1]], {"a": 1.0, "b": 1.0})
     assert no_ci.speedup is not None and no_ci.ci95 is None
+
+
+def test_a_cell_row_carries_its_summarys_figures(tmp_path: Path) -> None:
+    """Each row of the sweep's matrix is one (cell, prompt class) of a run's summary: every field the objectives
+    and the report rank by is that class's figure, baseline and speculative each in its place."""
+    cfg = SpectrnConfig().model_dump(mode="json")
+    cfg["bench"]["slo"] = ["p50:ttft<=1ms", "p50:tpot<=1s"]  # one SLO missed by both variants, one met
+    run = make_run(tmp_path, "cell", per_class=8, tokens=40, errors=0, config=cfg)
+    summary = ensure_summary(RunFolder(run))
+    rows = {r.prompt_class: r for r in build_matrix([CellInput("qwen3-1.7b", 7, "c4", summary)])}
+    assert set(rows) == {"structured", "open", "all"}
+    for cls, cs in summary.level("c4").scopes():
+        r, base, spec, sp = rows[cls], cs.variants["baseline"], cs.variants["speculative"], cs.speedup
+        assert sp is not None and sp.tpot_p50 is not None and sp.throughput is not None and sp.ttft_p50 is not None
+        assert base.cost is not None and spec.cost is not None and spec.goodput is not None and base.goodput
+        assert (r.draft, r.window, r.level, r.prompt_class) == ("qwen3-1.7b", 7, "c4", cls)
+        assert (r.speedup, r.ci95) == (sp.tpot_p50.value, list(sp.tpot_p50.ci95 or []))
+        assert (r.throughput, r.throughput_ci95) == (sp.throughput.value, list(sp.throughput.ci95 or []))
+        assert (r.tpot_base_s, r.tpot_spec_s) == (base.tpot_s.p50, spec.tpot_s.p50)
+        assert spec.tpot_s.ci95 is not None and r.tpot_spec_ci95 == list(spec.tpot_s.ci95.p50 or [])
+        assert r.requests == sp.paired_requests > 0
+        assert (r.usd_base, r.usd_spec) == (
+            base.cost.usd_per_million_output_tokens,
+            spec.cost.usd_per_million_output_tokens,
+        )
+        assert r.usd_spec_ci95 == list(spec.cost.usd_per_million_output_tokens_ci95 or [])
+        assert (r.slo_base, r.slo_spec) == (False, False)
+        assert r.slo_missed is not None and len(r.slo_missed) == 1 and r.slo_missed[0].startswith("p50:ttft<=1ms (")
+        assert r.slo_missed[0].endswith(" ms)")
+        assert (r.ttft_speedup, r.ttft_speedup_ci95) == (sp.ttft_p50.value, list(sp.ttft_p50.ci95 or []))
+        assert (r.ttft_base_s, r.ttft_spec_s) == (base.ttft_s.p50, spec.ttft_s.p50)
+        for q in ("p50", "p90", "p95", "p99"):
+            assert r.e2e_base_s is not None and r.e2e_base_s[q] == getattr(base.e2e_s, q)
+            assert r.e2e_spec_s is not None and r.e2e_spec_s[q] == getattr(spec.e2e_s, q)
+        acc = spec.acceptance
+        assert acc is not None
+        assert (r.length, r.acceptance_rate, r.acceptance_source) == (acc.mean_accepted_length, acc.rate, acc.source)
