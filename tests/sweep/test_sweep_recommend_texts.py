@@ -21,6 +21,7 @@ from spectrn.sweep.recommend import (
     build_matrix,
     crossovers,
     draft_size,
+    explain_row,
     mix_rows,
     parse_mix,
     pays,
@@ -258,3 +259,49 @@ def test_a_cell_row_carries_its_summarys_figures(tmp_path: Path) -> None:
         acc = spec.acceptance
         assert acc is not None
         assert (r.length, r.acceptance_rate, r.acceptance_source) == (acc.mean_accepted_length, acc.rate, acc.source)
+
+
+def explained_row(*, length: float, per_position: list[float] | None, semantics: str = "upstream") -> Row:
+    r = row("qwen3-1.7b", 3, 2.0, [1.8, 2.2])
+    r.length, r.per_position, r.acceptance_rate, r.tpot_spec_s = length, per_position, 0.6, 0.02
+    r.semantics = semantics  # type: ignore[assignment]
+    return r
+
+
+def test_an_explanation_word_for_word_when_acceptance_falls_with_position() -> None:
+    """Window 3 (upstream: 3 proposals), acceptance 0.8, 0.6, 0.4 by position, 2.0 tokens a step observed. The
+    constant-acceptance formula with a = 0.8 expects (1 - 0.8^4) / 0.2 = 2.952, 48% above what was seen; the
+    conditional acceptance falls 0.8 -> 0.6/0.8 = 0.75 -> 0.4/0.6 = 0.67."""
+    out = explain_row(explained_row(length=2.0, per_position=[0.8, 0.6, 0.4]), None)
+    assert out["first_position"] == 0.8 and out["observed_length"] == 2.0 and out["acceptance_rate"] == 0.6
+    assert out["expected_length_first_position"] == pytest.approx(2.952)
+    assert out["expected_length_rate"] == pytest.approx((1 - 0.6**4) / 0.4)
+    assert out["conditional"] == pytest.approx([0.8, 0.75, 0.4 / 0.6])
+    assert (out["cost_ratio"], out["model_tpot_s"], out["measured_tpot_s"]) == (None, None, 0.02)
+    note = (
+        "observed L = 2.00 is 48% below (1 - a^(p+1))/(1 - a) = 2.95 with a = 0.80 (position 0): the formula assumes "
+        "every position is accepted as often as the first, but conditional acceptance falls from 0.80 at position 0 "
+        "to 0.67 at position 2, so each extra position of window 3 adds less than the formula says"
+    )
+    assert out["disagreements"] == [note]
+    assert out["text"] == (
+        "qwen3-1.7b k3 structured @ c4: L = 2.00 tokens/step, constant-acceptance expectation 2.95. " + note
+    )
+    # NxDI counts the target's token in the window: 2 proposals, (1 - 0.8^3) / 0.2 = 2.44, and only 2 positions
+    nxdi = explain_row(explained_row(length=2.44, per_position=[0.8, 0.6, 0.4], semantics="nxdi"), None)
+    assert nxdi["expected_length_first_position"] == pytest.approx(2.44) and nxdi["conditional"] == pytest.approx(
+        [0.8, 0.75]
+    )
+    assert nxdi["disagreements"] == []  # within 10%
+
+
+def test_an_explanation_when_acceptance_is_bursty_or_missing() -> None:
+    above = explain_row(explained_row(length=3.5, per_position=[0.8, 0.6, 0.4]), None)
+    assert above["disagreements"] == [
+        "observed L = 3.50 is above (1 - a^(p+1))/(1 - a) = 2.95 with a = 0.80: later positions are accepted more "
+        "readily than the first (acceptance is bursty)"
+    ]
+    bare = row("d", 2, None, None, level="c8", cls="open")
+    out = explain_row(bare, None)
+    assert out["text"] == "d k2 open @ c8: no acceptance data" and out["disagreements"] == []
+    assert (out["first_position"], out["expected_length_rate"], out["conditional"]) == (None, None, None)
