@@ -11,16 +11,18 @@ import pytest
 from doubles.runfactory import make_run
 from spectrn.analyze.run import ensure_summary
 from spectrn.configuration.config import SpectrnConfig
-from spectrn.errors import ConfigError
+from spectrn.errors import AnalysisError, ConfigError
 from spectrn.run.folder import RunFolder
 from spectrn.sweep.recommend import (
     CellInput,
     Row,
     _label,
     _log_se,
+    analyze_sweep,
     build_matrix,
     crossovers,
     draft_size,
+    explain,
     explain_row,
     mix_rows,
     parse_mix,
@@ -305,3 +307,57 @@ def test_an_explanation_when_acceptance_is_bursty_or_missing() -> None:
     out = explain_row(bare, None)
     assert out["text"] == "d k2 open @ c8: no acceptance data" and out["disagreements"] == []
     assert (out["first_position"], out["expected_length_rate"], out["conditional"]) == (None, None, None)
+
+
+def test_analyze_sweep_refuses_nothing_to_analyze_and_a_mix_of_unmeasured_classes(tmp_path: Path) -> None:
+    with pytest.raises(AnalysisError) as e:
+        analyze_sweep([])
+    assert str(e.value) == "the sweep has no finished cell to analyze (fix: run `spectrn sweep` first)"
+    summary = ensure_summary(RunFolder(make_run(tmp_path, "cell", per_class=4, tokens=24, errors=0)))
+    cell = CellInput("qwen3-1.7b", 7, "c4", summary)
+    with pytest.raises(ConfigError) as c:
+        analyze_sweep([cell], weights={"chat": 1.0, "structured": 1.0})
+    assert str(c.value) == (
+        "--mix names prompt class(es) ['chat'] that the sweep did not measure (fix: use classes among open, structured)"
+    )
+    out = analyze_sweep([cell], weights={"structured": 3.0, "open": 1.0})
+    assert out["classes"] == ["open", "structured"] and out["levels"] == ["c4"]
+    assert out["mix_weights"] == {"structured": 0.75, "open": 0.25}
+    assert [r["scope"] for r in out["recommendations"]] == ["open", "structured", "mix"]
+    assert out["recommendations"][2]["weights"] == {"structured": 0.75, "open": 0.25}
+    assert [r["prompt_class"] for r in out["rows"]] == ["all", "open", "structured", "mix"]
+    assert out["crossovers"] == []  # one level: nothing to cross
+
+
+def test_explanations_fit_each_draft_per_level_and_explain_class_rows_with_acceptance() -> None:
+    def measured(draft: str, window: int, cls: str, *, base: float | None, spec: float, length: float | None,
+                 level: str = "c4") -> Row:  # fmt: skip
+        r = row(draft, window, 2.0, [1.8, 2.2], level=level, cls=cls)
+        r.tpot_base_s, r.tpot_spec_s, r.length = base, spec, length
+        return r
+
+    rows = [
+        # qwen3-1.7b at c4: baseline step 40 ms; steps of 40 + 5k ms at windows 3 and 5 (TPOT = step / L)
+        measured("qwen3-1.7b", 3, "structured", base=0.040, spec=0.055 / 2.5, length=2.5),
+        measured("qwen3-1.7b", 5, "structured", base=0.040, spec=0.065 / 3.25, length=3.25),
+        measured("qwen3-1.7b", 5, "all", base=0.040, spec=0.065 / 3.0, length=3.0),  # pooled: no explanation
+        measured("qwen3-1.7b", 3, "open", base=0.040, spec=0.03, length=None),  # no acceptance: no explanation
+        # qwen3-0.6b at c16: one window, no baseline: nothing to fit a line to
+        measured("qwen3-0.6b", 3, "open", base=None, spec=0.02, length=1.5, level="c16"),
+    ]
+    out = explain(rows)
+    fits = out["cost_fits"]
+    assert [(f["draft"], f["level"]) for f in fits] == [("qwen3-0.6b", "c16"), ("qwen3-1.7b", "c4")]
+    assert fits[0]["error"] == "fewer than two windows measured"
+    assert "error" not in fits[1]
+    cells = out["cells"]
+    assert [(c["draft"], c["window"], c["prompt_class"]) for c in cells] == [
+        ("qwen3-0.6b", 3, "open"), ("qwen3-1.7b", 3, "structured"), ("qwen3-1.7b", 5, "structured")
+    ]  # fmt: skip
+    assert cells[0]["cost_ratio"] is None and cells[0]["model_tpot_s"] is None
+    # 5 ms a window token over a 40 ms target step: 0.125 target steps each
+    assert cells[1]["cost_ratio"] == pytest.approx(0.125) and cells[2]["cost_ratio"] == pytest.approx(0.125)
+    assert cells[1]["model_tpot_s"] == pytest.approx(0.055 / 2.5)
+    assert cells[2]["text"] == (
+        "qwen3-1.7b k5 structured @ c4: L = 3.25 tokens/step, each window token costs 0.125 target steps"
+    )
