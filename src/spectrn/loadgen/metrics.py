@@ -148,8 +148,8 @@ def acceptance_delta(before: MetricsSnapshot | None, after: MetricsSnapshot | No
             "speculative tokens spectrn accepts"
         )
     if per_pos_after and drafts > 0:
-        # vLLM labels its per-position series "0" .. "k-1" (one per speculative token); anything else is not a
-        # position series whose order could be known
+        # vLLM labels its per-position series "0" .. "k-1", one per speculative token (docs/reliability.md cites
+        # vllm/v1/spec_decode/metrics.py); anything else is not a position series whose order could be known
         positions = [str(i) for i in range(len(per_pos_after))]
         if set(per_pos_after) != set(positions):
             return _unusable(f"{SPEC_ACCEPTED_PER_POS} position labels are not the numbers 0..{len(positions) - 1}")
