@@ -3,8 +3,13 @@
 The hidden simulator runs as two processes (baseline and speculative, like ``sweep --local``) serving a preset
 file whose every cost and acceptance parameter differs from the calibrated ``qwen3-32b-trn2``; the bench is
 spectrn's own load generator (``plan_from_config`` + ``execute``) and analysis (``finish``), so the twin sees
-exactly what it would see from any run folder. Time scale 0.2: steps of 6-25 ms of wall time, long enough
-for the client to time-stamp 2 x 16 streams on a loaded 2-core machine.
+exactly what it would see from any run folder, with one difference: the records' times are the simulator's own
+schedule (``sim_truth.replay_schedule``: a client with a perfect clock; its token counts are still the client's,
+checked against the server's). These tests check the fit, and the fit's bounds (5%) hold only on timings that
+are what the hidden model scheduled: on a loaded 2-core machine a starved simulator runs late for whole
+stretches, which stretches the fitted costs themselves (one run: -6.6% to +202% on single costs), not noise a
+fit could average out. How closely the client itself sees the schedule, quiet and loaded, is measured by
+``benchmarks/loadgen_accuracy.py`` (docs/benchmarks.md). Time scale 0.2: steps of 6-25 ms of wall time.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import pytest
 import yaml
 from rich.console import Console
 
+from sim_truth import replay_schedule
 from spectrn.bench.local import endpoint_provenance, execute, plan_from_config
 from spectrn.configuration.sources import build_config
 from spectrn.errors import SimError
@@ -80,13 +86,15 @@ def sim_pair(preset: Path, window: int, logs: Path, *, seed: int = 0) -> Iterato
 
 def bench(urls: dict[str, str], out: Path, run_id: str, *, window: int, levels: list[int], requests: int,
           profile: str = "neuron-fork") -> Path:  # fmt: skip
-    """spectrn's bench (all prompts, chat, greedy) against ``urls``, analysed; the run folder."""
+    """spectrn's bench (all prompts, chat, greedy) against ``urls``, its times replayed from the servers'
+    schedule, analysed; the run folder."""
     cfg = build_config({"runtime": "sim", "num_speculative_tokens": window, "max_num_seqs": BATCH,
                         "bench": {"requests": requests, "max_tokens": MAX_TOKENS, "concurrency": levels,
                                   "prompts": "all"}}, environ={})  # fmt: skip
     prov = endpoint_provenance(cfg, urls, runtime="sim", started=True, profile=profile, time_scale=TIME_SCALE)
     plan = plan_from_config(cfg, urls, run_id=run_id, out_root=out, model=cfg.target_spec.hf_id, provenance=prov)
     run_dir = execute(plan, cfg, Console(stderr=True, quiet=True), quiet=True).run_dir
+    assert replay_schedule(run_dir, urls) >= 2 * requests * len(levels)
     finish(run_dir, report=False, emf=False)
     return run_dir
 
