@@ -17,6 +17,7 @@ that times out is accepted (slower is not wrong).
     python hack/mutation.py metrics stats   # some targets
     python hack/mutation.py --list          # the targets and their tests
     python hack/mutation.py --fresh ...     # forget mutmut's cached results first
+    python hack/mutation.py manual --manual-id 'deploy-*'   # only these hand-made mutants
 """
 
 from __future__ import annotations
@@ -444,6 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fresh", action="store_true", help="forget mutmut's cached results")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--no-manual", action="store_true", help="skip the manual mutants")
+    ap.add_argument("--manual-id", metavar="GLOB", help="run only the manual mutants whose id matches (fnmatch)")
     a = ap.parse_args(argv)
     if a.list:
         for t in TARGETS:
@@ -488,6 +490,8 @@ def main(argv: list[str] | None = None) -> int:
     manual_rows: list[str] = []
     if not a.no_manual and (not a.targets or "manual" in a.targets):
         for m in MANUAL:
+            if a.manual_id is not None and not fnmatch.fnmatch(m.id, a.manual_id):
+                continue
             killed_m, failed = run_manual(m)
             shown = ", ".join(f"`{f}`" for f in failed[:6]) + (f" (+{len(failed) - 6})" if len(failed) > 6 else "")
             manual_rows.append(f"| `{m.id}` | {m.why} | {'killed' if killed_m else '**SURVIVED**'} | {shown} |")

@@ -8,6 +8,8 @@ kill comes from them and a target runs in minutes, not hours.
 
 from __future__ import annotations
 
+from mutants import AREA_MANUAL
+
 # the render package's modules all reach the cluster through render_objects, so one set of tests owns each
 RENDER_TESTS = (
     "tests/render/test_render_objects.py",
@@ -220,4 +222,4 @@ WIDE_MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
         ("tests/configuration/test_context_length.py",),
         "the defect fixed in issue 29: input + output over max_model_len refused only when max_tokens alone fills it",
     ),
-)
+) + AREA_MANUAL
