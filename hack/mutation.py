@@ -138,6 +138,7 @@ TARGETS: tuple[Target, ...] = (
 TARGETS += tuple(Target(*row) for row in WIDE_TARGETS)
 
 PYTEST_ARGS = ("-p", "no:cacheprovider", "-q", "-m", "not slow and not vllm and not kind")
+PYTEST_ARGS_SLOW = ("-p", "no:cacheprovider", "-q", "-m", "not vllm and not kind")
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,7 @@ class Manual:
     new: str
     tests: tuple[str, ...]
     why: str
+    slow: bool = False  # its tests are marked slow (a fixture with servers, many fits): run them anyway
 
 
 MANUAL: tuple[Manual, ...] = (
@@ -424,7 +426,7 @@ def run_manual(m: Manual) -> tuple[bool, list[str]]:
     path.write_text(text.replace(m.old, m.new), encoding="utf-8")
     env = {**_env(), "PYTHONPATH": str(work / "src")}
     proc = subprocess.run(
-        [PY, "-m", "pytest", *PYTEST_ARGS, "-rf", "--no-header", *m.tests],
+        [PY, "-m", "pytest", *(PYTEST_ARGS_SLOW if m.slow else PYTEST_ARGS), "-rf", "--no-header", *m.tests],
         cwd=work,
         env=env,
         capture_output=True,
