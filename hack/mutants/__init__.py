@@ -8,10 +8,10 @@ to ``WIDE_MANUAL``. Run some with ``python hack/mutation.py manual --manual-id '
 
 from __future__ import annotations
 
-from mutants import deploy, intervals, publish, report, sim, sweep
+from mutants import capacity, deploy, intervals, publish, report, sim, sweep
 
 Mutant = tuple[str, str, str, str, tuple[str, ...], str] | tuple[str, str, str, str, tuple[str, ...], str, bool]
 
 AREA_MANUAL: tuple[Mutant, ...] = (
-    deploy.MANUAL + publish.MANUAL + report.MANUAL + sim.MANUAL + sweep.MANUAL + intervals.MANUAL
+    capacity.MANUAL + deploy.MANUAL + publish.MANUAL + report.MANUAL + sim.MANUAL + sweep.MANUAL + intervals.MANUAL
 )
