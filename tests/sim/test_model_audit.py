@@ -199,3 +199,14 @@ def test_a_draft_as_large_as_the_target_is_refused() -> None:
 
     with pytest.raises(SimError, match="is not smaller than the preset's target"):
         draft_params(PRESET, "qwen3-32b")
+
+
+def test_crossover_is_one_when_speculation_never_beats_the_baseline() -> None:
+    # a free draft (no cost) whose proposals are never accepted: the speculative step costs target(b, C, 7) for one
+    # token, the baseline target(b, C, 1); both memory bound at b = 1, so equal: speculation does not pay -> 1
+    free = PRESET.drafts["qwen3-1.7b"].model_copy(
+        update={"run_s": 0.0, "kv_read_per_token_s": 0.0, "compute_per_token_s": 0.0}
+    )
+    never = AcceptanceClass(name="never", contains=["NEVER"], position_probs=[0.0] * 6, alpha=0.0)
+    preset = _with_classes(never).model_copy(update={"drafts": {"qwen3-1.7b": free}})
+    assert _spec(preset=preset).crossover_batch("NEVER") == 1
