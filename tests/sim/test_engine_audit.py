@@ -285,3 +285,34 @@ def test_neuron_fork_v0_families_and_buckets() -> None:
         assert "vllm:request_time_per_output_token_seconds" not in text and "inter_token_latency" not in text
 
     _run(scenario())
+
+
+def _buckets_and_labels(text: str) -> dict[str, tuple[list[str], frozenset[str]]]:
+    """Per family: the ``le`` bounds of its buckets (histograms) and the label names of its samples."""
+    out: dict[str, tuple[list[str], frozenset[str]]] = {}
+    for fam in text_string_to_metric_families(text):
+        les = [s.labels["le"] for s in fam.samples if s.name.endswith("_bucket")]
+        names = frozenset(k for s in fam.samples if not s.name.endswith("_created") for k in s.labels if k != "le")
+        out[fam.name] = (les, names)
+    return out
+
+
+def test_upstream_families_have_the_buckets_and_labels_of_real_vllm() -> None:
+    from .conftest import FIXTURES
+
+    real = _buckets_and_labels((FIXTURES / "draft" / "metrics_after.body").read_text())
+    metrics = SimMetrics("m", profile=get_profile("upstream"), speculative=True, window=4, process_metrics=False)
+    sim = _buckets_and_labels(metrics.render().decode())
+    shared = sorted(set(real) & set(sim))
+    for family in (
+        "vllm:request_generation_tokens",
+        "vllm:request_prompt_tokens",
+        "vllm:time_to_first_token_seconds",
+        "vllm:inter_token_latency_seconds",
+        "vllm:e2e_request_latency_seconds",
+        "vllm:iteration_tokens_total",
+        "vllm:request_success",
+        "vllm:spec_decode_num_accepted_tokens_per_pos",
+    ):
+        assert family in shared, family
+    assert {f: sim[f] for f in shared} == {f: real[f] for f in shared}
