@@ -316,3 +316,43 @@ def test_upstream_families_have_the_buckets_and_labels_of_real_vllm() -> None:
     ):
         assert family in shared, family
     assert {f: sim[f] for f in shared} == {f: real[f] for f in shared}
+
+
+def test_the_engine_loop_schedules_steps_back_to_back_with_the_model_durations() -> None:
+    """The real loop (not the step helper above): scheduled chunk times are exact sums of the model's durations,
+    whatever the machine's load, because each step starts at the previous step's deadline."""
+    scale = 0.01
+
+    async def scenario() -> None:
+        prof = get_profile("upstream")
+        model = resolve(PRESET, speculative=True, draft=None, window=3, time_scale=scale, semantics=prof.window)
+        metrics = SimMetrics("m", profile=prof, speculative=True, window=3, process_metrics=False)
+        e = Engine(model, metrics, max_num_seqs=2, seed=0)
+        sink = _Sink()
+        a = _req("a", 10, 4, [0.9, 0.9, 0.9], _Draws(0.1, 0.2, 0.95), sink)
+        b = _req("b", 20, 3, [0.9, 0.9, 0.9], _Draws(0.95, 0.1, 0.1, 0.1), sink)
+        c = _req("c", 5, 2, [0.9, 0.9, 0.9], _Draws(0.99), sink)
+        e.start()
+        try:
+            for r in (a, b, c):
+                e.submit(r)
+            await asyncio.wait_for(asyncio.gather(a.done, b.done, c.done), timeout=60)
+        finally:
+            await e.stop()
+        t1, t2 = a.chunks.t
+        assert list(b.chunks.t[:2]) == [t1, t2]  # a and b step together
+        t3, t4 = c.chunks.t
+        assert b.chunks.t[2] == t4
+        # prefill of a and b: 0.030 + 2.5e-4 * (10 + 20) = 0.0375
+        assert t1 - a.admitted_at == pytest.approx(0.0375 * scale, rel=1e-9)
+        # decode of a, b over context 11 + 21 = 32 (see test_upstream_steps_chunks_and_counters)
+        d2 = 3 * (0.0035 + 0.9e-8 * 32) + (0.044 + 1e-4 * 2 + 1.7e-7 * 32)
+        assert t2 - t1 == pytest.approx(d2 * scale, rel=1e-9)
+        # c's prefill (5 tokens) right after a finished: 0.030 + 2.5e-4 * 5
+        assert (t3 - t2, c.admitted_at) == (pytest.approx(0.03125 * scale, rel=1e-9), t2)
+        # decode of b (20 + 2 tokens) and c (5 + 1): context 28
+        d4 = 3 * (0.0035 + 0.9e-8 * 28) + (0.044 + 1e-4 * 2 + 1.7e-7 * 28)
+        assert t4 - t3 == pytest.approx(d4 * scale, rel=1e-9)
+        assert [list(r.chunks.n) for r in (a, b, c)] == [[1, 3], [1, 1, 1], [1, 1]]
+
+    _run(scenario())
