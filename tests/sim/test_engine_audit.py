@@ -10,6 +10,7 @@ metric names (``tests/fixtures/vllm-real``).
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Any
 
 import pytest
@@ -354,5 +355,49 @@ def test_the_engine_loop_schedules_steps_back_to_back_with_the_model_durations()
         d4 = 3 * (0.0035 + 0.9e-8 * 28) + (0.044 + 1e-4 * 2 + 1.7e-7 * 28)
         assert t4 - t3 == pytest.approx(d4 * scale, rel=1e-9)
         assert [list(r.chunks.n) for r in (a, b, c)] == [[1, 3], [1, 1, 1], [1, 1]]
+
+    _run(scenario())
+
+
+def test_kv_usage_is_capped_at_one() -> None:
+    async def scenario() -> None:
+        e = _engine("upstream", kv=4)
+        e.waiting.append(_req("r", 8, 3, [0.5, 0.5, 0.5], _Draws(), _Sink()))
+        _step(e, 0.0)  # 8 + 1 tokens held against a capacity of 4
+        assert _get(_samples(e), "vllm:kv_cache_usage_perc", **UP) == 1.0
+
+    _run(scenario())
+
+
+def test_describe_reports_the_requests_ground_truth() -> None:
+    async def scenario() -> None:
+        e = _engine("upstream")
+        # "hello there": predictability 0, alpha_open 0.32; upstream window 3: positions 0, 1, 2
+        probs = [0.32 * math.exp(-((i / 7) ** 4)) for i in range(3)]
+        r = _req("r", 2, 3, probs, _Draws(0.99), _Sink(), arrival=0.0)
+        r.prompt_text = "hello there"
+        e.waiting.append(r)
+        _step(e, _step(e, 0.0))
+        t1, t2 = r.chunks.t
+        expected_tokens = 1 + probs[0] + probs[0] * probs[1] + probs[0] * probs[1] * probs[2]
+        assert e.describe(r) == {
+            "id": "r",
+            "counter": 1,
+            "prompt": "hello there",
+            "prompt_tokens": 2,
+            "predictability": 0.0,
+            "accept_prob": pytest.approx(0.32),
+            "position_probs": probs,
+            "expected_tokens_per_step": pytest.approx(expected_tokens, rel=1e-12),
+            "target_tokens": 3,
+            "emitted_tokens": 2,
+            "finish_reason": None,
+            "arrival": 0.0,
+            "admitted": 0.0,
+            "chunks": [
+                {"t": t1, "n": 1, "accepted": -1, "written": r.chunks.w[0]},
+                {"t": t2, "n": 1, "accepted": 0, "written": r.chunks.w[1]},
+            ],
+        }
 
     _run(scenario())
