@@ -67,6 +67,9 @@ def test_text_estimate_rounds_by_largest_remainder() -> None:
     # 7 tokens over lengths 3, 3, 1: 21/7 = 3, 3, 1 exactly; 8 over the same: 24/7, 24/7, 8/7 -> 3, 3, 1 + one
     # more to the largest remainder (3/7, 3/7, 1/7): the first
     assert _parse(_text("abc"), _text("def"), _text("g"), _usage(8)).chunk_tokens()[0] == [4, 3, 1]
+    # 5 tokens over lengths 3, 3, 4: exact shares 1.5, 1.5, 2 floor to 1, 1, 2; the one left goes to the first
+    # largest remainder (0.5, 0.5, 0): the first event (rounding 1.5 up twice would give a token too many)
+    assert _parse(_text("abc"), _text("def"), _text("ghij"), _usage(5)).chunk_tokens()[0] == [2, 1, 2]
 
 
 def test_the_event_limit_allows_exactly_max_events_token_events() -> None:
