@@ -17,7 +17,7 @@ import pytest
 from doubles.kube_fake import FakeKube
 from doubles.kube_runfiles import SPEC_PROM, record, shard_files
 from doubles.kubehelp import make_cfg, run_deploy
-from spectrn.bench.incluster import INDEX_ANNOTATION, _index, merge_shards, run_incluster_bench
+from spectrn.bench.incluster import INDEX_ANNOTATION, _expected_pods, _index, merge_shards, run_incluster_bench
 from spectrn.errors import BenchError
 from spectrn.events import Event
 from spectrn.run.records import RunMeta, read_records
@@ -123,6 +123,13 @@ def test_shard_index_comes_from_the_annotation_or_the_label() -> None:
     assert _index({"metadata": {"labels": {INDEX_ANNOTATION: "3"}}}) == 3
     assert _index({"metadata": {"annotations": {INDEX_ANNOTATION: "x"}}}) == 0
     assert _index({"metadata": {}}) == 0
+
+
+def test_pods_expected_are_the_jobs_completions_not_its_parallelism() -> None:
+    # an Indexed Job may run fewer pods at once than it completes: every completion is a shard to collect
+    assert _expected_pods({"spec": {"completions": 3, "parallelism": 2}}) == 3
+    assert _expected_pods({"spec": {"parallelism": 2}}) == 2
+    assert _expected_pods({"spec": {}}) == 1
 
 
 def _bench(tmp_path: Path, shards: int, **kw: object) -> tuple[Path, list[Event], FakeKube]:
