@@ -226,6 +226,22 @@ MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
         "acceptance rate per draft (can exceed 1) instead of per draft token",
     ),
     (
+        "loadgen-workload-sample-note-lost",
+        "src/spectrn/loadgen/workloads.py",
+        "if opts.sample < len(prompts):",
+        "if opts.sample <= len(prompts):",
+        ("tests/loadgen/test_workloads_audit.py",),
+        "bench.workload.sample equal to the set's size no longer warns that every prompt is used",
+    ),
+    (
+        "loadgen-workload-set-weights-win",
+        "src/spectrn/loadgen/workloads.py",
+        "weights = {**prompt_set.class_weights, **opts.class_weights}",
+        "weights = {**opts.class_weights, **prompt_set.class_weights}",
+        ("tests/loadgen/test_workloads_audit.py",),
+        "bench.workload.class_weights is ignored for classes the prompt set already weights",
+    ),
+    (
         "collect-latest-end-from-earliest",
         _COLLECT,
         "latest = max(metas, key=lambda i: metas[i].finished_at or 0.0)",
