@@ -274,6 +274,14 @@ MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
         "merged run notes no longer say which shard wrote them",
     ),
     (
+        "sim-settings-profile-semantics-dropped",
+        "src/spectrn/sim/settings.py",
+        "            semantics=self.server_profile.window,\n",
+        "",
+        ("tests/sim/test_settings_audit.py",),
+        "--profile upstream on the Neuron preset still proposes window - 1 tokens (NxDI semantics)",
+    ),
+    (
         "sim-sink-role-event-usage",
         _SINKS,
         'pids = self.prompt_ids_json if self.return_token_ids else "null"\n'
