@@ -129,9 +129,13 @@ def test_trace_rows_with_equal_times_are_kept_in_order(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("row", "why"),
     [
-        ('{"timestamp": 1, "input_tokens": 0}', "input_tokens is 0, outside 1..131072"),
-        ('{"timestamp": 1, "output_tokens": 131073}', "output_tokens is 131073, outside 1..131072"),
-        ('{"timestamp": -0.5}', "timestamp is -0.5: arrival times are seconds from the start"),
+        pytest.param('{"timestamp": 1, "input_tokens": 0}', "input_tokens is 0, outside 1..131072", id="no-input"),
+        pytest.param(
+            '{"timestamp": 1, "output_tokens": 131073}', "output_tokens is 131073, outside 1..131072", id="long-output"
+        ),
+        pytest.param(
+            '{"timestamp": -0.5}', "timestamp is -0.5: arrival times are seconds from the start", id="negative-time"
+        ),
     ],
 )
 def test_trace_rows_out_of_range_are_refused_with_the_field(tmp_path: Path, row: str, why: str) -> None:

@@ -91,14 +91,16 @@ def test_prefill_and_every_duration_scale_with_time_scale() -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("hello there", 0.0),  # under 6 words, under 64 bytes, no cue
-        ("count", 0.9),  # a structured cue
-        ("write a json story", 0.36),  # structured cue 0.9 times the open-ended damping 0.4
+        pytest.param("hello there", 0.0, id="plain"),  # under 6 words, under 64 bytes, no cue
+        pytest.param("count", 0.9, id="structured-cue"),  # a structured cue
+        pytest.param(
+            "write a json story", 0.36, id="damped-cue"
+        ),  # structured cue 0.9 times the open-ended damping 0.4
         # 8 words, 7 bigrams, 6 distinct: repetition 1/7; (1/7 - 0.1) / 0.6 = 0.0714285... -> 0.071429
-        ("a b c d e f a b", 0.071429),
+        pytest.param("a b c d e f a b", 0.071429, id="some-repetition"),
         # exactly 6 words (the threshold), 5 bigrams, 2 distinct: repetition 0.6; (0.6 - 0.1) / 0.6 = 0.833333
-        ("a b a b a b", 0.833333),
-        ("a b a b a", 0.0),  # 5 words: too short to judge repetition
+        pytest.param("a b a b a b", 0.833333, id="six-words"),
+        pytest.param("a b a b a", 0.0, id="five-words"),  # 5 words: too short to judge repetition
     ],
 )
 def test_predictability_of_hand_made_prompts(text: str, expected: float) -> None:
