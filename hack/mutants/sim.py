@@ -242,6 +242,22 @@ MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
         "bench.workload.class_weights is ignored for classes the prompt set already weights",
     ),
     (
+        "loadgen-prompt-output-tokens-uncapped",
+        "src/spectrn/loadgen/schedulers.py",
+        "if req.output_tokens is not None and req.output_tokens < plan.params.max_tokens:",
+        "if req.output_tokens is not None:",
+        ("tests/loadgen/test_schedulers_audit.py",),
+        "a workload row's output length above bench.max_tokens is asked for in full",
+    ),
+    (
+        "loadgen-ramp-cap-whole-warmup-request",
+        "src/spectrn/loadgen/schedulers.py",
+        "if warm_e2e is not None and ramp > warm_e2e / 2:",
+        "if warm_e2e is not None and ramp > warm_e2e:",
+        ("tests/loadgen/test_schedulers_audit.py",),
+        "the closed-loop ramp outlasts half a request: first-wave requests end before the last streams start",
+    ),
+    (
         "collect-latest-end-from-earliest",
         _COLLECT,
         "latest = max(metas, key=lambda i: metas[i].finished_at or 0.0)",
