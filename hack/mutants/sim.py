@@ -258,6 +258,22 @@ MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
         "the closed-loop ramp outlasts half a request: first-wave requests end before the last streams start",
     ),
     (
+        "loadgen-schedule-nonce-lost-in-conversations",
+        "src/spectrn/loadgen/prompts.py",
+        "turns = (text, *p.turns[1:]) if p.turns and len(p.turns) > 1 else None",
+        "turns = (*p.turns,) if p.turns and len(p.turns) > 1 else None",
+        ("tests/loadgen/test_prompts_audit.py",),
+        "multi-turn requests are sent without their nonce: prefix caching flatters the later runs",
+    ),
+    (
+        "loadgen-schedule-weighted-tie-to-last",
+        "src/spectrn/loadgen/prompts.py",
+        "k = max(range(len(classes)), key=lambda j: credit[j])",
+        "k = max(range(len(classes)), key=lambda j: (credit[j], j))",
+        ("tests/loadgen/test_prompts_audit.py",),
+        "a weighted schedule starts with another class than documented (ties go to the first class by name)",
+    ),
+    (
         "collect-latest-end-from-earliest",
         _COLLECT,
         "latest = max(metas, key=lambda i: metas[i].finished_at or 0.0)",
