@@ -178,3 +178,18 @@ def test_a_folder_that_already_holds_a_run_is_refused(tmp_path: Path, held: str)
     with pytest.raises(BenchError, match=rf"already holds a run \({held}\)"):
         cfg = make_cfg(runtime="sim", resources_mode="device-plugin")
         run_incluster_bench(cfg, RUN, "spectrn", None, FakeKube(), out_root=tmp_path)
+
+
+def test_a_pods_progress_line_keeps_done_and_total_apart(tmp_path: Path) -> None:
+    from spectrn.events import progress_line
+
+    cfg = make_cfg(runtime="sim", resources_mode="device-plugin")
+    fake = FakeKube()
+    run_deploy(fake, cfg)
+    fake.job_files = lambda pod, i: shard_files(RUN, 0, 1)
+    fake.job_done_line = progress_line("baseline", 5, 24, "requests", 30.0, 0.0, errors=1)
+    events: list[Event] = []
+    run_incluster_bench(cfg, RUN, "spectrn", events.append, fake, out_root=tmp_path, clock=fake.clock, sleep=fake.sleep)
+    (bar,) = [e for e in events if e.kind == "progress"]
+    fields = {k: bar.fields[k] for k in ("completed", "total", "unit", "errors")}
+    assert (bar.text, fields) == ("baseline", {"completed": 5, "total": 24, "unit": "requests", "errors": 1})
