@@ -390,6 +390,14 @@ MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
         "an Indexed Job running fewer pods at once than it completes is collected before every shard is done",
     ),
     (
+        "collect-progress-done-is-total",
+        _COLLECT,
+        'completed=int(m["completed"]),',
+        'completed=int(m["total"]),',
+        _T_COLLECT,
+        "an in-cluster bench's progress bar shows every request done from the first progress line",
+    ),
+    (
         "collect-shard-index-label-ignored",
         _COLLECT,
         'raw = annotations.get(INDEX_ANNOTATION) or labels.get(INDEX_ANNOTATION) or "0"',
