@@ -434,7 +434,8 @@ def run_manual(m: Manual) -> tuple[bool, list[str]]:
         timeout=900,
         check=False,
     )
-    failed = sorted(set(re.findall(r"^FAILED (\S+?)(?: - |$)", proc.stdout, re.M)))
+    # a parametrized id may hold spaces: the name runs to pytest's " - " before the message, or the line's end
+    failed = sorted(set(re.findall(r"^FAILED (.+?)(?: - |$)", proc.stdout, re.M)))
     return proc.returncode == 1 and bool(failed), failed
 
 
