@@ -36,7 +36,10 @@ class LoadShape(Contract):
     burstiness: float | None = Field(default=None, description="Gamma arrivals: the gap distribution's shape.")
     trace: str | None = Field(default=None, description="Trace replay: the trace file.")
     trace_rows: int | None = Field(default=None, description="Trace replay: rows replayed.")
-    trace_span_s: float | None = Field(default=None, description="Trace replay: seconds from first to last row.")
+    trace_span_s: float | None = Field(
+        default=None,
+        description="Trace replay: seconds from the level's start to the last row (its offset in the trace).",
+    )
     max_in_flight: int | None = Field(default=None, description="Open loop: the in-flight cap, all shards.")
     max_in_flight_this_shard: int | None = Field(default=None, description="Open loop: this shard's cap.")
     max_in_flight_set: bool | None = Field(default=None, description="Open loop: the cap was set (not the default).")
