@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from doubles.runfactory import make_run
+from spectrn.errors import ConfigError
 from spectrn.publish import datums
 from spectrn.run.folder import RunFolder
 from spectrn.run.records import RequestRecord
@@ -141,3 +142,13 @@ def test_a_one_token_response_has_no_tpot_sample(tmp_path: Path) -> None:
     plan = datums.build_metric_datums(RunFolder.open(make_run(tmp_path, "r-one", recs, acceptance={})))
     tpot = [d for d in _of(plan, "TPOT") if len(d["Dimensions"]) == 4]
     assert tpot == [_datum("TPOT", "Seconds", _dims("r-one", "baseline"), B0, [1.0], [1.0])]  # (1.5 - 0.5) / 1
+
+
+def test_the_finest_settings_allowed_are_one_second_buckets_and_six_digits(run: RunFolder) -> None:
+    plan = datums.build_metric_datums(run, bucket_s=1, sig_digits=6)
+    stamps = sorted({d["Timestamp"].timestamp() for d in _of(plan, "TTFT")})
+    assert stamps == [T0, T1]  # each request's own second
+    with pytest.raises(ConfigError, match="sig_digits=7 must be within 1..6"):
+        datums.build_metric_datums(run, sig_digits=7)
+    with pytest.raises(ConfigError, match="bucket_s=0 must be at least 1 second"):
+        datums.build_metric_datums(run, bucket_s=0)
