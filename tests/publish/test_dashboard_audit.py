@@ -204,3 +204,15 @@ def test_the_text_widget_names_the_run_its_verdict_speedups_of_the_first_level_a
     # acceptance.json: rate 0.62, mean accepted length 3.4, shown as a percentage and to two decimals
     assert "\nacceptance (counters) rate 62.0 %, mean acceptance length 3.40\n" in "\n".join(lines) + "\n"
     assert lines[-1].startswith("**not clean:** ")
+
+
+@pytest.mark.parametrize("scale", [0.5, 4.0])
+def test_the_text_widget_says_a_simulated_runs_time_scale_either_way(tmp_path: Path, scale: float) -> None:
+    from spectrn.analyze.run import ensure_summary
+
+    run = RunFolder.open(make_run(tmp_path, per_class=2))
+    s = ensure_summary(run)
+    assert "simulated at time scale" not in dashboard.run_markdown(run.meta.config, s)  # real time: nothing to say
+    scaled = s.model_copy(update={"provenance": s.provenance.model_copy(update={"time_scale": scale})})
+    lines = dashboard.run_markdown(run.meta.config, scaled).split("\n")
+    assert lines[2] == f"simulated at time scale {scale:g}; figures rescaled to real time"
