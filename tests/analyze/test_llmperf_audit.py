@@ -113,13 +113,14 @@ def test_the_written_files_of_a_simulated_run_are_in_real_time(tmp_path: Path) -
             chunk_times=[1.0, 2.0, 3.0, 4.0],
             chunk_tokens=[1, 1, 1, 1],
             completion_tokens=4,
-            prompt_tokens=7,
+            prompt_tokens=7 + i,
             status=200,
         )  # fmt: skip
         for i in range(2)
     ]
     (run / "requests.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in recs))
     paths = write_llmperf_files(RunFolder.open(run))
+    # the mean input, (7 + 8) / 2 = 7.5, truncated as llmperf's int() does; then max_tokens
     assert [p.name for p in paths] == ["m_7_4_summary.json", "m_7_4_individual_responses.json"]
     rows = json.loads(paths[1].read_text())
     # real time: TTFT 1.0 / 10, e2e 4.0 / 10, llmperf ITL = last event / events = 0.4 / 4, throughput 4 / 0.4
