@@ -4,6 +4,7 @@ acceptance datum (dimension order, minute-bucket timestamps, values, counts, uni
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -152,3 +153,27 @@ def test_the_finest_settings_allowed_are_one_second_buckets_and_six_digits(run: 
         datums.build_metric_datums(run, sig_digits=7)
     with pytest.raises(ConfigError, match="bucket_s=0 must be at least 1 second"):
         datums.build_metric_datums(run, bucket_s=0)
+
+
+def test_skipping_non_finite_gaps_keeps_the_finite_gaps_of_that_request(run: RunFolder) -> None:
+    from dataclasses import replace
+
+    from spectrn.analyze.metrics import RequestMetrics
+
+    base = datums.default_metrics_fn(1.0)
+
+    def one_nan_gap(rec: RequestRecord) -> RequestMetrics | None:
+        m = base(rec)
+        return None if m is None else replace(m, gaps=(0.25, math.nan), gap_tokens=(1, 1))
+
+    plan = datums.build_metric_datums(run, skip_nonfinite=True, metrics_fn=one_nan_gap)
+    itl = [
+        (d["Dimensions"][3]["Value"], d["Values"], d["Counts"]) for d in _of(plan, "ITL") if len(d["Dimensions"]) == 4
+    ]
+    # each completed request keeps its finite gap: baseline two requests (minutes B0, B1), speculative one (B0)
+    assert itl == [("baseline", [0.25], [1.0]), ("baseline", [0.25], [1.0]), ("speculative", [0.25], [1.0])]
+    assert plan.nonfinite_dropped == [
+        "ITL of baseline request 0 (open-0) has 1 non-finite gaps",
+        "ITL of speculative request 0 (open-0) has 1 non-finite gaps",
+        "ITL of baseline request 1 (open-1) has 1 non-finite gaps",
+    ]
