@@ -161,3 +161,19 @@ def test_a_single_request_has_a_zero_stddev_and_every_quantile_equal(tmp_path: P
     assert rows[1] == {"error_code": 429, "error_msg": "slow down", "inter_token_latency_s": 0, "ttft_s": 0,
                        "end_to_end_latency_s": 0, "request_output_throughput_token_per_s": 0,
                        "number_total_tokens": 0, "number_output_tokens": 0, "number_input_tokens": 0}  # fmt: skip
+
+
+def test_a_failure_without_an_http_error_is_code_minus_one_with_its_class_as_message(tmp_path: Path) -> None:
+    """llmperf writes -1 where there is no HTTP error code; a 200 whose stream broke is such a failure."""
+    run = tmp_path / "cut"
+    run.mkdir()
+    (run / "run.json").write_text(RunMeta(run_id="cut", spectrn_version="0", started_at=0, model="m").model_dump_json())
+    cut = RequestRecord(variant="baseline", index=0, prompt_id="p", prompt_class="s", sent_at=1.0, status=200,
+                        error="stream_cut", prompt_tokens=12)  # fmt: skip
+    (run / "requests.jsonl").write_text(cut.model_dump_json() + "\n")
+    _, rows_path = write_llmperf_files(RunFolder.open(run))
+    assert json.loads(rows_path.read_text()) == [
+        {"error_code": -1, "error_msg": "stream_cut", "inter_token_latency_s": 0, "ttft_s": 0,
+         "end_to_end_latency_s": 0, "request_output_throughput_token_per_s": 0, "number_total_tokens": 12,
+         "number_output_tokens": 0, "number_input_tokens": 12}
+    ]  # fmt: skip
