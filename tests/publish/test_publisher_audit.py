@@ -26,7 +26,7 @@ NOW = T0 + 3600  # an hour after the run: inside CloudWatch's window
 
 @pytest.fixture
 def run_dir(tmp_path: Path) -> Path:
-    return make_run(tmp_path, per_class=2, start=T0, summary=False)
+    return make_run(tmp_path, per_class=1, start=T0, summary=False)
 
 
 def _target(run_dir: Path, key: str) -> dict[str, Any]:
@@ -64,7 +64,9 @@ def test_every_call_is_recorded_in_order_with_progress_after_each(run_dir: Path)
     )
     body = json.loads(sink.dashboards["spectrn-run-1"])
     assert {w["properties"]["region"] for w in body["widgets"][1:]} == {"eu-west-1"}  # the sink's region
-    again = publisher.publish_run(run_dir, FakeSink(region="eu-west-1", now=NOW), now=NOW, max_datums_per_call=10)
+    again = publisher.publish_run(
+        run_dir, FakeSink(region="eu-west-1", now=NOW), now=NOW, max_datums_per_call=10, dashboard=False
+    )
     assert again.warnings == []  # the same data again: nothing changed, nothing to warn about
     assert again.describe()[0].endswith(f"0 PutMetricData calls now, {n} already sent earlier, {n} in all "
                                         f"({_datums(sink)} datums, {_samples(sink)} samples)")  # fmt: skip
@@ -87,7 +89,7 @@ def test_a_failure_names_the_batch_and_counts_what_was_and_was_not_sent(run_dir:
 
 
 def test_retime_shifts_the_data_and_the_dashboard_to_end_two_minutes_before_now(tmp_path: Path) -> None:
-    run_dir = make_run(tmp_path, per_class=2, start=T0, summary=False)
+    run_dir = make_run(tmp_path, per_class=1, start=T0, summary=False)
     now = T0 + 20 * 86400  # 20 days later: too old without --retime
     sink = FakeSink(now=now)
     res = publisher.publish_run(run_dir, sink, now=now, retime=True)
@@ -127,6 +129,6 @@ def test_dropped_non_finite_values_are_recorded_and_said(run_dir: Path) -> None:
 
     res = publisher.publish_run(run_dir, FakeSink(now=NOW), now=NOW, skip_nonfinite=True, metrics_fn=nan_ttft)
     dropped = _target(run_dir, "Spectrn@us-east-1@fake")["nonfinite_dropped"]
-    # make_run(per_class=2): 2 classes x 2 prompts x 2 variants completed, each TTFT NaN
-    assert len(dropped) == 8 and dropped == res.nonfinite_dropped
-    assert "dropped 8 non-finite values (listed in publish.json)" in res.describe()
+    # make_run(per_class=1): 2 classes x 1 prompt x 2 variants completed, each TTFT NaN
+    assert len(dropped) == 4 and dropped == res.nonfinite_dropped
+    assert "dropped 4 non-finite values (listed in publish.json)" in res.describe()
