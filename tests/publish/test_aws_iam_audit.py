@@ -30,6 +30,7 @@ def _parsed(ctype: str = "text/xml", request_id: str | None = "req-1") -> dict[s
         ("smithy-rpc-v2-cbor", "application/cbor", b"\xbf\xff"),  # an indefinite-length map
         ("query", "text", b""),  # an empty body passes (moto answers content-type: text)
     ],
+    ids=["xml", "json-object", "rest-json-object", "cbor-map", "cbor-indefinite-map", "empty"],
 )
 def test_well_formed_answers_of_each_protocol_pass(protocol: str, ctype: str, body: bytes) -> None:
     assert answer_problem(protocol, _parsed(ctype), SimpleNamespace(content=body)) == ""
@@ -45,6 +46,7 @@ def test_well_formed_answers_of_each_protocol_pass(protocol: str, ctype: str, bo
         ("json", "application/json", b"<ok/>", "a body that is not a json answer: b'<ok/>'"),
         ("smithy-rpc-v2-cbor", "application/cbor", b"\x80", "a body that is not a smithy-rpc-v2-cbor answer: b'\\x80'"),
     ],
+    ids=["html-type-any-case", "html-body", "json-array", "json-xml", "cbor-array"],
 )  # fmt: skip
 def test_answers_that_are_not_cloudwatchs_are_named(protocol: str, ctype: str, body: bytes, problem: str) -> None:
     assert answer_problem(protocol, _parsed(ctype), SimpleNamespace(content=body)) == problem
@@ -76,7 +78,7 @@ def test_credentials_without_a_region_are_not_enough(no_aws_env: None, monkeypat
     assert aws_available("ap-south-1") == (True, "ap-south-1")
 
 
-@pytest.mark.parametrize("prefix", ["team.x", "a/b", "sp ectrn", ""])
+@pytest.mark.parametrize("prefix", ["team.x", "a/b", "sp ectrn", ""], ids=["dot", "slash", "space", "empty"])
 def test_dashboard_prefixes_the_policy_refuses(prefix: str) -> None:
     """Dashboard names hold only letters, digits, '-' and '_': a prefix with anything else matches no dashboard."""
     with pytest.raises(ConfigError, match="may hold only letters, digits, '-' and '_'"):

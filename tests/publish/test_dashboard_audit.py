@@ -174,6 +174,7 @@ def test_dashboard_run_shifts_the_time_range_and_keeps_the_callers_run_id(tmp_pa
 @pytest.mark.parametrize(
     ("name", "expect"),
     [("r_1", "spectrn-r_1"), ("a.b c", "spectrn-a-b-c"), ("x" * 300, "spectrn-" + "x" * 247)],
+    ids=["underscore", "dot-space", "long"],
 )
 def test_dashboard_names_keep_letters_digits_dash_underscore_within_255(name: str, expect: str) -> None:
     assert dashboard.dashboard_name("spectrn", name) == expect

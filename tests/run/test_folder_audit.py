@@ -98,6 +98,10 @@ def test_scrape_names_are_one_file_in_metrics(folder: RunFolder) -> None:
             folder.write_scrape(bad, "")
 
 
-@pytest.mark.parametrize(("label", "value"), [("  c4 ", "c4"), ("", "unknown"), (None, "unknown"), ("k7", "k7")])
+@pytest.mark.parametrize(
+    ("label", "value"),
+    [("  c4 ", "c4"), ("", "unknown"), (None, "unknown"), ("k7", "k7")],
+    ids=["padded", "empty", "none", "plain"],
+)
 def test_dimension_values_are_trimmed_and_never_empty(label: str | None, value: str) -> None:
     assert dim_value(label) == value
