@@ -44,6 +44,7 @@ def results(tmp_path: Path) -> Path:
         _row(0.1, 1.0, 0.01, 0),  # no output token: impossible
         {**_row(0, 0, 0, 0), "error_code": 599, "error_msg": "upstream gone"},
         {**_row(0, 0, 0, 0), "error_code": "timeout", "error_msg": "read timeout"},
+        _row(0.0, 0.0, 0.0, 5),  # starts and ends at 0 s: no response takes no time
     ])  # fmt: skip
     return src
 
@@ -76,11 +77,13 @@ def test_ingested_records_from_the_test_case_layout(results: Path, tmp_path: Pat
         {"variant": "speculative", "index": 1, "prompt_id": "chat-1", "status": 200, "error": "bad_response"},
         {"variant": "speculative", "index": 2, "prompt_id": "chat-2", "status": 599, "error": "http_599"},
         {"variant": "speculative", "index": 3, "prompt_id": "chat-3", "status": None, "error": "http_timeout"},
+        {"variant": "speculative", "index": 4, "prompt_id": "chat-4", "status": 200, "error": "bad_response"},
     ]
     assert all({k: r[k] for k in spec} == spec for r in got[2:])
     msgs = [r["error_msg"] for r in _records(folder.path)[2:]]
     assert "end_to_end_latency_s 0.0" in msgs[0] and "number_output_tokens 0.0 is not a count in 1..10000000" in msgs[1]
-    assert msgs[2:] == ["upstream gone", "read timeout"]
+    assert msgs[2:4] == ["upstream gone", "read timeout"]
+    assert "(ttft_s 0.0, end_to_end_latency_s 0.0, inter_token_latency_s 0.0)" in msgs[4]
     out = folder.meta
     assert (out.run_id, out.engine, out.levels, out.started_at, out.finished_at) == ("llm-1", "llmperf", ["c2"],
                                                                                      1000.0, 1000.0)  # fmt: skip
