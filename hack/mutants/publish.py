@@ -230,6 +230,14 @@ MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
         "an ingested response with no output token counts as a completed request",
     ),
     (
+        "publish-llmperf-zero-time-accepted",
+        LLMPERF,
+        "if ttft < 0 or e2e <= 0 or itl < 0:",
+        "if ttft < 0 or e2e < 0 or itl < 0:",
+        (T_LLMPERF,),
+        "an ingested response that ends at 0 s counts as completed (an infinite throughput)",
+    ),
+    (
         "publish-llmperf-status-599-dropped",
         LLMPERF,
         "100 <= code <= 599",
