@@ -41,12 +41,14 @@ def _widget(body: dict[str, Any], title: str) -> dict[str, Any]:
     return w
 
 
-def test_the_time_range_is_a_minute_before_the_first_send_to_two_after_the_last_end() -> None:
-    body = _body(_run(), _run("cfg/k3", start=START - 600, end=END + 600))
+def test_a_sweeps_range_runs_a_minute_before_the_first_send_to_two_after_the_last_end_and_its_text_joins_all() -> None:
+    body = _body(_run(), _run("cfg/k3", start=START - 600, end=END + 600, markdown="# k3"))
     # START - 600 - 60: 14:13:20 - 11 min = 14:02:20; END + 600 + 120 = START + 820 s: 14:13:20 + 13:40 = 14:27:00
     assert (body["start"], body["end"], body["periodOverride"]) == (
         "2026-09-21T14:02:20.000Z", "2026-09-21T14:27:00.000Z", "inherit"
     )  # fmt: skip
+    # a sweep's text widget: each config's text, in the order given, between rules
+    assert body["widgets"][0]["properties"]["markdown"] == "# r1\n\n---\n\n# k3"
 
 
 def test_widgets_in_load_order_all_first_on_a_four_wide_grid() -> None:
