@@ -116,6 +116,14 @@ MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
         "the dashboard's range starts a minute after the first send: the first minute's data is cut off",
     ),
     (
+        "publish-dashboard-sweep-text-first-only",
+        DASH,
+        'text = "\\n\\n---\\n\\n".join(r.markdown for r in runs if r.markdown) or f"# spectrn run {runs[0].run_id}"',
+        'text = runs[0].markdown or f"# spectrn run {runs[0].run_id}"',
+        (T_DASH,),
+        "a sweep dashboard's text widget describes only its first config",
+    ),
+    (
         "publish-dashboard-sweep-baseline-recoloured",
         DASH,
         'if multi and variant != "baseline":',
