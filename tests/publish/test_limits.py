@@ -16,7 +16,9 @@ from spectrn.publish import limits
 # ---- namespace ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("ns", ["S", "a" * 255, "MyTeam/Spectrn-1.0_x#y:z w"])
+@pytest.mark.parametrize(
+    "ns", ["S", "a" * 255, "MyTeam/Spectrn-1.0_x#y:z w", "AWSome/Bench"]
+)  # only "AWS/" is reserved
 def test_namespaces_cloudwatch_takes(ns: str) -> None:
     limits.validate_namespace(ns)
 
