@@ -52,6 +52,12 @@ def test_pairs_are_compared_token_by_token_and_the_first_difference_is_named() -
     )  # fmt: skip
 
 
+def test_a_repeated_record_of_one_variant_waits_for_the_other_variant() -> None:
+    # the same request of the baseline twice (a retry): never compared with itself, the later one is kept
+    c = compare([rec("baseline", 0, [1, 2]), rec("baseline", 0, [1, 2]), rec("speculative", 0, [1, 3])])
+    assert (c.result("c4").compared, c.result("c4").matched) == (1, 0)
+
+
 def test_texts_are_compared_only_with_texts() -> None:
     c = compare([
         rec("baseline", 0, text="abc"), rec("speculative", 0, text="abd"),  # texts: differ at character 2
@@ -69,6 +75,15 @@ def test_later_turns_of_a_conversation_pair_with_their_own_turn() -> None:
         rec("speculative", 0, [2], turn=2), rec("speculative", 0, [1], turn=1),
     ])  # fmt: skip
     assert (c.result("c4").compared, c.result("c4").matched) == (2, 2)
+
+
+def test_warm_up_requests_are_not_measured() -> None:
+    warm = [r.model_copy(update={"warmup": True}) for r in (rec("baseline", 9, [1]), rec("speculative", 9, [2]))]
+    meta = RunMeta(run_id="r", spectrn_version="0", started_at=0, finished_at=1, config=SpectrnConfig())
+    s = summarize([*warm, rec("baseline", 0, [1]), rec("speculative", 0, [1])], meta)
+    (level,) = s.levels
+    assert level.variants["baseline"].requests.completed == 1
+    assert level.equivalence == Equivalence(compared=1, matched=1, match_rate=1.0, basis="token_ids", divergences=[])
 
 
 def test_each_load_levels_equivalence_counts_its_own_requests() -> None:
