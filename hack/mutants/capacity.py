@@ -302,4 +302,28 @@ MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
         ("tests/analyze/test_equivalence_audit.py",),
         "warm-up requests are measured: counts and latencies include them",
     ),
+    (
+        "analyze-repeats-ttft-from-tpot",
+        "src/spectrn/analyze/repeats.py",
+        '"ttft_p50_s": (vs.ttft_s.p50, _median_reps(_arr(acc.ttft)',
+        '"ttft_p50_s": (vs.ttft_s.p50, _median_reps(_arr(acc.tpot)',
+        ("tests/analyze/test_repeats_audit.py",),
+        "repeats' TTFT p50 interval is built from the TPOT column: an interval far from its point",
+    ),
+    (
+        "analyze-repeats-cost-times-throughput",
+        "src/spectrn/analyze/repeats.py",
+        "usd_per_million(st, 1.0) / bought",
+        "usd_per_million(st, 1.0) * bought",
+        ("tests/analyze/test_repeats_audit.py",),
+        "repeats' $/M interval is price x throughput, not price / throughput",
+    ),
+    (
+        "analyze-repeats-throughput-speedup-inverted",
+        "src/spectrn/analyze/repeats.py",
+        "num, den = (ts[ps], es[ps], ls), (tb[pb], eb[pb], lb)",
+        "num, den = (tb[pb], eb[pb], lb), (ts[ps], es[ps], ls)",
+        ("tests/analyze/test_repeats_audit.py",),
+        "repeats' throughput speedup interval is baseline / speculative around a speculative / baseline point",
+    ),
 )
