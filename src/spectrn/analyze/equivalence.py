@@ -16,13 +16,14 @@ class OutputComparer:
     """Greedy outputs of baseline and speculative at the same (level, index), compared token by token.
 
     Holds an output only until the other variant's one arrives (a run's variants finish the same request
-    close together), so memory stays bounded by the requests in flight."""
+    close together), so memory stays bounded by the requests in flight. Counts are kept per load level: each
+    level's equivalence is its own, so a divergence at one level is not reported at another."""
 
     def __init__(self) -> None:
         self.pending: dict[tuple[str, int], tuple[str, str, Any]] = {}
-        self.compared = 0
-        self.matched = 0
-        self.basis = "token_ids"
+        self.compared: dict[str, int] = {}
+        self.matched: dict[str, int] = {}
+        self.text_levels: set[str] = set()  # levels where some pair was compared by text (no token ids)
         self.divergences: list[Divergence] = []
 
     def add(self, rec: RequestRecord) -> None:
@@ -42,11 +43,11 @@ class OutputComparer:
         if other[1] != kind:  # one side has no token ids: compare texts only when both have them
             return
         if kind == "text":
-            self.basis = "text"
-        self.compared += 1
+            self.text_levels.add(rec.level)
+        self.compared[rec.level] = self.compared.get(rec.level, 0) + 1
         a, b = list(other[2]), list(out)
         if a == b:
-            self.matched += 1
+            self.matched[rec.level] = self.matched.get(rec.level, 0) + 1
             return
         if len(self.divergences) < MAX_DIVERGENCES:
             first = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
@@ -56,10 +57,11 @@ class OutputComparer:
 
     def result(self, level: str) -> Equivalence | None:
         divs = [d for d in self.divergences if d.level == level]
+        compared, matched = self.compared.get(level, 0), self.matched.get(level, 0)
         return Equivalence(
-            compared=self.compared,
-            matched=self.matched,
-            match_rate=self.matched / self.compared if self.compared else None,
-            basis="text" if self.basis == "text" else "token_ids",
+            compared=compared,
+            matched=matched,
+            match_rate=matched / compared if compared else None,
+            basis="text" if level in self.text_levels else "token_ids",
             divergences=divs,
         )
