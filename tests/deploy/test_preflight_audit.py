@@ -184,3 +184,12 @@ def test_the_placeholder_bucket_is_an_error_before_anything_is_applied() -> None
     ]
     pv["spec"]["csi"]["volumeAttributes"]["bucketName"] = "my-models"
     assert config_findings(make_cfg(), [pv]) == []
+
+
+def test_each_replica_must_fit_on_a_node_not_all_of_them_on_one() -> None:
+    """Two replicas of 8 devices on two 8-device nodes: each pod fits a node, the cluster holds 2 x 8 = 16.
+    (Pre-flight once asked one node for all 16, the Deployment's total, and refused this cluster.)"""
+    fake = FakeKube(nodes=2, neuron_per_node=8)
+    assert capacity(fake, [deployment("d", devices=8, replicas=2)], "sim") == [
+        Finding("capacity", "ok", "16 Neuron devices on 2 node(s) for 16 requested")
+    ]
