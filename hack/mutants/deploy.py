@@ -234,6 +234,14 @@ MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
         "permission on the cluster-scoped PersistentVolume is checked in the namespace",
     ),
     (
+        "deploy-preflight-replicas-total-per-node",
+        "src/spectrn/deploy/preflight.py",
+        "per_pod = max(n for n, _ in per_dep.values())",
+        "per_pod = max(n * r for n, r in per_dep.values())",
+        ("tests/deploy/test_preflight_audit.py::test_each_replica_must_fit_on_a_node_not_all_of_them_on_one",),
+        "a Deployment's replicas together must fit one node: a cluster that fits each pod is refused",
+    ),
+    (
         "deploy-service-timeout-without-budget",
         "src/spectrn/deploy/service.py",
         "else budget + 1800,",

@@ -178,8 +178,10 @@ def test_a_namespace_that_stays_names_only_its_true_conditions() -> None:
     }
     fake.fail_next("watch", kind="Namespace", status=403, reason="Forbidden", message="cannot watch", times=99)
     fake.tick = lambda: None  # type: ignore[method-assign]  # nothing ever removes the finalizer
+    start = fake.clock()
     with pytest.raises(DeployError) as err:
         wait_namespace_gone(fake, NS, timeout_s=30, clock=fake.clock, sleep=fake.sleep, poll_s=5)
+    assert fake.clock() - start == 30  # polled every 5 s: 0, 5, ..., 30
     assert err.value.message == (
         "namespace spectrn is still Terminating after 30 s (NamespaceFinalizersRemaining: finalizer example.com/x in 1)"
     )
