@@ -22,8 +22,9 @@ class Finding:
     hint: str = ""
 
 
-def _per_pod_devices(objects: Sequence[Obj]) -> dict[str, int]:
-    """Neuron devices each Deployment's pod asks for: device-plugin limits or its DRA claim template's count."""
+def _per_pod_devices(objects: Sequence[Obj]) -> dict[str, tuple[int, int]]:
+    """Per Deployment, the Neuron devices one of its pods asks for (device-plugin limits or its DRA claim
+    template's count) and its replica count: every pod must fit on one node, all of them in the cluster."""
     templates: dict[str, int] = {}
     for o in objects:
         if o.get("kind") == "ResourceClaimTemplate":
@@ -32,7 +33,7 @@ def _per_pod_devices(objects: Sequence[Obj]) -> dict[str, int]:
                 exact = req.get("exactly") or req
                 total += int(exact.get("count") or 1)
             templates[o["metadata"]["name"]] = total
-    out: dict[str, int] = {}
+    out: dict[str, tuple[int, int]] = {}
     for o in objects:
         if o.get("kind") != "Deployment":
             continue
@@ -44,7 +45,7 @@ def _per_pod_devices(objects: Sequence[Obj]) -> dict[str, int]:
         for claim in pod.get("resourceClaims") or []:
             n += templates.get(str(claim.get("resourceClaimTemplateName", "")), 0)
         replicas = int(o["spec"].get("replicas", 1))
-        out[o["metadata"]["name"]] = n * max(replicas, 1)
+        out[o["metadata"]["name"]] = (n, max(replicas, 1))
     return out
 
 
@@ -250,10 +251,10 @@ def _resource_of(obj: Obj) -> tuple[str, str]:
 
 def _capacity_findings(kube: KubeApi, cfg: SpectrnConfig, objects: Sequence[Obj], uses_dra: bool) -> list[Finding]:
     per_dep = _per_pod_devices(objects)
-    want = sum(per_dep.values())
+    want = sum(n * replicas for n, replicas in per_dep.values())
     if not want:
         return []
-    per_pod = max(per_dep.values())
+    per_pod = max(n for n, _ in per_dep.values())
     if uses_dra:
         version = next(o["apiVersion"] for o in objects if o["kind"] == "ResourceClaimTemplate")
         try:
