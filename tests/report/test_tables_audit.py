@@ -20,6 +20,7 @@ from spectrn.report.format import (
     slo_verdict,
     verdict_line,
 )
+from spectrn.report.html import TPOT_VS_ITL, _comparison_rows, _variant_rows, tpot_itl_notes
 from spectrn.report.markdown import summary_markdown
 from spectrn.report.tables import render_table
 from spectrn.run.summary import (
@@ -48,8 +49,8 @@ PRICE = "spectrn price table (trn2.48xlarge, us-east-1)"
 
 
 def _stats(p50: float) -> Stats:
-    """A distribution whose mean and p90 differ from its median, so a table showing the wrong figure is caught."""
-    return Stats(n=10, p50=p50, mean=p50 * 2, p90=p50 * 3)
+    """A distribution whose mean and tail differ from its median, so a table showing the wrong figure is caught."""
+    return Stats(n=10, p50=p50, mean=p50 * 2, p90=p50 * 3, p95=p50 * 3.5, p99=p50 * 4)
 
 
 def _variant(
@@ -356,3 +357,40 @@ def test_models_shown_names_the_tiny_models_only_on_vllm_on_cpu() -> None:
         "tiny-gpt (tiny model on vLLM on CPU; the configured meta/llama-8b did not run)",
         "tiny draft model (the configured meta/llama-1b did not run)",
     )
+
+
+# ---- the HTML report's tables ------------------------------------------------------------------------------------
+
+
+def test_html_comparison_rows_give_p50_p90_p99_of_each_variant_then_the_speedup() -> None:
+    rows = _comparison_rows(_level("c4"))
+    structured = [r for r in rows if r[0] == "structured"]
+    assert structured[:2] == [
+        # TTFT 0.1234 s: p50 123.4, p90 x3 = 370.2, p99 x4 = 493.6 ms; speculative 0.1111 s: 111.1, 333.3, 444.4
+        ["structured", "TTFT (ms)", "123.4", "370.2", "493.6", "111.1", "333.3", "444.4", "1.11x [1.02, 1.20]"],
+        # TPOT 0.04567 s: 45.7, 137.0, 182.7 ms; speculative 0.01523 s: 15.2, 45.7, 60.9
+        ["structured", "TPOT (ms)", "45.7", "137.0", "182.7", "15.2", "45.7", "60.9", "3.00x [2.90, 3.10]"],
+    ]
+    assert [r[0] for r in rows] == ["open"] * 5 + ["structured"] * 5 + ["all (pooled)"] * 5
+
+
+def test_html_variant_rows_give_requests_errors_acceptance_throughput_and_cost() -> None:
+    lv = _level("c4")
+    lv.by_prompt_class["structured"].variants["baseline"].requests.error_classes = {"timeout": 2}
+    rows = [r for r in _variant_rows(lv) if r[0] == "structured"]
+    assert rows == [
+        # aggregate tok/s = 4 x the per-request median here: 21.9 x 4 = 87.6
+        ["structured", "baseline", "10 of 12", "2", "timeout: 2", "n/a", "-", "-", "-", "87.6", "$69.52"],
+        # acceptance rate 0.6149 -> 61.5 %, 3.456 tokens/step -> 3.46; 65.43 x 4 = 261.72 -> 261.7
+        ["structured", "speculative", "10 of 12", "2", "-", "n/a", "61.5%", "3.46", "counters", "261.7", "$24.61"],
+    ]
+
+
+def test_tpot_itl_note_only_where_the_two_speedups_point_different_ways() -> None:
+    lv = _level("c4")
+    lv.by_prompt_class["open"].speedup = Speedups(tpot_p50=_sp(0.95, 0.9, 1.0), itl_p50=_sp(1.2, 1.1, 1.3))
+    # structured: 3.00x and 2.79x, both faster: no note
+    assert tpot_itl_notes(lv) == [f"open: TPOT 0.95x but per-token ITL 1.20x. {TPOT_VS_ITL}"]
+    # a TPOT speedup of exactly 1 points nowhere: no note
+    lv.by_prompt_class["open"].speedup = Speedups(tpot_p50=_sp(1.0, 0.9, 1.1), itl_p50=_sp(1.2, 1.1, 1.3))
+    assert tpot_itl_notes(lv) == []
