@@ -4,12 +4,14 @@ startup probe's budget (Kubernetes restarts a pod that fails it, hours into a Ne
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from doubles.render_support import FIXED_PROMPTS
+from spectrn.render import load_job
 from spectrn.render import manifests as render
 from spectrn.render.output import _notes, object_filename, write_objects
 
@@ -65,3 +67,34 @@ def test_each_pod_is_labelled_with_its_pod_security_level(make_cfg: Any) -> None
         "sim": {"Pod Security Standards level: restricted."},
         "neuron": {"Pod Security Standards level: baseline (root in the Neuron DLC, /dev/shm, S3 volume)."},
     }
+
+
+def _job_container(cfg: Any, engine: str, **kw: Any) -> dict[str, Any]:
+    objs = load_job.render_load_job(cfg, "audit", engine, prompts=FIXED_PROMPTS, **kw)
+    (job,) = [o for o in objs if o["kind"] == "Job"]
+    (c,) = job["spec"]["template"]["spec"]["containers"]
+    return c
+
+
+@pytest.mark.parametrize(
+    ("ignore_eos", "params"),
+    [
+        # fixed lengths: every request exactly max_tokens, so min_tokens = max_tokens as well
+        (True, {"temperature": 0.0, "ignore_eos": True, "min_tokens": 200}),
+        (False, {"temperature": 0.0, "ignore_eos": False}),
+        (None, {"temperature": 0.0}),  # unset: the published experiment's natural ends
+    ],
+)
+def test_llmperf_job_sends_the_sampling_params_the_output_lengths_need(
+    make_cfg: Any, ignore_eos: bool | None, params: dict[str, Any]
+) -> None:
+    cfg = make_cfg({"bench": {"ignore_eos": ignore_eos, "max_tokens": 200, "temperature": 0.0}})
+    env = {e["name"]: e.get("value") for e in _job_container(cfg, "llmperf")["env"]}
+    assert json.loads(env["SPECTRN_SAMPLING_PARAMS"]) == params
+
+
+def test_a_load_pod_without_a_hold_is_not_told_to_hold(make_cfg: Any) -> None:
+    args = _job_container(make_cfg({}), "spectrn", hold_s=0)["args"]
+    assert "--hold-until-collected" not in args and args[-1] == "--quiet"
+    args = _job_container(make_cfg({}), "spectrn", hold_s=5)["args"]
+    assert args[args.index("--hold-until-collected") + 1] == "5"
