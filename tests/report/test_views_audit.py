@@ -89,6 +89,15 @@ def test_repeats_table_of_several_levels_names_each_level_once() -> None:
     assert [r[1:] for r in rows[4:]] == REPEAT_ROWS
 
 
+def test_repeats_table_lists_each_class_before_the_pooled_figure() -> None:
+    rep = _repeats("c4")
+    pooled = rep.levels[0].scopes["all"]
+    rep.levels[0].scopes = {"all": pooled, "open": pooled, "structured": pooled}  # repeats.json: "all" first
+    rows = _rows(repeats_table(rep))
+    # as in every comparison table: classes can disagree in sign, so the pooled figure is never read first
+    assert [r[0] for r in rows if r[0]] == ["open", "structured", "all (pooled)"]
+
+
 def test_figure_text_without_interval_or_cv_or_point() -> None:
     assert figure_text(RepeatedFigure(point=2.0), 1.0, 2, ratio=True) == "2.00x"
     assert figure_text(RepeatedFigure(point=0.05, cv=float("nan")), 1e3, 1) == "50.0"
