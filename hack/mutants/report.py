@@ -325,4 +325,20 @@ MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
         ("tests/render/test_render_audit.py",),
         "--hold-until-collected 0 passed to a load pod asked not to hold",
     ),
+    (
+        "report-repeats-pooled-first",
+        "src/spectrn/report/repeats.py",
+        "for n, (cls, sc) in enumerate(_scopes(lv)):",
+        "for n, (cls, sc) in enumerate(lv.scopes.items()):",
+        ("tests/report/test_views_audit.py",),
+        "the repeats table read the pooled figure first, before classes that may disagree in sign",
+    ),
+    (
+        "report-markdown-server-origin-unsaid",
+        "src/spectrn/report/markdown.py",
+        '{"server": " (from the server)", "unknown": " (the server did not say)"}',
+        '{"config": " (from the server)", "unknown": " (the server did not say)"}',
+        ("tests/report/test_measured_setup.py",),
+        "summary.md no longer said the draft and window came from the server, not the config",
+    ),
 )

@@ -195,7 +195,10 @@ def test_terminal_table_has_every_cell_of_every_class_classes_first_pooled_last(
 
 
 def test_terminal_table_of_several_levels_names_each_level_once_on_its_first_row() -> None:
-    rows = _rows(render_table(_summary("c4", "c8")))
+    table = render_table(_summary("c4", "c8"))
+    assert str(table.title) == "spectrn run-7 (llama-8b k4): baseline vs speculative (p50; speedup with 95% CI)"
+    assert [c.header for c in table.columns][:2] == ["load", "prompt class"]
+    rows = _rows(table)
     per_level = len(OPEN_ROWS + STRUCTURED_ROWS + POOLED_ROWS)
     assert [r[0] for r in rows] == ["c4"] + [""] * (per_level - 1) + ["c8"] + [""] * (per_level - 1)
     assert [r[1:] for r in rows[:per_level]] == OPEN_ROWS + STRUCTURED_ROWS + POOLED_ROWS

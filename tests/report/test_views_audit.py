@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from spectrn.report.batch_limit import batch_limit_lines
-from spectrn.report.capacity import capacity_markdown, capacity_rows, stops_paying_text, summary_lines
-from spectrn.report.compare import compare_markdown, compare_table
+from spectrn.report.capacity import capacity_html, capacity_markdown, capacity_rows, stops_paying_text, summary_lines
+from spectrn.report.compare import compare_markdown, compare_table, differences_table
 from spectrn.report.repeats import figure_text, repeats_table
 from spectrn.run.capacity import (
     Capacity,
@@ -258,3 +258,31 @@ def test_compare_markdown_titles_b_against_a_and_fills_every_table() -> None:
     assert '- runtime: `"sim"` → `"cluster"`' in md
     assert "- `num_speculative_tokens`: `4` → `8`" in md
     assert "**run run-b is not clean**" in md and "**run run-a is not clean**" not in md
+
+
+def test_differences_table_names_each_scope_once_and_gives_b_over_a_with_three_digits() -> None:
+    cmp = _cmp()
+    cmp["differences"].append(
+        {"level": "c4", "prompt_class": "all", "variant": "speculative", "metric": "aggregate tok/s", "ratio": 1.25,
+         "ci95": None}
+    )  # fmt: skip
+    cmp["differences"].append(
+        {"level": "c4", "prompt_class": "all", "variant": "baseline", "metric": "TPOT p50", "ratio": None, "ci95": None}
+    )
+    t = differences_table(cmp)
+    assert str(t.title) == "B / A: B = run-b  over  A = run-a (95% CI, each run resampled)"
+    assert _rows(t) == [
+        ["c4", "all", "speculative", "TPOT p50", "0.812x [0.800, 0.825]"],
+        ["", "", "", "aggregate tok/s", "1.250x"],
+        ["c4", "all", "baseline", "TPOT p50", "n/a"],
+    ]
+
+
+def test_capacity_page_gives_each_probe_verdict_and_links_its_run() -> None:
+    page = capacity_html(_capacity())
+    assert (
+        "<tr><td>12.5</td><td>bisection</td><td>baseline</td><td>MISSES: p90 TPOT 55 ms &gt; 50 ms</td>"
+        '<td><a href="p-12.5/summary.json">p-12.5</a></td></tr>'
+    ) in page
+    assert "<td>speculative</td><td>meets the SLOs</td>" in page
+    assert "<td>capacity (concurrent requests per service)</td><td>8</td><td>&gt;= 32</td>" in page
