@@ -338,7 +338,7 @@ MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
         "src/spectrn/report/markdown.py",
         '{"server": " (from the server)", "unknown": " (the server did not say)"}',
         '{"config": " (from the server)", "unknown": " (the server did not say)"}',
-        ("tests/report/test_measured_setup.py",),
+        ("tests/report/test_tables_audit.py",),
         "summary.md no longer said the draft and window came from the server, not the config",
     ),
 )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from spectrn.configuration.config import SpectrnConfig
 from spectrn.report.format import (
     correctness_lines,
     goodput_cells,
@@ -397,3 +398,18 @@ def test_tpot_itl_note_only_where_the_two_speedups_point_different_ways() -> Non
     # a TPOT speedup of exactly 1 points nowhere: no note
     lv.by_prompt_class["open"].speedup = Speedups(tpot_p50=_sp(1.0, 0.9, 1.1), itl_p50=_sp(1.2, 1.1, 1.3))
     assert tpot_itl_notes(lv) == []
+
+
+def test_markdown_setup_line_says_which_values_the_server_gave() -> None:
+    s = _summary("c4")
+    cfg = SpectrnConfig()  # qwen3-32b, draft qwen3-1.7b, window 7, fused, trn2.48xlarge TP32
+    s.provenance = Provenance(servers={"speculative": ServerIdentity(source="server", draft="qwen3-0.6b", window=5)})
+    md = summary_markdown(s, cfg, ignore_eos=True).splitlines()
+    assert md[2] == (
+        "target `qwen3-32b`, draft `qwen3-0.6b` (from the server), window 5 (from the server), mode fused, "
+        "trn2.48xlarge TP32, prompts structured, max_tokens 600, temperature 0.0, output lengths fixed: every "
+        "request exactly its max_tokens (ignore_eos)"
+    )
+    # a server that names no window: the config's is not put in its place
+    s.provenance = Provenance(servers={"speculative": ServerIdentity(source="server", draft="qwen3-0.6b")})
+    assert "window unknown (the server did not say)" in summary_markdown(s, cfg).splitlines()[2]
