@@ -341,4 +341,20 @@ MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
         ("tests/report/test_tables_audit.py",),
         "summary.md no longer said the draft and window came from the server, not the config",
     ),
+    (
+        "render-job-llmperf-last-level",
+        "src/spectrn/render/load_job.py",
+        '"SPECTRN_CONCURRENCY": str(bench.concurrency[0]),',
+        '"SPECTRN_CONCURRENCY": str(bench.concurrency[-1]),',
+        ("tests/render/test_render_audit.py",),
+        "llmperf drove the last load level of bench.concurrency while its timeout was budgeted for the first",
+    ),
+    (
+        "render-server-port-hardcoded",
+        "manifests/server.yaml.j2",
+        "              containerPort: {{ cfg.port }}",
+        "              containerPort: 8000",
+        ("tests/render/test_render_audit.py",),
+        "with port 8080 the container still declared 8000: the Service's targetPort http pointed at a closed port",
+    ),
 )

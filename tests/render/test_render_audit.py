@@ -98,3 +98,23 @@ def test_a_load_pod_without_a_hold_is_not_told_to_hold(make_cfg: Any) -> None:
     assert "--hold-until-collected" not in args and args[-1] == "--quiet"
     args = _job_container(make_cfg({}), "spectrn", hold_s=5)["args"]
     assert args[args.index("--hold-until-collected") + 1] == "5"
+
+
+def test_llmperf_runs_the_first_load_level_and_budgets_its_waves(make_cfg: Any) -> None:
+    cfg = make_cfg({"bench": {"concurrency": [2, 8], "requests": 9, "timeout_s": 100}})
+    env = {e["name"]: e.get("value") for e in _job_container(cfg, "llmperf")["env"]}
+    # 9 requests in waves of 2: 5 waves of at most 100 s each
+    assert (env["SPECTRN_CONCURRENCY"], env["SPECTRN_REQUESTS"], env["SPECTRN_RUN_TIMEOUT_S"]) == ("2", "9", "500")
+
+
+def test_a_non_default_port_reaches_the_server_its_container_and_its_service(make_cfg: Any) -> None:
+    cfg = make_cfg({"port": 8080})
+    objs = render.render_objects(cfg, run_id="audit", prompts=FIXED_PROMPTS)
+    for variant in ("baseline", "speculative"):
+        c = _server_container(cfg, variant)
+        assert c["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
+        assert c["args"][c["args"].index("--port") + 1] == "8080"
+    services = [o for o in objs if o["kind"] == "Service"]
+    assert len(services) == 2
+    for svc in services:
+        assert svc["spec"]["ports"] == [{"name": "http", "port": 8080, "targetPort": "http", "protocol": "TCP"}]
