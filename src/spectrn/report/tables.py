@@ -80,7 +80,7 @@ def comparison_table(title: str, speedup_header: str, *, multi: bool) -> Table:
 
 
 def render_table(summary: Summary) -> Table:
-    """Baseline vs speculative per prompt class ("all" = pooled, first): p50s, acceptance, cost, speedups."""
+    """Baseline vs speculative per prompt class, then all classes pooled: p50s, acceptance, cost, speedups."""
     from rich.text import Text
 
     multi = len(summary.levels) > 1
