@@ -144,5 +144,6 @@ MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
      T_CFG,
      "each service was charged a whole instance by default, doubling every $/M figure"),
     ("config-price-zero-allowed", PRICE, "        gt=0,\n        le=MAX_HOURLY_USD,",
-     "        ge=0,\n        le=MAX_HOURLY_USD,", T_CFG, "a zero hourly price was accepted: every cost figure read $0.00/M"),
+     "        ge=0,\n        le=MAX_HOURLY_USD,", T_CFG,
+     "a zero hourly price was accepted: every cost figure read $0.00/M"),
 )  # fmt: skip
