@@ -130,6 +130,7 @@ def test_a_region_without_a_built_in_price_needs_a_price() -> None:
         ("pricing.instances_per_service", 1024.0, 1025.0, "less than or equal to 1024"),
         ("pricing.instances_per_service", 0.01, 0.0, "greater than 0"),
     ],
+    ids=["usd-max", "usd-positive", "instances-max", "instances-positive"],  # no spaces: a failure's id names it
 )
 def test_price_bounds(key: str, ok: float, bad: float, rule: str) -> None:
     assert cfg(**{key: ok}) is not None
