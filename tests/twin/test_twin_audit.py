@@ -5,6 +5,7 @@ the predictability rule's alphas, how steps are cut into segments, and the compa
 from __future__ import annotations
 
 import math
+from typing import Any, cast
 
 import pytest
 
@@ -12,7 +13,7 @@ from spectrn.errors import AnalysisError
 from spectrn.twin.acceptance import SHRINK_TRIALS, ClassCounts, fallback_alphas, shrunk
 from spectrn.twin.compare import Point, default_ramps
 from spectrn.twin.costs import SEGMENT_STEPS, StepSet, _arrays, fit_costs
-from spectrn.twin.predict import Estimate
+from spectrn.twin.predict import Analytic, Estimate
 from spectrn.twin.steps import Step
 
 
@@ -106,3 +107,46 @@ def test_a_point_error_is_predicted_over_measured_minus_one() -> None:
     p = Point(run="r", window=7, concurrency=4, scope="all", metric="tpot_s", measured=0.04,
               predicted=Estimate(value=0.05))  # fmt: skip
     assert p.error == pytest.approx(0.25)
+
+
+class StubModel:
+    """A cost model with round numbers: step 10 ms + 1 ms per sequence + 10 us per context token; prefill 20 ms +
+    0.1 ms per prompt token; simulated time runs twice as slow as real time (time scale 2)."""
+
+    speculative = True
+    time_scale = 2.0
+
+    def step_s(self, batch: int, context: int) -> float:
+        return 0.01 + 0.001 * batch + 1e-5 * context
+
+    def prefill_s(self, prompt_tokens: int) -> float:
+        return 0.02 + 1e-4 * prompt_tokens
+
+
+def test_the_analytic_steady_state_by_hand() -> None:
+    # class a: acceptance 0.5, 0.5 -> 1 + 0.5 + 0.25 = 1.75 tokens per step; class b: 1.0 -> 2 tokens per step.
+    # weights 3 : 1 -> 0.75, 0.25. max_tokens 8: steps per request a 7 / 1.75 = 4, b 7 / 2 = 3.5.
+    # time-weighted presence a 3 x (4 + 1) = 15, b 1 x 4.5 = 4.5: context (15 x (100 + 4) + 4.5 x (200 + 4)) / 19.5
+    # = 2478 / 19.5 = 127.08 per sequence; mean steps 0.75 x 4 + 0.25 x 3.5 = 3.875; mean prompt 125 tokens.
+    a = Analytic(cast(Any, StubModel()), {"a": [0.5, 0.5], "b": [1.0]}, {"a": 3.0, "b": 1.0}, {"a": 100, "b": 200},
+                 max_tokens=8)  # fmt: skip
+    assert a.weights == {"a": 0.75, "b": 0.25}
+    assert a.e == {"a": 1.75, "b": 2.0}
+    assert a.ctx == pytest.approx(2478 / 19.5)
+    assert a.mean_n == pytest.approx(3.875)
+    assert a.prefill == pytest.approx((0.02 + 0.0125) / 2)
+    # batch 4: context int(4 x 127.08) = 508; step (0.01 + 0.004 + 0.00508) / 2; each sequence's prefill is
+    # spread over its 3.875 steps: + 4 / 3.875 x 0.01625
+    per_step = (0.01 + 0.004 + 0.00508) / 2 + 4 / 3.875 * 0.01625
+    assert a.per_step(4) == pytest.approx(per_step)
+    tpot = a.tpot(4)
+    assert tpot == pytest.approx({"a": per_step / 1.75, "b": per_step / 2.0,
+                                  "mix": 0.75 * per_step / 1.75 + 0.25 * per_step / 2.0})  # fmt: skip
+    assert a.tpot_mix(4) == pytest.approx(tpot["mix"])
+
+
+def test_the_analytic_baseline_emits_one_token_per_step() -> None:
+    model = StubModel()
+    model.speculative = False
+    a = Analytic(cast(Any, model), {"a": [0.9]}, {"a": 1.0}, {"a": 100}, max_tokens=9)
+    assert a.e == {"a": 1.0} and a.mean_n == 8.0  # 9 - 1 = 8 decode steps
