@@ -8,6 +8,7 @@ CELLS = "src/spectrn/sweep/cells.py"
 ACC = "src/spectrn/twin/acceptance.py"
 COSTS = "src/spectrn/twin/costs.py"
 CMP = "src/spectrn/twin/compare.py"
+TPRED = "src/spectrn/twin/predict.py"
 CFG = "src/spectrn/configuration/config.py"
 PRICE = "src/spectrn/configuration/pricing.py"
 T_OBJ = ("tests/sweep/test_objective_audit.py",)
@@ -108,6 +109,20 @@ MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
     ("twin-compare-error-inverted", CMP, "return self.predicted.value / self.measured - 1.0",
      "return self.measured / self.predicted.value - 1.0", T_TWIN,
      "prediction errors had the wrong sign and size: an over-prediction read as under"),
+    ("twin-analytic-steps-include-first-token", TPRED,
+     "n = {c: max(1.0, (max_tokens - 1) / self.e[c]) for c in weights}",
+     "n = {c: max(1.0, max_tokens / self.e[c]) for c in weights}", T_TWIN,
+     "the first token (from prefill) counted as a decode step: prefill spread thinner, TPOT under-predicted"),
+    ("twin-analytic-presence-without-prefill-step", TPRED, "share = {c: weights[c] * (n[c] + 1) for c in weights}",
+     "share = {c: weights[c] * n[c] for c in weights}", T_TWIN,
+     "each class's time in the batch left out its prefill step: the mean context was mis-weighted"),
+    ("twin-analytic-prefill-simulated-time", TPRED,
+     "self.prefill = model.prefill_s(int(mean_prompt)) / model.time_scale",
+     "self.prefill = model.prefill_s(int(mean_prompt))", T_TWIN,
+     "prefill in simulated seconds, not real ones: TPOT over-predicted at any time scale but 1"),
+    ("twin-analytic-mix-unweighted", TPRED, 'out["mix"] = sum(self.weights[c] * out[c] for c in self.weights)',
+     'out["mix"] = sum(out[c] for c in self.weights) / len(self.weights)', T_TWIN,
+     "the mix's TPOT ignored the class shares"),
     ("config-window-32-refused", CFG, "if not 1 <= self.num_speculative_tokens <= 32:",
      "if not 1 <= self.num_speculative_tokens < 32:", T_CFG, "the documented largest window, 32, was refused"),
     ("config-context-exactly-full-refused", CFG,
