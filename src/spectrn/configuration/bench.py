@@ -328,6 +328,8 @@ class BenchConfig(Strict):
         for level in v:
             if level < 1 or level > 4096:
                 raise ValueError(f"level {level} outside 1..4096")
+        if len(set(v)) < len(v):  # two c4 levels would share one label: one run's results overwrite the other's
+            raise ValueError(f"levels {v} repeat a level")
         return v
 
 
