@@ -11,10 +11,12 @@ CMP = "src/spectrn/twin/compare.py"
 TPRED = "src/spectrn/twin/predict.py"
 CFG = "src/spectrn/configuration/config.py"
 PRICE = "src/spectrn/configuration/pricing.py"
+BENCH = "src/spectrn/configuration/bench.py"
 T_OBJ = ("tests/sweep/test_objective_audit.py",)
 T_GRID = ("tests/sweep/test_grid_audit.py",)
 T_TWIN = ("tests/twin/test_twin_audit.py",)
 T_CFG = ("tests/configuration/test_config_audit.py",)
+T_BENCH = ("tests/configuration/test_bench_audit.py",)
 
 MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
     ("sweep-objective-ttft-touching-one", OBJ, "if hi >= 1.0:", "if hi > 1.0:", T_OBJ,
@@ -161,4 +163,19 @@ MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
     ("config-price-zero-allowed", PRICE, "        gt=0,\n        le=MAX_HOURLY_USD,",
      "        ge=0,\n        le=MAX_HOURLY_USD,", T_CFG,
      "a zero hourly price was accepted: every cost figure read $0.00/M"),
+    ("config-bench-concurrency-4096-refused", BENCH, "if level < 1 or level > 4096:",
+     "if level < 1 or level >= 4096:", T_BENCH, "the documented largest concurrency, 4096, was refused"),
+    ("config-bench-rate-million-refused", BENCH, "if not 0 < rate <= 1_000_000:", "if not 0 < rate < 1_000_000:",
+     T_BENCH, "the documented largest rate, 1000000 req/s, was refused"),
+    ("config-bench-repeated-concurrency", BENCH,
+     "        if len(set(v)) < len(v):  # two c4 levels", "        if False:  # two c4 levels", T_BENCH,
+     "two c4 levels were accepted: one run's results overwrote the other's"),
+    ("config-bench-zero-class-weight", BENCH, "if not (0 < weight < 1e9):", "if not (0 <= weight < 1e9):", T_BENCH,
+     "a class weight of 0 was accepted: the class silently never sent"),
+    ("config-bench-length-min-equal-max", BENCH, "if self.min > self.max:", "if self.min >= self.max:", T_BENCH,
+     "a fixed length range (min = max) was refused"),
+    ("config-bench-rate-list-first-only", BENCH,
+     'return [part.strip() for part in v.split(",") if part.strip()]',
+     'return [part.strip() for part in v.split(",")][:1]', T_BENCH,
+     "--rate 0.5,2 ran only the first rate"),
 )  # fmt: skip
