@@ -65,8 +65,10 @@ def test_class_weights_must_be_positive() -> None:
 def test_length_bounds_may_meet_but_not_cross() -> None:
     w = cfg(**{"bench.workload.min_chars": 5, "bench.workload.max_chars": 5}).bench.workload
     assert (w.min_chars, w.max_chars) == (5, 5)
-    assert refused(**{"bench.workload.min_chars": 6, "bench.workload.max_chars": 5}).startswith(
-        "bench.workload: min_chars 6 is above max_chars 5"
+    # both were set by --set: the message names where each came from, not "the default"
+    assert refused(**{"bench.workload.min_chars": 6, "bench.workload.max_chars": 5}) == (
+        "bench.workload: min_chars 6 is above max_chars 5 (bench.workload.min_chars from --set "
+        "bench.workload.min_chars; bench.workload.max_chars from --set bench.workload.max_chars)"
     )
     words = {"dist": "fixed", "mean": 10, "min": 7, "max": 7}
     assert cfg(**{"bench.workload.synthetic.input_words": words}).bench.workload.synthetic.input_words.min == 7
