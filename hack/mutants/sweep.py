@@ -178,4 +178,7 @@ MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
      'return [part.strip() for part in v.split(",") if part.strip()]',
      'return [part.strip() for part in v.split(",")][:1]', T_BENCH,
      "--rate 0.5,2 ran only the first rate"),
+    ("config-bench-lengths-origin-lost", BENCH,
+     'fields=("bench.workload.min_chars", "bench.workload.max_chars"),', 'fields=("bench.workload",),', T_BENCH,
+     "min_chars above max_chars set by --set was said to come from the defaults"),
 )  # fmt: skip
