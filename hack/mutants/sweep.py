@@ -5,6 +5,7 @@ from __future__ import annotations
 OBJ = "src/spectrn/sweep/objective.py"
 GRID = "src/spectrn/sweep/grid.py"
 CELLS = "src/spectrn/sweep/cells.py"
+ORCH = "src/spectrn/sweep/orchestrate.py"
 ACC = "src/spectrn/twin/acceptance.py"
 COSTS = "src/spectrn/twin/costs.py"
 CMP = "src/spectrn/twin/compare.py"
@@ -14,6 +15,7 @@ PRICE = "src/spectrn/configuration/pricing.py"
 BENCH = "src/spectrn/configuration/bench.py"
 T_OBJ = ("tests/sweep/test_objective_audit.py",)
 T_GRID = ("tests/sweep/test_grid_audit.py",)
+T_ORCH = ("tests/sweep/test_orchestrate_audit.py",)
 T_TWIN = ("tests/twin/test_twin_audit.py",)
 T_CFG = ("tests/configuration/test_config_audit.py",)
 T_BENCH = ("tests/configuration/test_bench_audit.py",)
@@ -88,6 +90,17 @@ MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
      'divergent.append({"draft": c.draft, "window": c.window, **d.model_dump()})',
      'divergent.append({"draft": c.draft, **d.model_dump()})', T_GRID,
      "an output divergence no longer named the window that produced it"),
+    ("sweep-orchestrate-predict-smallest-window", ORCH, "k_max = max(self.opts.windows)",
+     "k_max = min(self.opts.windows)", T_ORCH,
+     "--predict measured the smallest window, from which no larger window can be predicted"),
+    ("sweep-orchestrate-divergence-count", ORCH,
+     'f"    OUTPUT DIVERGENCE in {cell.key}: {eq.compared - eq.matched} of {eq.compared} greedy outputs "',
+     'f"    OUTPUT DIVERGENCE in {cell.key}: {eq.matched} of {eq.compared} greedy outputs "', T_ORCH,
+     "the divergence alert counted the matching outputs as the differing ones"),
+    ("sweep-orchestrate-assumed-tpot-real-time", ORCH,
+     'tpot = tpot if tpot is not None else 0.05 * (self.cfg.sim.time_scale if self.cfg.runtime == "sim" else 1.0)',
+     "tpot = tpot if tpot is not None else 0.05", T_ORCH,
+     "an unprobed simulated sweep's estimate ignored the time scale: far shorter than the run"),
     ("twin-acceptance-se-no-floor", ACC, "ses.append((max(a * (1 - a), 0.25 / n) / n) ** 0.5)",
      "ses.append((a * (1 - a) / n) ** 0.5)", T_TWIN,
      "a position accepted every time had zero standard error: the fit trusted three steps absolutely"),
