@@ -13,12 +13,14 @@ TPRED = "src/spectrn/twin/predict.py"
 CFG = "src/spectrn/configuration/config.py"
 PRICE = "src/spectrn/configuration/pricing.py"
 BENCH = "src/spectrn/configuration/bench.py"
+STACKS = "src/spectrn/configuration/stacks.py"
 T_OBJ = ("tests/sweep/test_objective_audit.py",)
 T_GRID = ("tests/sweep/test_grid_audit.py",)
 T_ORCH = ("tests/sweep/test_orchestrate_audit.py",)
 T_TWIN = ("tests/twin/test_twin_audit.py",)
 T_CFG = ("tests/configuration/test_config_audit.py",)
 T_BENCH = ("tests/configuration/test_bench_audit.py",)
+T_STACKS = ("tests/configuration/test_stacks_audit.py",)
 
 MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
     ("sweep-objective-ttft-touching-one", OBJ, "if hi >= 1.0:", "if hi > 1.0:", T_OBJ,
@@ -194,4 +196,14 @@ MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
     ("config-bench-lengths-origin-lost", BENCH,
      'fields=("bench.workload.min_chars", "bench.workload.max_chars"),', 'fields=("bench.workload",),', T_BENCH,
      "min_chars above max_chars set by --set was said to come from the defaults"),
+    ("config-stack-notice-every-dialect", STACKS, "if found is None or not found.out_of_support:",
+     "if found is None:", T_STACKS, "every run, on supported stacks too, was told its stack is out of support"),
+    ("config-stack-fused-wording-inverted", STACKS, 'if speculation_mode == "fused"', 'if speculation_mode != "fused"',
+     T_STACKS, "the notice described a fused-draft run as another speculation mode and vice versa"),
+    ("config-stack-eagle-recipe-inverted", STACKS, "    if architecture in recipes:\n        return None\n",
+     "    if architecture not in recipes:\n        return None\n", T_STACKS,
+     "EAGLE3 on Llama was warned about, and EAGLE3 on an unlisted family was not"),
+    ("config-stack-v0-server-own-mode", STACKS, 'mode = speculation_mode if dialect == fork.vllm_dialect else "fused"',
+     "mode = speculation_mode", T_STACKS,
+     "a V0 server behind a vllm-neuron config was described with the config's mode, not the fork's"),
 )  # fmt: skip
