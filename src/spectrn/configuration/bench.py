@@ -158,7 +158,12 @@ class WorkloadConfig(Strict):
     @model_validator(mode="after")
     def _lengths(self) -> WorkloadConfig:
         if self.min_chars is not None and self.max_chars is not None and self.min_chars > self.max_chars:
-            raise ValueError(f"min_chars {self.min_chars} is above max_chars {self.max_chars}")
+            # named field by field: a --set of either key is found where the section itself has no origin
+            raise FieldError(
+                f"bench.workload: min_chars {self.min_chars} is above max_chars {self.max_chars}",
+                fields=("bench.workload.min_chars", "bench.workload.max_chars"),
+                fix="lower bench.workload.min_chars or raise bench.workload.max_chars",
+            )
         return self
 
 
@@ -328,6 +333,8 @@ class BenchConfig(Strict):
         for level in v:
             if level < 1 or level > 4096:
                 raise ValueError(f"level {level} outside 1..4096")
+        if len(set(v)) < len(v):  # two c4 levels would share one label: one run's results overwrite the other's
+            raise ValueError(f"levels {v} repeat a level")
         return v
 
 
