@@ -19,6 +19,7 @@ RENDER_TESTS = (
     "tests/render/test_render_properties.py",
     "tests/render/test_workload_configmap.py",
     "tests/kube/test_fake_rules.py",
+    "tests/render/test_render_audit.py",
 )
 
 # (name, module, functions (() = all), tests)
@@ -34,13 +35,21 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
         "deploy-plan",
         "spectrn.deploy.plan",
         (),
-        ("tests/deploy/test_plan_apply.py", "tests/deploy/test_teardown_status.py"),
+        (
+            "tests/deploy/test_plan_apply.py",
+            "tests/deploy/test_teardown_status.py",
+            "tests/deploy/test_plan_apply_audit.py",
+        ),
     ),
     (
         "deploy-apply",
         "spectrn.deploy.apply",
         (),
-        ("tests/deploy/test_plan_apply.py", "tests/deploy/test_teardown_status.py"),
+        (
+            "tests/deploy/test_plan_apply.py",
+            "tests/deploy/test_teardown_status.py",
+            "tests/deploy/test_plan_apply_audit.py",
+        ),
     ),
     (
         "deploy-wait",
@@ -50,25 +59,40 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
             "tests/deploy/test_wait_diagnose.py",
             "tests/deploy/test_recreate_rollout.py",
             "tests/deploy/test_teardown_status.py",
+            "tests/deploy/test_wait_audit.py",
+            "tests/deploy/test_diagnose_audit.py",
         ),
     ),
     (
         "deploy-teardown",
         "spectrn.deploy.teardown",
         (),
-        ("tests/deploy/test_teardown_status.py", "tests/deploy/test_teardown_user_objects.py"),
+        (
+            "tests/deploy/test_teardown_status.py",
+            "tests/deploy/test_teardown_user_objects.py",
+            "tests/deploy/test_teardown_audit.py",
+        ),
     ),
     (
         "kube-client",
         "spectrn.kube.client",
         (),
-        ("tests/kube/test_realkube.py", "tests/kube/test_fake_rules.py", "tests/deploy/test_rel_kube_faults.py"),
+        (
+            "tests/kube/test_realkube.py",
+            "tests/kube/test_fake_rules.py",
+            "tests/deploy/test_rel_kube_faults.py",
+            "tests/kube/test_kube_audit.py",
+        ),
     ),
     (
         "emf",
         "spectrn.publish.emf",
         (),
-        ("tests/publish/test_dashboard_emf_iam.py", "tests/publish/test_emf_dashboard_meaning.py"),
+        (
+            "tests/publish/test_dashboard_emf_iam.py",
+            "tests/publish/test_emf_dashboard_meaning.py",
+            "tests/publish/test_emf_audit.py",
+        ),
     ),
     (
         "dashboard",
@@ -78,6 +102,7 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
             "tests/publish/test_dashboard_emf_iam.py",
             "tests/publish/test_emf_dashboard_meaning.py",
             "tests/publish/test_moto_integration.py",
+            "tests/publish/test_dashboard_audit.py",
         ),
     ),
     (
@@ -88,21 +113,37 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
             "tests/publish/test_moto_integration.py",
             "tests/publish/test_publish_resume.py",
             "tests/publish/test_rel_cloudwatch_faults.py",
+            "tests/publish/test_publisher_audit.py",
         ),
     ),
     (
         "report-tables",
         "spectrn.report.tables",
         (),
-        ("tests/report/test_report.py", "tests/report/test_table_values.py"),
+        ("tests/report/test_report.py", "tests/report/test_table_values.py", "tests/report/test_tables_audit.py"),
     ),
-    ("report-markdown", "spectrn.report.markdown", (), ("tests/report/test_report.py",)),
-    ("report-format", "spectrn.report.format", (), ("tests/report/test_report.py",)),
+    (
+        "report-markdown",
+        "spectrn.report.markdown",
+        (),
+        ("tests/report/test_report.py", "tests/report/test_tables_audit.py", "tests/report/test_views_audit.py"),
+    ),
+    (
+        "report-format",
+        "spectrn.report.format",
+        (),
+        (
+            "tests/report/test_report.py",
+            "tests/report/test_tables_audit.py",
+            "tests/report/test_views_audit.py",
+            "tests/report/test_sweep_tables_audit.py",
+        ),
+    ),
     (
         "report-compare",
         "spectrn.report.compare",
         (),
-        ("tests/report/test_compare_intervals.py", "tests/report/test_report.py"),
+        ("tests/report/test_compare_intervals.py", "tests/report/test_report.py", "tests/report/test_compare_audit.py"),
     ),
     (
         "recommend",
@@ -115,19 +156,44 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
             "tests/sweep/test_sweep_objective.py",
         ),
     ),
-    ("objective", "spectrn.sweep.objective", (), ("tests/sweep/test_sweep_objective.py",)),
-    ("grid", "spectrn.sweep.grid", (), ("tests/sweep/test_sweep_cluster.py", "tests/sweep/test_sweep_resume.py")),
-    ("twin-costs", "spectrn.twin.costs", (), ("tests/twin/test_units.py",)),
-    ("twin-acceptance", "spectrn.twin.acceptance", (), ("tests/twin/test_units.py",)),
-    ("twin-predict", "spectrn.twin.predict", (), ("tests/twin/test_units.py",)),
+    (
+        "objective",
+        "spectrn.sweep.objective",
+        (),
+        ("tests/sweep/test_sweep_objective.py", "tests/sweep/test_objective_audit.py"),
+    ),
+    (
+        "grid",
+        "spectrn.sweep.grid",
+        (),
+        ("tests/sweep/test_sweep_cluster.py", "tests/sweep/test_sweep_resume.py", "tests/sweep/test_grid_audit.py"),
+    ),
+    ("twin-costs", "spectrn.twin.costs", (), ("tests/twin/test_units.py", "tests/twin/test_twin_audit.py")),
+    (
+        "twin-acceptance",
+        "spectrn.twin.acceptance",
+        (),
+        ("tests/twin/test_units.py", "tests/twin/test_twin_audit.py", "tests/twin/test_interval_meaning.py"),
+    ),
+    ("twin-predict", "spectrn.twin.predict", (), ("tests/twin/test_units.py", "tests/twin/test_twin_audit.py")),
     (
         "collect",
         "spectrn.bench.incluster",
         (),
-        ("tests/bench/test_incluster.py", "tests/cli/test_collect_progress.py"),
+        ("tests/bench/test_incluster.py", "tests/cli/test_collect_progress.py", "tests/bench/test_incluster_audit.py"),
     ),
-    ("sim-model", "spectrn.sim.model", (), ("tests/sim/test_model.py", "tests/sim/test_ground_truth.py")),
-    ("sim-metrics", "spectrn.sim.metrics", (), ("tests/sim/test_conformance.py", "tests/sim/test_profiles.py")),
+    (
+        "sim-model",
+        "spectrn.sim.model",
+        (),
+        ("tests/sim/test_model.py", "tests/sim/test_ground_truth.py", "tests/sim/test_model_audit.py"),
+    ),
+    (
+        "sim-metrics",
+        "spectrn.sim.metrics",
+        (),
+        ("tests/sim/test_conformance.py", "tests/sim/test_profiles.py", "tests/sim/test_engine_audit.py"),
+    ),
     (
         "arrivals",
         "spectrn.loadgen.arrivals",
@@ -136,13 +202,18 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
             "tests/loadgen/test_load_shapes.py",
             "tests/loadgen/test_shard_arrivals.py",
             "tests/loadgen/test_multi_turn.py",
+            "tests/loadgen/test_arrivals_audit.py",
         ),
     ),
     (
         "llmperf",
         "spectrn.analyze.llmperf",
         (),
-        ("tests/analyze/test_llmperf.py", "tests/analyze/test_llmperf_fields.py"),
+        (
+            "tests/analyze/test_llmperf.py",
+            "tests/analyze/test_llmperf_fields.py",
+            "tests/analyze/test_llmperf_audit.py",
+        ),
     ),
     (
         "config",
@@ -152,9 +223,16 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
             "tests/configuration/test_context_length.py",
             "tests/configuration/test_neuron_rules.py",
             "tests/configuration/test_config_sources.py",
+            "tests/configuration/test_config_audit.py",
+            "tests/configuration/test_bench_audit.py",
         ),
     ),
-    ("folder", "spectrn.run.folder", (), ("tests/run/test_schema_versions.py", "tests/publish/test_datums.py")),
+    (
+        "folder",
+        "spectrn.run.folder",
+        (),
+        ("tests/run/test_schema_versions.py", "tests/publish/test_datums.py", "tests/run/test_folder_audit.py"),
+    ),
 )
 
 # (id, file, old, new, tests, why): the templates mutmut never sees, one realistic slip each
