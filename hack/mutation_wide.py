@@ -20,6 +20,7 @@ RENDER_TESTS = (
     "tests/render/test_workload_configmap.py",
     "tests/kube/test_fake_rules.py",
     "tests/render/test_render_audit.py",
+    "tests/render/test_output_meaning.py",
 )
 
 # (name, module, functions (() = all), tests)
