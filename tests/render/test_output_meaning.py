@@ -58,6 +58,13 @@ def test_each_pod_is_labelled_with_its_security_level(non_root: bool, caps: list
         assert first == f"# Pod Security Standards level: {level}."
 
 
+def test_a_pod_without_a_security_context_is_baseline() -> None:
+    obj = deployment(non_root=True)
+    del obj["spec"]["template"]["spec"]["securityContext"]
+    level = "baseline (root in the Neuron DLC, /dev/shm, S3 volume)"
+    assert to_yaml([obj]).splitlines()[1] == f"# Pod Security Standards level: {level}."
+
+
 def test_a_placeholder_bucket_is_pointed_out_and_a_real_one_is_not() -> None:
     def pv(bucket: str) -> dict[str, Any]:
         return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "w"},
@@ -68,6 +75,19 @@ def test_a_placeholder_bucket_is_pointed_out_and_a_real_one_is_not() -> None:
         "# Placeholder bucket: set s3.bucket to the bucket holding your weights and compiled artifacts."
     )
     assert not to_yaml([pv("my-weights")]).splitlines()[1].startswith("#")
+    # a volume that is not a CSI one (hostPath), or a CSI one without attributes: nothing to fill in
+    host = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": "h"},
+        "spec": {"hostPath": {"path": "/x"}},
+    }
+    assert (
+        to_yaml([host])
+        == "---\napiVersion: v1\nkind: PersistentVolume\nmetadata:\n  name: h\nspec:\n  hostPath:\n    path: /x\n"
+    )
+    bare = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "b"}, "spec": {"csi": {"driver": "d"}}}
+    assert not to_yaml([bare]).splitlines()[1].startswith("#")
     # a ConfigMap is not a pod: no security comment, and no other
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "b"}}
     assert to_yaml([cm]) == "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  a: b\n"
