@@ -31,7 +31,12 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("render-templates", "spectrn.render.templates", (), RENDER_TESTS),
     ("render-literals", "spectrn.render.literals", (), RENDER_TESTS),
     ("render-output", "spectrn.render.output", (), RENDER_TESTS),
-    ("render-iam", "spectrn.render.iam", (), RENDER_TESTS),
+    (
+        "render-iam",
+        "spectrn.render.iam",
+        (),
+        ("tests/render/test_iam_policies.py", "tests/render/test_rel_security.py"),
+    ),
     (
         "deploy-plan",
         "spectrn.deploy.plan",
