@@ -108,6 +108,8 @@ def _leaves(obj: Any, prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any
 
 def _differs(live: Any, rendered: Any, ignore: Iterable[str] = ()) -> bool:
     """Whether a field spectrn renders has another value live (fields the server added are ignored)."""
+    if not isinstance(rendered, dict):  # a scalar or list field (a Job's spec.completionMode): compared whole
+        return bool(live != rendered)
     live_leaves = _leaves(live)
     return any(
         live_leaves.get(path, _MISSING) != value for path, value in _leaves(rendered).items() if path[0] not in ignore
