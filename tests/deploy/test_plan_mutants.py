@@ -202,3 +202,13 @@ def test_a_bound_claims_storage_limit_change_is_a_spec_change() -> None:
     bound = {**pvc("1Ti"), "status": {"phase": "Bound"}}
     assert immutable_change(bound, pvc("2Ti")) == "spec"
     assert immutable_change(bound, pvc("1Ti")) == ""
+
+
+def test_a_field_rendered_as_null_is_not_a_change_of_a_live_object_without_it() -> None:
+    """The API server drops null fields, so the live object never holds one: a rendered null is no change (else
+    every plan would replace the Job); a rendered value the live object lacks still is."""
+    live = job(selector=SELECTOR, template=TEMPLATE)
+    nulled = job(selector=SELECTOR, template={**TEMPLATE, "metadata": {"annotations": None}})
+    assert immutable_change(live, nulled) == ""
+    added = job(selector=SELECTOR, template={**TEMPLATE, "metadata": {"annotations": {"a": "b"}}})
+    assert immutable_change(live, added) == "spec.template"

@@ -111,12 +111,12 @@ def _differs(live: Any, rendered: Any, ignore: Iterable[str] = ()) -> bool:
     if not isinstance(rendered, dict):  # a scalar or list field (a Job's spec.completionMode): compared whole
         return bool(live != rendered)
     live_leaves = _leaves(live)
+    # a field rendered as null is not set: the API server drops nulls, so the live object never holds one
     return any(
-        live_leaves.get(path, _MISSING) != value for path, value in _leaves(rendered).items() if path[0] not in ignore
+        live_leaves.get(path) != value
+        for path, value in _leaves(rendered).items()
+        if path[0] not in ignore and value is not None
     )
-
-
-_MISSING = object()
 
 
 def immutable_change(live: Obj, rendered: Obj) -> str:
