@@ -10,51 +10,17 @@ from typing import Any
 
 import pytest
 
-from doubles.kube_fake import FakeKube
+from doubles.kube_fake import FakeKube, RecordingKube
 from doubles.kubehelp import make_cfg, run_deploy
 from spectrn.deploy.apply import apply_plan
 from spectrn.deploy.objects import order_objects, stamp
 from spectrn.deploy.plan import Plan, PlanItem, immutable_change, make_plan
 from spectrn.deploy.service import render_for_deploy
 from spectrn.errors import DeployError, Interrupted
-from spectrn.kube.api import Propagation
 
 Obj = dict[str, Any]
 NS = "spectrn"
 OURS = {"app.kubernetes.io/managed-by": "spectrn"}
-
-
-class RecordingKube(FakeKube):
-    """The fake, remembering each delete's propagation policy (the fake itself ignores it); a Deployment named in
-    ``linger`` stays readable for that many more gets after its delete (a finalizer at work; None: forever)."""
-
-    def __init__(self, **kw: Any) -> None:
-        super().__init__(**kw)
-        self.propagations: list[tuple[str, str, Propagation]] = []
-        self.linger: dict[str, int | None] = {}
-
-    def delete(
-        self,
-        api_version: str,
-        kind: str,
-        name: str,
-        namespace: str | None = None,
-        propagation: Propagation = "Background",
-    ) -> bool:
-        self.propagations.append((kind, name, propagation))
-        if kind == "Deployment" and name in self.linger:
-            return True  # deletion started; get() removes it once the linger is over
-        return super().delete(api_version, kind, name, namespace, propagation)
-
-    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj | None:
-        if kind == "Deployment" and name in self.linger:
-            left = self.linger[name]
-            if left is not None and left <= 0:
-                del self.linger[name]
-                super().delete(api_version, kind, name, namespace, "Foreground")
-            elif left is not None:
-                self.linger[name] = left - 1
-        return super().get(api_version, kind, name, namespace)
 
 
 def live(fake: FakeKube, obj: Obj, **status: Any) -> None:

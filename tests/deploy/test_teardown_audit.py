@@ -8,34 +8,15 @@ from typing import Any
 
 import pytest
 
-from doubles.kube_fake import FakeKube
+from doubles.kube_fake import FakeKube, RecordingKube
 from doubles.kubehelp import add_slices, make_cfg, run_deploy
 from spectrn.deploy.teardown import teardown, wait_namespace_gone
 from spectrn.errors import DeployError
-from spectrn.kube.api import KubeApiError, Propagation
+from spectrn.kube.api import KubeApiError
 
 Obj = dict[str, Any]
 NS = "spectrn"
 OURS = {"app.kubernetes.io/managed-by": "spectrn"}
-
-
-class RecordingKube(FakeKube):
-    """The fake, remembering each delete's propagation policy (the fake itself ignores it)."""
-
-    def __init__(self, **kw: Any) -> None:
-        super().__init__(**kw)
-        self.propagations: list[tuple[str, str, Propagation]] = []
-
-    def delete(
-        self,
-        api_version: str,
-        kind: str,
-        name: str,
-        namespace: str | None = None,
-        propagation: Propagation = "Background",
-    ) -> bool:
-        self.propagations.append((kind, name, propagation))
-        return super().delete(api_version, kind, name, namespace, propagation)
 
 
 def namespace(fake: FakeKube, labels: dict[str, str] | None = None) -> None:

@@ -1234,3 +1234,36 @@ def _iso(ts: float) -> str:
     from datetime import UTC, datetime
 
     return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class RecordingKube(FakeKube):
+    """The fake, remembering each delete's propagation policy (the fake itself ignores it); a Deployment named in
+    ``linger`` stays readable for that many more gets after its delete (a finalizer at work; None: forever)."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.propagations: list[tuple[str, str, Propagation]] = []
+        self.linger: dict[str, int | None] = {}
+
+    def delete(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        propagation: Propagation = "Background",
+    ) -> bool:
+        self.propagations.append((kind, name, propagation))
+        if kind == "Deployment" and name in self.linger:
+            return True  # deletion started; get() removes it once the linger is over
+        return super().delete(api_version, kind, name, namespace, propagation)
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj | None:
+        if kind == "Deployment" and name in self.linger:
+            left = self.linger[name]
+            if left is not None and left <= 0:
+                del self.linger[name]
+                super().delete(api_version, kind, name, namespace, "Foreground")
+            elif left is not None:
+                self.linger[name] = left - 1
+        return super().get(api_version, kind, name, namespace)

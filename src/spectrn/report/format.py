@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from typing import TypeVar
 
 from spectrn.analyze.metric_table import Metric, displayed, reported_speedups
-from spectrn.labels import class_label
+from spectrn.labels import ALL_CLASSES, class_label
 from spectrn.run.summary import ClassSummary, LevelSummary, Speedup, Speedups, Stats, Summary, VariantSummary
+
+T = TypeVar("T")
 
 VARIANT_COLORS = {"baseline": "#1f77b4", "speculative": "#ff7f0e"}
 OTHER_COLORS = ["#2ca02c", "#d62728", "#9467bd", "#8c564b"]
@@ -43,11 +47,16 @@ def color(variant: str, i: int = 0) -> str:
     return VARIANT_COLORS.get(variant, OTHER_COLORS[i % len(OTHER_COLORS)])
 
 
+def pooled_last(scopes: Iterable[tuple[str, T]]) -> list[tuple[str, T]]:
+    """Each prompt class, then all classes pooled: classes can disagree in sign, so the pooled figure is never the
+    first one read (every comparison table and plot orders its scopes so)."""
+    items = list(scopes)
+    return [s for s in items if s[0] != ALL_CLASSES] + [s for s in items if s[0] == ALL_CLASSES]
+
+
 def class_scopes(lv: LevelSummary) -> list[tuple[str, ClassSummary]]:
-    """Each prompt class, then all classes pooled (labelled so): classes can disagree in sign, so the pooled
-    figure is never the first one read."""
-    scopes = lv.scopes()
-    return [s for s in scopes if s[0] != "all"] + [s for s in scopes if s[0] == "all"]
+    """A level's prompt classes, then all classes pooled (``pooled_last``)."""
+    return pooled_last(lv.scopes())
 
 
 def num(x: float | None, scale: float = 1.0, digits: int = 1) -> str:

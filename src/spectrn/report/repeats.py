@@ -6,9 +6,9 @@ import math
 from typing import TYPE_CHECKING
 
 from spectrn.intervals import interval_text
-from spectrn.labels import ALL_CLASSES, class_label
-from spectrn.report.format import num
-from spectrn.run.repeats import RepeatedFigure, RepeatedLevel, RepeatedScope, Repeats
+from spectrn.labels import class_label
+from spectrn.report.format import num, pooled_last
+from spectrn.run.repeats import RepeatedFigure, RepeatedScope, Repeats
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -45,12 +45,6 @@ def _rows(sc: RepeatedScope) -> list[tuple[str, str, str, str]]:
     return out
 
 
-def _scopes(lv: RepeatedLevel) -> list[tuple[str, RepeatedScope]]:
-    """Each prompt class, then all classes pooled, as every comparison table orders them (``class_scopes``):
-    classes can disagree in sign, so the pooled figure is never the first one read."""
-    return [s for s in lv.scopes.items() if s[0] != ALL_CLASSES] + [s for s in lv.scopes.items() if s[0] == ALL_CLASSES]
-
-
 def repeats_table(rep: Repeats) -> Table:
     """Baseline vs speculative per prompt class, then all classes pooled: mean over the runs [95% CI] cv."""
     from rich.text import Text
@@ -65,7 +59,7 @@ def repeats_table(rep: Repeats) -> Table:
     )
     table = comparison_table(title, "speedup", multi=multi)
     for lv in rep.levels:
-        for n, (cls, sc) in enumerate(_scopes(lv)):
+        for n, (cls, sc) in enumerate(pooled_last(lv.scopes.items())):
             rows = _rows(sc)
             for i, (name, b, s, sp) in enumerate(rows):
                 label = class_label(cls) if i == 0 else ""
