@@ -21,6 +21,7 @@ RENDER_TESTS = (
     "tests/kube/test_fake_rules.py",
     "tests/render/test_render_audit.py",
     "tests/render/test_output_meaning.py",
+    "tests/render/test_templates_mutants.py",
 )
 
 # (name, module, functions (() = all), tests)
