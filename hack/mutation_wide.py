@@ -127,7 +127,12 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
         "report-tables",
         "spectrn.report.tables",
         (),
-        ("tests/report/test_report.py", "tests/report/test_table_values.py", "tests/report/test_tables_audit.py"),
+        (
+            "tests/report/test_report.py",
+            "tests/report/test_table_values.py",
+            "tests/report/test_tables_audit.py",
+            "tests/report/test_tables_mutants.py",
+        ),
     ),
     (
         "report-markdown",

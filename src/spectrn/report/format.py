@@ -239,11 +239,11 @@ def goodput_cells(vs: VariantSummary | None) -> tuple[str, str, str]:
     return num(g.requests_per_s, 1.0, 2), num(g.output_tokens_per_s, 1.0, 1), share
 
 
-def slo_names(scopes: list[tuple[str, VariantSummary | None]]) -> tuple[list[str], list[str]]:
-    """(per-request SLOs, percentile SLOs) named in any of ``scopes``, in first-seen order."""
+def slo_names(variants: Iterable[VariantSummary | None]) -> tuple[list[str], list[str]]:
+    """(per-request SLOs, percentile SLOs) named in any of ``variants``, in first-seen order."""
     per_request: dict[str, None] = {}
     checks: dict[str, None] = {}
-    for _, vs in scopes:
+    for vs in variants:
         if vs is not None and vs.goodput is not None:
             per_request.update(dict.fromkeys(vs.goodput.slos))
             checks.update(dict.fromkeys(c.slo for c in vs.goodput.checks))
@@ -259,7 +259,7 @@ def slo_table(level: LevelSummary) -> tuple[list[str], list[list[str]]] | None:
         for v in level.variant_names()
         if cs.variants.get(v) is not None
     ]
-    per_request, checks = slo_names([(c, vs) for c, _, vs in scopes])
+    per_request, checks = slo_names(vs for _, _, vs in scopes)
     if not per_request and not checks:
         return None
     within = "within " + ", ".join(per_request) if per_request else "within (no per-request SLO)"

@@ -48,7 +48,7 @@ def _rows(cs: ClassSummary) -> list[tuple[str, str, str, str]]:
 def _slo_rows(cs: ClassSummary) -> list[tuple[str, str, str, str]]:
     """Goodput (requests/s, output tokens/s; speculative / baseline) and each percentile SLO's observed value."""
     b, s = cs.variants.get("baseline"), cs.variants.get("speculative")
-    per_request, checks = slo_names([("baseline", b), ("speculative", s)])
+    per_request, checks = slo_names([b, s])
     out = []
     if per_request:
         (br, bt, bshare), (sr, st, sshare) = goodput_cells(b), goodput_cells(s)
