@@ -138,7 +138,12 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
         "report-markdown",
         "spectrn.report.markdown",
         (),
-        ("tests/report/test_report.py", "tests/report/test_tables_audit.py", "tests/report/test_views_audit.py"),
+        (
+            "tests/report/test_report.py",
+            "tests/report/test_tables_audit.py",
+            "tests/report/test_views_audit.py",
+            "tests/report/test_markdown_mutants.py",
+        ),
     ),
     (
         "report-format",
