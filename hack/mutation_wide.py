@@ -160,7 +160,12 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
         "report-compare",
         "spectrn.report.compare",
         (),
-        ("tests/report/test_compare_intervals.py", "tests/report/test_report.py", "tests/report/test_compare_audit.py"),
+        (
+            "tests/report/test_compare_intervals.py",
+            "tests/report/test_report.py",
+            "tests/report/test_compare_audit.py",
+            "tests/report/test_compare_mutants.py",
+        ),
     ),
     (
         "recommend",

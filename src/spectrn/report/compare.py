@@ -34,7 +34,7 @@ def _provenance(s: Summary) -> dict[str, Any]:
     return out
 
 
-def compare_runs(a: Path | RunFolder, b: Path | RunFolder) -> dict[str, Any]:
+def compare_runs(a: Path, b: Path) -> dict[str, Any]:
     """Compare run B against run A: provenance and configuration differences, p50s and speedups per class.
 
     ``ratio`` is B / A (for latencies < 1 means B is faster); ``differences`` gives B / A of TPOT p50,
@@ -44,8 +44,7 @@ def compare_runs(a: Path | RunFolder, b: Path | RunFolder) -> dict[str, Any]:
     different runtimes, profiles or time scales are compared, but ``warnings`` says loudly that their
     numbers do not mean the same thing.
     """
-    ra = a if isinstance(a, RunFolder) else RunFolder.open(Path(a))
-    rb = b if isinstance(b, RunFolder) else RunFolder.open(Path(b))
+    ra, rb = RunFolder.open(a), RunFolder.open(b)
     sa, sb = ensure_summary(ra), ensure_summary(rb)
     pa, pb = _provenance(sa), _provenance(sb)
     prov = {k: [pa.get(k), pb.get(k)] for k in dict.fromkeys([*pa, *pb]) if pa.get(k) != pb.get(k)}
@@ -123,7 +122,7 @@ def _sp(value: float | None, ci: list[float] | None) -> str:
 def _ratio(value: float | None, ci: list[float] | None) -> str:
     if value is None:
         return "n/a"
-    return f"{value:.3f}x" + interval_text(ci or None, 3)
+    return f"{value:.3f}x" + interval_text(ci, 3)
 
 
 def differences_table(cmp: dict[str, Any]) -> Table:
@@ -136,7 +135,7 @@ def differences_table(cmp: dict[str, Any]) -> Table:
     for col in ("load", "prompt class", "variant", "metric", "B / A [95% CI]"):
         t.add_column(col, justify="right" if col.startswith("B /") else "left", no_wrap=True)
     last = None
-    for r in cmp.get("differences", []):
+    for r in cmp["differences"]:
         key = (r["level"], r["prompt_class"], r["variant"])
         cells = [*(k if key != last else "" for k in key), r["metric"], _ratio(r["ratio"], r["ci95"])]
         t.add_row(*(Text(str(c)) for c in cells))
@@ -151,7 +150,7 @@ def compare_table(cmp: dict[str, Any]) -> Table:
     a, b = cmp["a"], cmp["b"]
     t = Table(
         title=Text(f"speedups: A = {a['run_id']} ({a['config']})  vs  B = {b['run_id']} ({b['config']})"),
-        caption=Text(f"A: {a.get('provenance', '?')}\nB: {b.get('provenance', '?')}"),
+        caption=Text(f"A: {a['provenance']}\nB: {b['provenance']}"),
     )
     for col in ("load", "prompt class", "speedup of", "A [95% CI]", "B [95% CI]", "B - A"):
         t.add_column(col, justify="left" if col in ("load", "prompt class", "speedup of") else "right", no_wrap=True)
@@ -178,12 +177,12 @@ def compare_markdown(cmp: dict[str, Any]) -> str:
     a, b = cmp["a"], cmp["b"]
     lines = [f"### spectrn: {code(b['run_id'])} ({code(b['config'])}) vs {code(a['run_id'])} ({code(a['config'])})", ""]
     lines += [
-        f"- A {code(a['run_id'])}: {md(str(a.get('provenance', '?')))}",
-        f"- B {code(b['run_id'])}: {md(str(b.get('provenance', '?')))}",
+        f"- A {code(a['run_id'])}: {md(a['provenance'])}",
+        f"- B {code(b['run_id'])}: {md(b['provenance'])}",
         "",
     ]
-    lines += [f"**WARNING: {md(w)}**" for w in cmp.get("warnings", [])]
-    if cmp.get("provenance_differences"):
+    lines += [f"**WARNING: {md(w)}**" for w in cmp["warnings"]]
+    if cmp["provenance_differences"]:
         lines += ["", "Provenance differences (A → B):", ""]
         lines += [
             f"- {md(k)}: {code(json.dumps(v[0]))} → {code(json.dumps(v[1]))}"
@@ -196,7 +195,7 @@ def compare_markdown(cmp: dict[str, Any]) -> str:
             f"| {md(r['level'])} | {md(r['prompt_class'])} | {r['metric']} | "
             f"{_sp(r['a'], r['a_ci95'])} | {_sp(r['b'], r['b_ci95'])} | {diff} |"
         )
-    if cmp.get("differences"):
+    if cmp["differences"]:
         lines += ["", "B / A with 95% bootstrap intervals (each run's requests resampled on its own):", ""]
         lines += ["| load | prompt class | variant | metric | B / A [95% CI] |", "|---|---|---|---|---|"]
         for r in cmp["differences"]:
@@ -204,7 +203,7 @@ def compare_markdown(cmp: dict[str, Any]) -> str:
                 f"| {md(r['level'])} | {md(r['prompt_class'])} | {md(r['variant'])} | {r['metric']} | "
                 f"{_ratio(r['ratio'], r['ci95'])} |"
             )
-    diffs = {k: v for k, v in cmp["config_differences"].items()}
+    diffs = cmp["config_differences"]
     if diffs:
         lines += ["", "Configuration differences (A → B):", ""]
         lines += [
