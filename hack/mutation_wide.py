@@ -154,6 +154,7 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
             "tests/report/test_tables_audit.py",
             "tests/report/test_views_audit.py",
             "tests/report/test_sweep_tables_audit.py",
+            "tests/report/test_format_mutants.py",
         ),
     ),
     (

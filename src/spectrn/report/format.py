@@ -8,7 +8,7 @@ from typing import TypeVar
 
 from spectrn.analyze.metric_table import Metric, displayed, reported_speedups
 from spectrn.labels import ALL_CLASSES, class_label
-from spectrn.run.summary import ClassSummary, LevelSummary, Speedup, Speedups, Stats, Summary, VariantSummary
+from spectrn.run.summary import ClassSummary, LevelSummary, Speedup, Speedups, Summary, VariantSummary
 
 T = TypeVar("T")
 
@@ -23,7 +23,7 @@ LATENCIES = [(d.field, d.label, d.scale, d.unit, d.digits) for m in displayed("p
 SPEEDUPS = [(s.field, str(s.label)) for _, s in reported_speedups()]
 
 
-def figure(vs: VariantSummary | None, m: Metric, which: str = "p50") -> float | None:
+def figure(vs: VariantSummary | None, m: Metric, which: str) -> float | None:
     """One figure of a metric's distribution in a variant (None when absent), e.g. ``figure(vs, tpot, "p90")``."""
     if vs is None or m.display is None:
         return None
@@ -43,7 +43,7 @@ def metric_speedup(sp: Speedups | None, m: Metric) -> str:
     return speedup_text(speedup_of(sp, decl.field) if decl is not None else None)
 
 
-def color(variant: str, i: int = 0) -> str:
+def color(variant: str, i: int) -> str:
     return VARIANT_COLORS.get(variant, OTHER_COLORS[i % len(OTHER_COLORS)])
 
 
@@ -64,24 +64,23 @@ def num(x: float | None, scale: float = 1.0, digits: int = 1) -> str:
 
 
 def stat(vs: VariantSummary | None, field: str, which: str = "p50") -> float | None:
-    """One figure of a variant's distribution, e.g. ``stat(vs, "tpot_s")`` (None when absent)."""
+    """One figure of a variant's distribution (a ``Stats`` field), e.g. ``stat(vs, "tpot_s")`` (None when absent)."""
     if vs is None:
         return None
-    s = getattr(vs, field)
-    value = getattr(s, which, None) if isinstance(s, Stats) else None
+    value = getattr(getattr(vs, field), which)
     return value if isinstance(value, float | int) else None
 
 
 def speedup_of(sp: Speedups | None, key: str) -> Speedup | None:
-    return getattr(sp, key, None) if sp is not None else None
+    return getattr(sp, key, None)
 
 
 def speedup_text(sp: Speedup | None) -> str:
     return sp.text() if sp is not None else "n/a"
 
 
-def significance(sp: Speedup | None) -> str:
-    verdict = sp.verdict if sp is not None else None
+def significance(sp: Speedup) -> str:
+    verdict = sp.verdict
     if verdict is None:
         return ""
     if verdict == "not significant":
@@ -200,10 +199,7 @@ def headline_lines(s: Summary) -> list[str]:
 def headline_cost(s: Summary, level: str, scope: str) -> str:
     """``; $/M output tokens $69.52 -> $24.61``: baseline and speculative cost of the headline's scope (the
     pooled variants for the declared mix), empty where either is unknown."""
-    try:
-        lv = s.level(level)
-    except KeyError:
-        return ""
+    lv = s.level(level)
     cls = lv.by_prompt_class.get(scope)
     variants = cls.variants if cls is not None else lv.variants
     usd = []
@@ -236,7 +232,7 @@ def goodput_cells(vs: VariantSummary | None) -> tuple[str, str, str]:
     if g is None or not g.slos:
         return "n/a", "n/a", "n/a"
     share = f"{g.fraction:.0%}" if g.fraction is not None else "n/a"
-    return num(g.requests_per_s, 1.0, 2), num(g.output_tokens_per_s, 1.0, 1), share
+    return num(g.requests_per_s, 1.0, 2), num(g.output_tokens_per_s), share
 
 
 def slo_names(variants: Iterable[VariantSummary | None]) -> tuple[list[str], list[str]]:
