@@ -196,7 +196,12 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
         "twin-acceptance",
         "spectrn.twin.acceptance",
         (),
-        ("tests/twin/test_units.py", "tests/twin/test_twin_audit.py", "tests/twin/test_interval_meaning.py"),
+        (
+            "tests/twin/test_units.py",
+            "tests/twin/test_twin_audit.py",
+            "tests/twin/test_interval_meaning.py",
+            "tests/twin/test_acceptance_mutants.py",
+        ),
     ),
     ("twin-predict", "spectrn.twin.predict", (), ("tests/twin/test_units.py", "tests/twin/test_twin_audit.py")),
     (

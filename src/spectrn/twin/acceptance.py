@@ -13,7 +13,8 @@ Beyond the measured positions, the simulator's curve ``a_i = min(cap, alpha_c * 
 takes over, with one ``alpha_c`` per class and a shared ``tau`` and ``gamma``, fitted by maximum likelihood
 (binomial) over every class and position: a coarse grid over (log tau, log gamma) with the best ``alpha_c`` per
 class, refined on finer grids. Its covariance comes from the numerical Hessian of the negative log-likelihood in
-(alpha_c..., log tau, log gamma). When the best fit sits at the grid's edge or its standard errors are wide (no
+(alpha_c..., log tau, log gamma); a class without a measured position keeps alpha 0, fixed (zero variance), so it
+leaves the others' decay identified. When the best fit sits at the grid's edge or its standard errors are wide (no
 decay resolved in the measured positions), tau and gamma are not identified: the prior ones are kept, and
 predictions beyond the measured window say that they extrapolate.
 """
@@ -44,10 +45,9 @@ class ClassCounts:
     def add(self, per_position: Sequence[float], steps: int, source: str) -> None:
         if steps <= 0 or not per_position:
             return
-        if len(self.reached) < len(per_position):
-            extra = len(per_position) - len(self.reached)
-            self.reached += [0.0] * extra
-            self.accepted += [0.0] * extra
+        extra = len(per_position) - len(self.reached)  # none (an empty list) when already long enough
+        self.reached += [0.0] * extra
+        self.accepted += [0.0] * extra
         before = 1.0
         for i, p in enumerate(per_position):
             self.reached[i] += steps * before
@@ -164,7 +164,16 @@ def fit_decay(classes: Sequence[ClassCounts], *, cap: float, prior_tau: float, p
                 total += float(_nll(_curve(a, tau, gamma, pos, cap), n, k))
         return total
 
-    cov = _inverse_hessian(nll, x0)
+    # a class without measured positions has no likelihood: its alpha (0) is fixed, not estimated
+    free = [i for i, (_, pos, *_) in enumerate(data) if pos.size] + [len(data), len(data) + 1]
+
+    def nll_free(y: Any) -> float:
+        x = x0.copy()
+        x[free] = y
+        return nll(x)
+
+    cov = np.zeros((x0.size, x0.size))
+    cov[np.ix_(free, free)] = _inverse_hessian(nll_free, x0[free])
     covariance = [[float(v) for v in row] for row in cov]
     fit = DecayFit(
         alphas={name: float(a) for (name, *_), a in zip(data, alphas, strict=True)},

@@ -1,0 +1,259 @@
+"""The acceptance model's fit pinned on counts whose answer is known (no servers): counts drawn exactly from a
+decay curve, whose maximum-likelihood fit is that curve, with the covariance from the curve's Fisher information;
+the fallback to the prior decay at each edge of the (tau, gamma) grid, with its note and alphas; classes of one
+or no measured position; the clipped log-likelihood, the numerical Hessian's inverse and the test of a resolved
+decay; pooling single steps, conditional rates, and the predictability rule's defaults
+(``spectrn.twin.acceptance``)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from spectrn.twin.acceptance import ClassCounts, _inverse_hessian, _nll, _resolved, fallback_alphas, fit_decay
+
+CAP = 0.98
+PRIOR_TAU, PRIOR_GAMMA = 7.0, 4.0
+PRIOR_NOTE = (
+    "no decay of acceptance with position is resolved in the measured positions: the prior decay "
+    "(tau 7, gamma 4) is used beyond them"
+)
+GRID_STEP = 0.999 / 399  # the alpha grid under the prior decay: 400 points from 0.001 to 1
+
+
+def exact(name: str, alpha: float, tau: float, gamma: float, positions: int, reached: float = 1e5) -> ClassCounts:
+    """Counts whose accepted share at each position is exactly the curve's: the curve maximizes their likelihood."""
+    i = np.arange(positions)
+    a = np.minimum(CAP, alpha * np.exp(-((i / tau) ** gamma)))
+    return ClassCounts(name, reached=[reached] * positions, accepted=[reached * float(v) for v in a])
+
+
+def log_likelihood(alpha: float, tau: float, gamma: float, reached: list[float], accepted: list[float]) -> float:
+    total = 0.0
+    for i, (n, k) in enumerate(zip(reached, accepted, strict=True)):
+        p = min(CAP, alpha * math.exp(-((i / tau) ** gamma)))
+        total += k * math.log(p) + (n - k) * math.log(1 - p)
+    return total
+
+
+def best_alpha_under_prior(c: ClassCounts) -> float:
+    """The maximum-likelihood alpha in (0, 1] under the prior decay, by a dense search."""
+    alphas = np.linspace(0.001, 1.0, 99_901)
+    ll = [log_likelihood(float(a), PRIOR_TAU, PRIOR_GAMMA, c.reached, c.accepted) for a in alphas[::100]]
+    i = int(np.argmax(ll)) * 100
+    fine = alphas[max(0, i - 100) : i + 101]
+    ll = [log_likelihood(float(a), PRIOR_TAU, PRIOR_GAMMA, c.reached, c.accepted) for a in fine]
+    return float(fine[int(np.argmax(ll))])
+
+
+def fisher_covariance(classes: list[tuple[float, int, float]], tau: float, gamma: float) -> np.ndarray:
+    """Inverse Fisher information over (alpha per class, log tau, log gamma) for (alpha, positions, reached) each;
+    no position at the cap. At counts drawn exactly from the curve it is the inverse Hessian of the likelihood."""
+    m = len(classes) + 2
+    info = np.zeros((m, m))
+    for c, (alpha, positions, n) in enumerate(classes):
+        for i in range(positions):
+            u = (i / tau) ** gamma
+            f = math.exp(-u)
+            p = alpha * f
+            g = np.zeros(m)
+            g[c] = f  # dp / d alpha
+            g[-2] = alpha * f * gamma * u  # dp / d log tau
+            g[-1] = -alpha * f * u * gamma * math.log(i / tau) if i else 0.0  # dp / d log gamma
+            info += n / (p * (1 - p)) * np.outer(g, g)
+    return np.linalg.inv(info)
+
+
+def assert_covariance_close(got: np.ndarray, want: np.ndarray) -> None:
+    """Each entry within 5% of sqrt(var_i var_j): the fit sits a grid step off the curve, where the curvature differs
+    by that much at most."""
+    scale = np.sqrt(np.outer(np.diag(want), np.diag(want)))
+    assert np.all(np.abs(got - want) <= 0.05 * scale), (got, want)
+
+
+# ---- ClassCounts ---------------------------------------------------------------------------------------------
+
+
+def test_a_single_step_is_pooled_and_a_position_reached_once_is_kept() -> None:
+    c = ClassCounts("one")
+    c.add([0.5, 0.25], 1, "single")
+    assert (c.reached, c.accepted, c.steps, c.sources) == ([1.0, 0.5], [0.5, 0.25], 1, ["single (1 steps)"])
+    # position 0 reached in exactly one step: a = 0.5, error sqrt(max(0.25, 0.25 / 1) / 1) = 0.5; position 1 was
+    # reached in half a step and is left out
+    assert c.conditional() == ([0.5], [0.5])
+
+
+def test_more_accepted_than_reached_is_read_as_always_accepted() -> None:
+    # a = min(1, 3 / 2) = 1, whose error is the floor sqrt(0.25 / 2 / 2) = 0.25
+    assert ClassCounts("over", reached=[2.0], accepted=[3.0]).conditional() == ([1.0], [0.25])
+
+
+# ---- the likelihood and its curvature ------------------------------------------------------------------------
+
+
+def test_the_log_likelihood_clips_certain_outcomes_short_of_infinity() -> None:
+    # p = 1 with one rejection and p = 0 with one acceptance: each is clipped 1e-9 from the bound
+    got = float(_nll(np.array([1.0, 0.0]), np.array([4.0, 2.0]), np.array([3.0, 1.0])))
+    want = -(3 * math.log1p(-1e-9) + math.log(1e-9) + math.log(1e-9) + math.log1p(-1e-9))
+    assert got == pytest.approx(want, rel=1e-6)
+
+
+def test_the_inverse_hessian_of_a_cubic_is_the_inverse_of_its_exact_hessian() -> None:
+    def f(x: np.ndarray) -> float:
+        return float(x[0] ** 2 + x[0] * x[1] + 2 * x[1] ** 2 + x[1] * x[2] + 3 * x[2] ** 2 + 0.1 * x[0] ** 3)
+
+    # at (0.5, -2, 3), away from the minimum: d2f/dx0^2 = 2 + 0.6 x0 = 2.3; central differences are exact on cubics
+    hess = np.array([[2.3, 1.0, 0.0], [1.0, 4.0, 1.0], [0.0, 1.0, 6.0]])
+    got = _inverse_hessian(f, np.array([0.5, -2.0, 3.0]))
+    assert got == pytest.approx(np.linalg.inv(hess), rel=1e-6, abs=1e-9)
+
+
+def test_the_inverse_hessian_at_zero_steps_by_the_floor_and_keeps_a_weak_but_resolved_direction() -> None:
+    # curvatures 1e-3 and 1e-11: the smaller is 1e-8 of the larger, above the 1e-9 flatness threshold
+    got = _inverse_hessian(lambda x: 0.5 * (1e-3 * x[0] ** 2 + 1e-11 * x[1] ** 2), np.zeros(2))
+    assert got == pytest.approx(np.diag([1e3, 1e11]), rel=1e-6)
+
+
+def test_a_direction_flat_relative_to_the_steepest_has_no_inverse() -> None:
+    flat = np.full((2, 2), np.nan)
+    # curvatures 1e6 and 1e-4: a ratio of 1e-10
+    got = _inverse_hessian(lambda x: 0.5 * (1e6 * x[0] ** 2 + 1e-4 * x[1] ** 2), np.zeros(2))
+    np.testing.assert_array_equal(got, flat)
+    # a ratio of exactly 1e-9 is flat too
+    np.testing.assert_array_equal(_inverse_hessian(lambda x: 0.5 * (x[0] ** 2 + 1e-9 * x[1] ** 2), np.zeros(2)), flat)
+    np.testing.assert_array_equal(_inverse_hessian(lambda x: x[0] ** 2, np.zeros(2)), flat)  # x1 not in f
+
+
+def test_a_decay_is_resolved_by_the_standard_errors_of_log_tau_and_log_gamma_alone() -> None:
+    # standard errors 0.2 and 0.3 on the diagonal; large covariances elsewhere do not matter
+    assert _resolved(np.array([[1.0, 0.2, 0.2], [0.2, 0.04, 0.2], [0.2, 0.2, 0.09]]))
+    assert not _resolved(np.diag([1.0, 0.3**2, 0.01]))  # log tau's error at its bound 0.3
+    assert not _resolved(np.diag([1.0, 0.01, 0.5**2]))  # log gamma's error at its bound 0.5
+    assert not _resolved(np.diag([1.0, 1.0, 0.01]))  # tau unknown, gamma known
+    assert not _resolved(np.diag([1.0, 0.01, 1.0]))  # tau known, gamma unknown
+
+
+# ---- the predictability rule ---------------------------------------------------------------------------------
+
+
+def test_predictabilities_exactly_five_hundredths_apart_are_distinct_enough() -> None:
+    # open (p = 0): 0.5; p = 0.05: 0.95 x 0.5 + 0.05 a_s = 0.52, so a_s = 0.045 / 0.05 = 0.9
+    got = fallback_alphas({"a": 0.5, "b": 0.52}, {"a": 0.0, "b": 0.05}, {})
+    assert got == pytest.approx((0.5, 0.9), abs=1e-9)
+
+
+def test_a_class_without_a_weight_counts_as_much_as_a_weight_of_one() -> None:
+    # equal weights: the least-squares line through (0, 0.4), (0.5, 0.8), (1, 0.9) has slope
+    # (0.5 x 0.3 + 0.5 x 0.2) / 0.5 = 0.5 and passes through (0.5, 0.7): 0.45 at p = 0, 0.95 at p = 1
+    got = fallback_alphas({"o": 0.4, "m": 0.8, "s": 0.9}, {"o": 0.0, "m": 0.5, "s": 1.0}, {"o": 1.0, "s": 1.0})
+    assert got == pytest.approx((0.45, 0.95), abs=1e-9)
+
+
+# ---- the decay fit -------------------------------------------------------------------------------------------
+
+
+def test_counts_exactly_on_a_curve_fit_that_curve_with_its_fisher_covariance() -> None:
+    # two classes on tau 6, gamma 3 and one class measured at position 0 only, with an acceptance of 0.0012
+    classes = [
+        exact("a", 0.85, 6.0, 3.0, 8),
+        exact("b", 0.4, 6.0, 3.0, 8),
+        ClassCounts("c", reached=[1e5], accepted=[120.0]),
+    ]
+    fit = fit_decay(classes, cap=CAP, prior_tau=PRIOR_TAU, prior_gamma=PRIOR_GAMMA)
+    assert (fit.identified, fit.note) == (True, None)
+    assert fit.names == ["alpha_a", "alpha_b", "alpha_c", "log_tau", "log_gamma"]
+    assert list(fit.alphas) == ["a", "b", "c"]
+    assert fit.alphas["a"] == pytest.approx(0.85, abs=3e-4)
+    assert fit.alphas["b"] == pytest.approx(0.4, abs=3e-4)
+    assert fit.alphas["c"] == pytest.approx(0.0012, abs=3e-5)  # 120 / 1e5: position 0 does not decay
+    assert fit.tau == pytest.approx(6.0, rel=1e-3) and fit.gamma == pytest.approx(3.0, rel=1e-3)
+    want = fisher_covariance([(0.85, 8, 1e5), (0.4, 8, 1e5), (0.0012, 1, 1e5)], 6.0, 3.0)
+    assert_covariance_close(np.asarray(fit.covariance), want)
+
+
+@pytest.mark.parametrize(
+    ("tau", "gamma"),
+    [(0.49, 1.0), (100.0, 1.0), (3.0, 0.5), (4.0, 10.0)],
+    ids=["small-tau", "large-tau", "small-gamma", "large-gamma"],
+)
+def test_a_decay_near_but_inside_the_grid_is_identified(tau: float, gamma: float) -> None:
+    fit = fit_decay(
+        [exact("a", 0.9, tau, gamma, 8, reached=1e6)], cap=CAP, prior_tau=PRIOR_TAU, prior_gamma=PRIOR_GAMMA
+    )
+    assert (fit.identified, fit.note) == (True, None)
+    assert fit.alphas["a"] == pytest.approx(0.9, abs=3e-4)
+    assert fit.tau == pytest.approx(tau, rel=2e-3) and fit.gamma == pytest.approx(gamma, rel=2e-3)
+
+
+@pytest.mark.parametrize(
+    ("tau", "gamma"),
+    [
+        (0.3 * math.exp(0.02), 1.0),
+        (200.0 * math.exp(-0.02), 1.0),
+        (3.0, 0.3 * math.exp(0.02)),
+        (4.5, 20 * math.exp(-0.02)),
+    ],
+    ids=["tau-at-0.3", "tau-at-200", "gamma-at-0.3", "gamma-at-20"],
+)
+def test_a_decay_at_the_edge_of_the_grid_falls_back_to_the_prior(tau: float, gamma: float) -> None:
+    c = exact("a", 0.9, tau, gamma, 8, reached=1e6)
+    fit = fit_decay([c], cap=CAP, prior_tau=PRIOR_TAU, prior_gamma=PRIOR_GAMMA)
+    assert (fit.identified, fit.note, fit.tau, fit.gamma) == (False, PRIOR_NOTE, PRIOR_TAU, PRIOR_GAMMA)
+    assert fit.names == ["alpha_a", "log_tau", "log_gamma"]
+    assert list(fit.alphas) == ["a"]
+    assert fit.alphas["a"] == pytest.approx(best_alpha_under_prior(c), abs=GRID_STEP)
+
+
+def test_classes_of_one_or_a_once_reached_position_under_the_prior_decay() -> None:
+    classes = [
+        ClassCounts("first", reached=[1000.0], accepted=[620.0]),
+        ClassCounts("once", reached=[1.0], accepted=[0.5]),
+        # 98%, 90%, 80% at positions 0..2: two decaying positions do not resolve tau and gamma with a cap
+        ClassCounts("steep", reached=[1000.0] * 3, accepted=[980.0, 900.0, 800.0]),
+    ]
+    fit = fit_decay(classes, cap=CAP, prior_tau=2.0, prior_gamma=1.0)
+    note = PRIOR_NOTE.replace("tau 7, gamma 4", "tau 2, gamma 1")
+    assert (fit.identified, fit.note, fit.tau, fit.gamma) == (False, note, 2.0, 1.0)
+    assert fit.names == ["alpha_first", "alpha_once", "alpha_steep", "log_tau", "log_gamma"]
+    assert list(fit.alphas) == ["first", "once", "steep"]
+    assert fit.alphas["first"] == pytest.approx(0.62, abs=GRID_STEP)  # position 0 does not decay: 620 / 1000
+    assert fit.alphas["once"] == pytest.approx(0.5, abs=GRID_STEP)  # reached in exactly one step, half accepted
+    # under tau 2, gamma 1 the curve is min(0.98, alpha), alpha e^-0.5, alpha e^-1: positions 1 and 2 ask for
+    # alpha 0.9 e^0.5 = 1.48 and 0.8 e = 2.17, position 0 is at the cap for any alpha above 0.98: the likelihood
+    # still rises at 1, the top of alpha's range
+    assert fit.alphas["steep"] == 1.0
+
+
+def test_a_class_without_a_measured_position_has_alpha_zero() -> None:
+    # listed first, before a class whose counts do not resolve the decay either
+    classes = [ClassCounts("empty"), ClassCounts("steep", reached=[1000.0] * 2, accepted=[980.0, 900.0])]
+    fit = fit_decay(classes, cap=CAP, prior_tau=2.0, prior_gamma=1.0)
+    note = PRIOR_NOTE.replace("tau 7, gamma 4", "tau 2, gamma 1")
+    assert (fit.identified, fit.note, fit.tau, fit.gamma) == (False, note, 2.0, 1.0)
+    assert fit.names == ["alpha_empty", "alpha_steep", "log_tau", "log_gamma"]
+    assert fit.alphas == {"empty": 0.0, "steep": 1.0}
+
+
+def test_a_class_without_a_measured_position_leaves_the_decay_of_the_others_identified() -> None:
+    # the empty class's alpha is fixed at 0, not estimated: it neither flattens the likelihood nor has an error
+    fit = fit_decay(
+        [ClassCounts("empty"), exact("a", 0.85, 6.0, 3.0, 8)], cap=CAP, prior_tau=PRIOR_TAU, prior_gamma=PRIOR_GAMMA
+    )
+    assert (fit.identified, fit.note) == (True, None)
+    assert fit.names == ["alpha_empty", "alpha_a", "log_tau", "log_gamma"]
+    assert list(fit.alphas) == ["empty", "a"]
+    assert fit.alphas["empty"] == 0.0 and fit.alphas["a"] == pytest.approx(0.85, abs=3e-4)
+    assert fit.tau == pytest.approx(6.0, rel=1e-3) and fit.gamma == pytest.approx(3.0, rel=1e-3)
+    cov = np.asarray(fit.covariance)
+    assert cov[0].tolist() == [0.0] * 4 and cov[:, 0].tolist() == [0.0] * 4
+    assert_covariance_close(cov[1:, 1:], fisher_covariance([(0.85, 8, 1e5)], 6.0, 3.0))
+
+
+def test_an_alpha_between_the_last_two_grid_points_is_found() -> None:
+    # alpha 0.999 lies between the coarse grid's last two points (0.9975 and 1): the finer search reaches up to 1
+    fit = fit_decay([exact("top", 0.999, 6.0, 3.0, 8)], cap=CAP, prior_tau=PRIOR_TAU, prior_gamma=PRIOR_GAMMA)
+    assert (fit.identified, fit.note) == (True, None)
+    assert fit.alphas["top"] == pytest.approx(0.999, abs=3e-4)
+    assert fit.tau == pytest.approx(6.0, rel=1e-3) and fit.gamma == pytest.approx(3.0, rel=1e-3)
