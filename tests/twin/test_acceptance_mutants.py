@@ -257,3 +257,20 @@ def test_an_alpha_between_the_last_two_grid_points_is_found() -> None:
     assert (fit.identified, fit.note) == (True, None)
     assert fit.alphas["top"] == pytest.approx(0.999, abs=3e-4)
     assert fit.tau == pytest.approx(6.0, rel=1e-3) and fit.gamma == pytest.approx(3.0, rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("alpha", "tau", "gamma"),
+    [(0.8, 4.5, 12.0), (0.85, 5.0, 8.0), (0.9, 5.2, 16.0), (0.7, 9.5, 1.4), (0.75, 2.3, 5.5)],
+)
+def test_a_sharp_cutoff_between_coarse_grid_points_is_found(alpha: float, tau: float, gamma: float) -> None:
+    # a large gamma makes a narrow valley in (log tau, log gamma) that the coarse grid misses by more than one of its
+    # steps: at tau 4.5, gamma 12 the search once settled at tau 4.60, gamma 17.1, 1007 nats short of the curve
+    c = exact("a", alpha, tau, gamma, 7)
+    fit = fit_decay([c], cap=CAP, prior_tau=PRIOR_TAU, prior_gamma=PRIOR_GAMMA)
+    assert fit.identified
+    assert fit.tau == pytest.approx(tau, rel=2e-3)
+    assert fit.gamma == pytest.approx(gamma, rel=5e-3)
+    assert fit.alphas["a"] == pytest.approx(alpha, rel=1e-3)
+    truth = log_likelihood(alpha, tau, gamma, c.reached, c.accepted)
+    assert log_likelihood(fit.alphas["a"], fit.tau, fit.gamma, c.reached, c.accepted) == pytest.approx(truth, abs=1.0)

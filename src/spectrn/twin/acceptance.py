@@ -9,10 +9,11 @@ mean accepted length at every window up to the measured one. Rarely reached posi
 fitted curve below, ``(accepted + m * curve) / (reached + m)`` with ``m = SHRINK_TRIALS``: a position reached
 in 3 steps says little, one reached in 3000 speaks for itself.
 
-Beyond the measured positions, the simulator's curve ``a_i = min(cap, alpha_c * exp(-(i / tau) ** gamma))``
-takes over, with one ``alpha_c`` per class and a shared ``tau`` and ``gamma``, fitted by maximum likelihood
-(binomial) over every class and position: a coarse grid over (log tau, log gamma) with the best ``alpha_c`` per
-class, refined on finer grids. Its covariance comes from the numerical Hessian of the negative log-likelihood in
+Beyond the measured positions, the simulator's curve ``a_i = min(cap, alpha_c * exp(-(i / tau) ** gamma))`` takes
+over, with one ``alpha_c`` per class and a shared ``tau`` and ``gamma``, fitted by maximum likelihood (binomial)
+over every class and position: a coarse grid over (log tau, log gamma) with the best ``alpha_c`` per class, refined
+on finer grids that move with the best point while it sits on their edge (a sharp cutoff's narrow valley lies
+between coarse points). Its covariance comes from the numerical Hessian of the negative log-likelihood in
 (alpha_c..., log tau, log gamma); a class without a measured position keeps alpha 0, fixed (zero variance), so it
 leaves the others' decay identified. When the best fit sits at the grid's edge or its standard errors are wide (no
 decay resolved in the measured positions), tau and gamma are not identified: the prior ones are kept, and
@@ -30,6 +31,8 @@ MAX_SE_LOG_TAU = 0.3
 MAX_SE_LOG_GAMMA = 0.5
 SHRINK_TRIALS = 20.0  # a measured position counts against this many pseudo-steps of the fitted curve
 GAMMA_RANGE = (0.3, 20.0)
+REFINE_ROUNDS = 6  # each round shrinks the (log tau, log gamma) step 4-fold: 4096-fold finer than the coarse grid
+RECENTRE_LIMIT = 40  # moves of one refining window along a valley before it shrinks anyway
 
 
 @dataclass
@@ -135,14 +138,26 @@ def fit_decay(classes: Sequence[ClassCounts], *, cap: float, prior_tau: float, p
                 best = (v, float(lt), float(lg))
     step_t = float(log_tau[1] - log_tau[0])
     step_g = float(log_gamma[1] - log_gamma[0])
-    for _ in range(3):  # finer grids around the best point
-        lts = np.linspace(best[1] - step_t, best[1] + step_t, 9)
-        lgs = np.linspace(best[2] - step_g, best[2] + step_g, 9)
-        for lt in lts:
-            for lg in lgs:
-                v, _ = best_alphas(float(np.exp(lt)), float(np.exp(lg)))
-                if v < best[0]:
-                    best = (v, float(lt), float(lg))
+    bounds_t = (float(log_tau[0]), float(log_tau[-1]))
+    bounds_g = (float(log_gamma[0]), float(log_gamma[-1]))
+    for _ in range(REFINE_ROUNDS):  # finer grids around the best point
+        for _ in range(RECENTRE_LIMIT):
+            # a sharp cutoff (large gamma) makes a narrow valley the coarse grid can miss by more than a step:
+            # while the best point sits on the window's edge, the window moves with it at the same step
+            lts = np.clip(np.linspace(best[1] - step_t, best[1] + step_t, 9), *bounds_t)
+            lgs = np.clip(np.linspace(best[2] - step_g, best[2] + step_g, 9), *bounds_g)
+            centre = best
+            for lt in lts:
+                for lg in lgs:
+                    v, _ = best_alphas(float(np.exp(lt)), float(np.exp(lg)))
+                    if v < best[0]:
+                        best = (v, float(lt), float(lg))
+            on_edge = best is not centre and (
+                (abs(best[1] - centre[1]) >= step_t * 0.999 and bounds_t[0] < best[1] < bounds_t[1])
+                or (abs(best[2] - centre[2]) >= step_g * 0.999 and bounds_g[0] < best[2] < bounds_g[1])
+            )
+            if not on_edge:
+                break
         step_t /= 4
         step_g /= 4
     _, lt, lg = best
