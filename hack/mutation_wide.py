@@ -191,7 +191,12 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
         (),
         ("tests/sweep/test_sweep_cluster.py", "tests/sweep/test_sweep_resume.py", "tests/sweep/test_grid_audit.py"),
     ),
-    ("twin-costs", "spectrn.twin.costs", (), ("tests/twin/test_units.py", "tests/twin/test_twin_audit.py")),
+    (
+        "twin-costs",
+        "spectrn.twin.costs",
+        (),
+        ("tests/twin/test_units.py", "tests/twin/test_twin_audit.py", "tests/twin/test_costs_mutants.py"),
+    ),
     (
         "twin-acceptance",
         "spectrn.twin.acceptance",
@@ -289,6 +294,23 @@ WIDE_MANUAL: tuple[tuple[Any, ...], ...] = (
         "      resourceClaimsX:",
         ("tests/kube/test_fake_claims_rule.py",),
         "the compile Job's pod loses its resourceClaims",
+    ),
+    # the twin's cost fit: two bugs fixed, each put back here
+    (
+        "twin-costs-zeroed-stays-zero",
+        "src/spectrn/twin/costs.py",
+        "sorted([*free, c_index])",
+        "sorted([*free0, c_index])",
+        ("tests/twin/test_costs_mutants.py",),
+        "a term the memory-only fit zeroed stays at 0 in the compute-regime fit that needs it",
+    ),
+    (
+        "twin-costs-discard-note-lost",
+        "src/spectrn/twin/costs.py",
+        'notes["compute_per_token_s"] = f"{why}: the steps',
+        'notes["compute_per_token_s"] = f"no compute-bound step observed: the steps',
+        ("tests/twin/test_costs_mutants.py",),
+        "a compute regime discarded for its negative slope is reported as no compute-bound step at all",
     ),
     # realistic slips the suite once let through (issue 29's audit), each now killed by a named test
     (

@@ -180,7 +180,7 @@ def _robust(x: Any, y: Any, rounds: int = 8) -> tuple[Any, Any]:
         r = y - x @ theta
         scale = 1.4826 * float(np.median(np.abs(r - np.median(r)))) or float(np.std(r)) or 1.0
         u = np.abs(r) / (HUBER_K * scale)
-        w = np.where(u <= 1.0, 1.0, 1.0 / np.maximum(u, 1e-12))
+        w = 1.0 / np.maximum(u, 1.0)  # Huber: 1 within the threshold, 1 / u beyond
         theta = _wls(x, y, w)
     return theta, w
 
@@ -219,6 +219,7 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
     theta = np.asarray([float(prior[p]) for p in PARAMS])
     c_index = PARAMS.index("compute_per_token_s")
     notes: dict[str, str] = {}
+    zeroed: set[int] = set()  # fixed at 0: the fit wanted them negative
 
     # Which parameters the data can separate (judged on the memory-bound design: compute is profiled apart).
     x0 = _sum_segments(_design(a, np.zeros(n)), starts)
@@ -248,6 +249,7 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
                 return out, w, ssr, unknown
             for j in negative:
                 unknown.remove(j)
+                zeroed.add(j)
                 out[j] = 0.0
                 notes[PARAMS[j]] = "the fit wanted a negative value: fixed at 0"
             base = out
@@ -257,18 +259,13 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
 
     dec = a["dec"] > 0
     none = np.zeros(n)
-    start_theta = theta.copy()
-    start_theta[c_index] = 0.0
-    theta0, w0, ssr0, free0 = nonnegative(none, start_theta, free)
+    theta0, w0, ssr0, free0 = nonnegative(none, theta, free)  # the compute column is 0 here
     ridge = memory(theta0)[dec] / (a["b"][dec] * a["t"][dec])
     best = (ssr0, none, theta0)
     for c in np.unique(np.quantile(ridge, np.linspace(0.0, 1.0, 121)) * 1.0001) if ridge.size else []:
-        if c <= 0:
-            continue
         th = theta0.copy()
         th[c_index] = float(c)
         compute = (dec & (c * a["b"] * a["t"] > memory(th))).astype(float)
-        ssr = ssr0
         for _ in range(4):
             th, _, ssr = fit(compute, th, free0)
             again = (dec & (c * a["b"] * a["t"] > memory(th))).astype(float)
@@ -280,17 +277,18 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
             best = (ssr, compute, th)
     _, compute, theta_c = best
     n_compute = int(compute.sum())
+    why = "no compute-bound step observed"
     if n_compute:
-        theta, w, _, free = nonnegative(compute, theta_c, sorted([*free0, c_index]))
+        theta, w, _, free = nonnegative(compute, theta_c, sorted([*free, c_index]))
         if c_index not in free:  # the compute slope came out negative: no compute regime after all
             n_compute = 0
-            notes["compute_per_token_s"] = "a compute regime fitted a negative slope: discarded"
+            why = "a compute regime fitted a negative slope: discarded"
     if not n_compute:
         compute, theta, w, free = none, theta0.copy(), w0, free0
         bound = max(0.0, float(np.min(ridge))) if ridge.size else float("inf")
         c_prior = float(prior["compute_per_token_s"])
         theta[c_index] = min(c_prior, bound)
-        notes["compute_per_token_s"] = f"no compute-bound step observed: the steps bound it at <= {bound:.3g} s; " + (
+        notes["compute_per_token_s"] = f"{why}: the steps bound it at <= {bound:.3g} s; " + (
             "the prior is used (within the bound)" if c_prior <= bound else "the bound is used (the prior exceeds it)"
         )
 
@@ -309,13 +307,13 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
         if j in free:
             k = free.index(j)
             params[name] = ParamResult(float(theta[j]), float(np.sqrt(max(cov[k, k], 0.0))), "fitted", None, points)
-        elif theta[j] == 0.0 and "negative" in notes.get(name, ""):
-            params[name] = ParamResult(0.0, None, "zero", notes[name], points)
-        elif name == "compute_per_token_s":
+        elif name == "compute_per_token_s":  # not fitted: every step is taken as memory bound
             status: Literal["prior", "bound"] = "prior" if theta[j] == float(prior[name]) else "bound"
-            params[name] = ParamResult(float(theta[j]), None, status, notes.get(name), 0)
+            params[name] = ParamResult(float(theta[j]), None, status, notes[name])
+        elif j in zeroed:
+            params[name] = ParamResult(0.0, None, "zero", notes[name], points)
         else:
-            params[name] = ParamResult(float(theta[j]), None, "prior", notes.get(name), points)
+            params[name] = ParamResult(float(theta[j]), None, "prior", notes[name], points)
     return CostFit(
         params=params,
         covariance=[[float(v) for v in row] for row in cov],
