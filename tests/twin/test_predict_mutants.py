@@ -63,14 +63,21 @@ def make_twin(
     identified: bool = True,
     max_num_seqs: int = 8,
     notes: list[str] | None = None,
+    costs_at: dict[str, float] | None = None,
+    o_probs: float = 0.0,
+    draft: str = "qwen3-1.7b",
+    semantics: str = "nxdi",
+    prompts: dict[str, float] | None = None,
+    dnames: list[str] | None = None,
 ) -> Twin:
     base = PRESETS["qwen3-32b-trn2"]
-    cost = base.cost.model_copy(update={k: v for k, v in COSTS.items() if not k.startswith("draft_")})
-    drafts = {"qwen3-1.7b": base.drafts["qwen3-1.7b"].model_copy(
-        update={"run_s": R, "kv_read_per_token_s": 0.0, "compute_per_token_s": 0.0})}  # fmt: skip
+    values = {**COSTS, **(costs_at or {})}
+    cost = base.cost.model_copy(update={k: v for k, v in values.items() if not k.startswith("draft_")})
+    drafts = {draft: base.drafts["qwen3-1.7b"].model_copy(
+        update={"run_s": values["draft_run_s"], "kv_read_per_token_s": 0.0, "compute_per_token_s": 0.0})}  # fmt: skip
     classes = [
         AcceptanceClass(name="s", contains=["count to ten"], position_probs=[1.0] * 4, alpha=1.0),
-        AcceptanceClass(name="o", contains=["tell a story", "other"], position_probs=[0.0] * 4, alpha=0.0),
+        AcceptanceClass(name="o", contains=["tell a story", "other"], position_probs=[o_probs] * 4, alpha=0.0),
     ]
     acc = base.acceptance.model_copy(update={"classes": classes, "decay_tau": 6.0, "decay_gamma": 2.0})
     preset = base.model_copy(update={"name": "handmade", "cost": cost, "drafts": drafts, "acceptance": acc,
@@ -78,21 +85,21 @@ def make_twin(
     names = list(COSTS)
     se = cost_se or {}
     matrix = [[(se.get(a, 0.0) ** 2 if a == b else 0.0) for b in names] for a in names]
-    costs = {k: ParamFit(value=v, se=se.get(k, 0.0), status="fitted") for k, v in COSTS.items()}
-    costs["compute_per_token_s"] = ParamFit(value=C, status=compute_status)  # type: ignore[arg-type]
+    costs = {k: ParamFit(value=v, se=se.get(k, 0.0), status="fitted") for k, v in values.items()}
+    costs["compute_per_token_s"] = ParamFit(value=values["compute_per_token_s"], status=compute_status)  # type: ignore[arg-type]
     fits = [ClassFit(name=c.name, position_probs=list(c.position_probs), position_se=[position_se] * 4,
                      reached=[100] * 4, alpha=c.alpha, share=0.5, prompt_tokens=PROMPTS[c.name])
             for c in classes]  # fmt: skip
-    dnames = ["alpha_s", "alpha_o", "log_tau", "log_gamma"]
+    dnames = dnames or ["alpha_s", "alpha_o", "log_tau", "log_gamma"]
     decay = Decay(tau=6.0, gamma=2.0, identified=identified,
                   covariance=Covariance(names=dnames, matrix=decay_cov) if decay_cov else Covariance())  # fmt: skip
     cal = Calibration(
-        created_at=0.0, spectrn_version="0", performance=True, reasons=["r1"], draft="qwen3-1.7b", semantics="nxdi",
+        created_at=0.0, spectrn_version="0", performance=True, reasons=["r1"], draft=draft, semantics=semantics,  # type: ignore[arg-type]
         runs=[], costs=costs, cost_covariance=Covariance(names=names, matrix=matrix),
         regime=Regime(steps=1, segments=1, compute_bound_steps=0, residual_scale_s=0.0), acceptance=fits,
         decay=decay, residuals=Residuals(step_p90_abs_rel=0, step_median_abs_rel=0, segment_p90_abs_rel=0,
                                          segment_median_abs_rel=0),
-        workload=Workload(max_tokens=7, requests=4, prompts="p", mix={"s": 3.0, "o": 1.0}, prompt_tokens=PROMPTS),
+        workload=Workload(max_tokens=7, requests=4, prompts="p", mix={"s": 3.0, "o": 1.0}, prompt_tokens=PROMPTS if prompts is None else prompts),
         pricing=Pricing(hourly_usd=36.0, instances_per_service=0.5), notes=["fit note"] if notes is None else notes,
     )  # fmt: skip
     return Twin(preset=preset, calibration=cal)
@@ -455,3 +462,132 @@ def test_mean_skips_missing_values() -> None:
     assert _mean([1.0, None, 2.0, float("nan"), 6.0]) == 3.0
     assert math.isnan(_mean([None, float("nan")]))
     assert math.isnan(_mean([]))
+
+
+# ---- edge cases of the prediction ----
+
+
+def test_a_draft_that_costs_nothing_ties_a_class_that_accepts_nothing() -> None:
+    # o with a free draft: the speculative step is the baseline's (20 ms, one token): a speedup of exactly 1 is
+    # no gain, and equal TPOTs never pay
+    twin = make_twin(costs_at={"draft_run_s": 0.0})
+    pred = predict(twin, windows=[3], levels=[1], mix={"o": 1.0}, samples=2)
+    assert [(b.window, b.speedup and b.speedup.value) for b in pred.best] == [(None, 1.0)]
+    assert [(c.concurrency, c.note) for c in pred.crossover_unlimited] == [
+        (0, f"does not pay at any batch up to {MAX_SCAN}")
+    ]
+
+
+def test_without_a_compute_term_speculation_pays_to_the_scan_end() -> None:
+    twin = make_twin(costs_at={"compute_per_token_s": 0.0})
+    pred = predict(twin, windows=[3], levels=[], mix={"s": 1.0}, samples=2)
+    assert [c.model_dump() for c in pred.crossover_unlimited] == [
+        {"window": 3, "concurrency": None, "ci95": None, "no_crossover_share": 1.0, "scanned_to": MAX_SCAN,
+         "note": f"still pays at a batch of {MAX_SCAN}"}
+    ]  # fmt: skip
+    assert pred.no_window_pays_from_unlimited is None
+
+
+@pytest.mark.parametrize("x", range(41, 50))
+def test_the_bisection_finds_each_batch_between_grid_points(x: int) -> None:
+    # s alone stops paying where R + C b >= W: a draft pass of W - C (x - 0.5) puts the crossing at x
+    r = W - C * (x - 0.5)
+    pred = predict(make_twin(costs_at={"draft_run_s": r}), windows=[3], levels=[], mix={"s": 1.0}, samples=1)
+    assert pred.crossover_unlimited[0].concurrency == x
+
+
+def test_window_two_proposes_one_token() -> None:
+    pred = predict(make_twin(), windows=[2], levels=[1], mix={"s": 1.0}, samples=1)
+    # 3 steps of 2 draft passes + 20 ms for 6 tokens
+    assert pred.cells[1].tpot_s["s"].value == pytest.approx(3 * (2 * R + W) / 6)
+
+
+def test_prompt_lengths_default_to_64_and_at_least_one_token() -> None:
+    twin = make_twin(prompts={"s": 0.3})
+    pred = predict(twin, windows=[], levels=[1], mix={"s": 1.0}, samples=1)
+    assert pred.cells[0].ttft_s.value == pytest.approx(P0 + P1)
+    pred = predict(twin, windows=[], levels=[1], mix={"o": 1.0}, samples=1)
+    assert pred.cells[0].ttft_s.value == pytest.approx(P0 + 64 * P1)
+
+
+def test_the_default_sample_count() -> None:
+    assert predict(make_twin(), windows=[], levels=[], samples=200).samples == 200
+    assert predict(make_twin(), windows=[], levels=[]).samples == 200
+
+
+def test_cost_per_token_of_a_slow_and_of_an_instant_service() -> None:
+    # one token per request, all in its prefill: 2 s each (0.5 tok/s): 18 $/h / 1800 tok/h = 10000 $ per 1e6
+    pred = predict(make_twin(costs_at={"prefill_base_s": 2.0, "prefill_per_token_s": 0.0}), windows=[], levels=[1],
+                   max_tokens=1, samples=1)  # fmt: skip
+    assert pred.cells[0].throughput_tok_s.value == pytest.approx(0.5)
+    assert pred.cells[0].usd_per_million_tokens.value == pytest.approx(10000.0)
+    # one request and a free prefill: no time passes, no throughput, no cost figure
+    pred = predict(make_twin(costs_at={"prefill_base_s": 0.0, "prefill_per_token_s": 0.0}), windows=[], levels=[1],
+                   max_tokens=1, requests=1, samples=1)  # fmt: skip
+    assert pred.cells[0].throughput_tok_s.value == 0.0
+    assert math.isnan(pred.cells[0].usd_per_million_tokens.value)
+
+
+def test_the_fastest_window_need_not_be_the_smallest() -> None:
+    # 8 tokens after the prefill: k = 3 takes 3 steps of 26.6 ms, k = 4 two of 28.8 ms
+    pred = predict(make_twin(), windows=[3, 4], levels=[1], mix={"s": 1.0}, max_tokens=9, samples=1)
+    assert pred.best[0].window == 4
+    assert pred.best[0].speedup is not None and pred.best[0].speedup.value == pytest.approx(0.02 / (2 * 0.0288 / 8))
+
+
+def test_a_point_is_the_mean_of_replicate_engine_runs() -> None:
+    # o accepts a third of the proposals: the engine draws; the point is the mean over 4 replicates of seed + r
+    from spectrn.sim.model import resolve
+    from spectrn.twin.engine import ClassLoad, run_level
+
+    twin = make_twin(o_probs=1 / 3)
+    pred = predict(twin, windows=[3], levels=[2], mix={"o": 1.0}, samples=3, seed=5)
+    m = resolve(twin.preset, speculative=True, draft="qwen3-1.7b", window=3, time_scale=1.0, semantics="nxdi")
+    loads = [ClassLoad("o", 1.0, 30, [1 / 3, 1 / 3])]
+    p50 = [run_level(m, loads, concurrency=2, requests=4, max_tokens=7, batch_limit=8, seed=5 + r).p50("tpot", "o")
+           for r in range(4)]  # fmt: skip
+    assert pred.cells[1].tpot_s["o"].value == pytest.approx(sum(p50) / 4)  # type: ignore[arg-type]
+    assert pred.cells[1].mean_accepted_length == {"o": 1.4444}  # 1 + 1/3 + 1/9
+    assert predict(twin, windows=[3], levels=[2], mix={"o": 1.0}, samples=3, seed=5) == pred
+
+
+def test_intervals_are_reproducible_and_throughputs_the_reciprocal() -> None:
+    twin = make_twin(cost_se={"weights_read_s": 0.006})
+    pred = predict(twin, windows=[3], levels=[1], mix={"s": 1.0}, samples=400, seed=2)
+    assert predict(twin, windows=[3], levels=[1], mix={"s": 1.0}, samples=400, seed=2) == pred
+    cell = pred.cells[0]
+    assert cell.e2e_s.ci95 is not None and cell.throughput_tok_s.ci95 is not None
+    lo, hi = (v / cell.e2e_s.value for v in cell.e2e_s.ci95)
+    assert hi - lo > 0.3  # a wide spread, so that r and 1 / r differ
+    tlo, thi = (v / cell.throughput_tok_s.value for v in cell.throughput_tok_s.ci95)
+    assert (tlo, thi) == pytest.approx((1 / hi, 1 / lo), rel=0.01)
+
+
+def test_the_twins_draft_and_semantics_are_used() -> None:
+    # the twin's draft (0.6b, not the preset's default) with the 1.7b's costs; upstream: window 3 proposes 3,
+    # verifies 4, emits 4 tokens a step (3 draft passes)
+    twin = make_twin(draft="qwen3-0.6b", semantics="upstream")
+    prefill = P0 + P1 * 10
+
+    def per_token(k: int | None) -> float:
+        e = (k + 1) if k else 1
+        step = 3 * R + max(W, C * 4) if k else W
+        return (step + 1 / max(1.0, 6 / e) * prefill) / e
+
+    assert speedup_curve(twin, 3, [1], mix={"s": 1.0}) == pytest.approx([per_token(None) / per_token(3)], rel=1e-12)
+
+
+def test_decay_covariance_of_one_class_draws_its_alpha_tau_and_gamma() -> None:
+    # names: alpha_s, log tau, log gamma (o's alpha is not in the fit: it stays)
+    cov = [[0.01, 0, 0], [0, 0.04, 0], [0, 0, 0.0001]]
+    twin = make_twin(decay_cov=cov, dnames=["alpha_s", "log_tau", "log_gamma"],
+                     cost_se={"draft_kv_read_per_token_s": 1e-6})  # fmt: skip
+    draws = _draws(twin, 2000, seed=4)
+    assert {d.acceptance.classes[1].alpha for d in draws} == {0.0}
+    tau = np.log([d.acceptance.decay_tau for d in draws])
+    gamma = np.log([d.acceptance.decay_gamma for d in draws])
+    assert abs(tau.std() - 0.2) < 0.02 and abs(gamma.std() - 0.01) < 0.001
+    assert abs(tau.mean() - math.log(6.0)) < 0.02 and abs(gamma.mean() - math.log(2.0)) < 0.001
+    # the draft's KV term (0 with sd 1e-6, cut at 0): half at 0, mean 1e-6 / sqrt(2 pi)
+    kv = np.asarray([d.drafts["qwen3-1.7b"].kv_read_per_token_s for d in draws])
+    assert abs((kv == 0).mean() - 0.5) < 0.05 and abs(kv.mean() - 1e-6 / math.sqrt(2 * math.pi)) < 2e-8

@@ -162,7 +162,7 @@ def _draws(twin: Twin, n: int, seed: int) -> list[Preset]:
     preset = twin.preset
     out = []
     names = cal.cost_covariance.names
-    cov = np.asarray(cal.cost_covariance.matrix, dtype=float) if names else np.zeros((0, 0))
+    cov = np.asarray(cal.cost_covariance.matrix, dtype=float)
     mean = np.asarray([cal.costs[k].value for k in names], dtype=float)
     dnames = cal.decay.covariance.names
     dcov = np.asarray(cal.decay.covariance.matrix, dtype=float) if cal.decay.covariance.matrix else None
@@ -206,7 +206,7 @@ def _draws(twin: Twin, n: int, seed: int) -> list[Preset]:
                     float(min(1.0, max(0.0, rng.normal(p, se))))
                     for p, se in zip(probs, f.position_se[: len(probs)], strict=False)
                 ]
-            classes.append(c.model_copy(update={"position_probs": probs, "alpha": alphas.get(c.name, c.alpha)}))
+            classes.append(c.model_copy(update={"position_probs": probs, "alpha": alphas[c.name]}))
         acceptance = acc.model_copy(update={"classes": classes, "decay_tau": tau, "decay_gamma": gamma})
         out.append(preset.model_copy(update={"cost": cost, "drafts": drafts, "acceptance": acceptance}))
     return out
@@ -364,7 +364,7 @@ def predict(
             else:
                 m = _resolve(preset, twin, w)
                 cell.mean_accepted_length = {c: round(m.expected_tokens_per_step(texts[c]), 4) for c in names}
-                cell.extrapolated = [c for c in names if proposals(sem, w) > table.get(c, 0)]
+                cell.extrapolated = [c for c in names if proposals(sem, w) > table[c]]
                 for c in [*names, "mix"]:
                     ratios = np.asarray([db[c] / ds[c] for db, ds in zip(draw_a[None], draw_a[w], strict=True)]) / (
                         point_a[None][c] / point_a[w][c]
