@@ -50,7 +50,8 @@ C = 0.0004  # compute per position
 R = 0.0022  # one draft pass
 P0, P1 = 0.1, 0.001  # prefill base, per prompt token
 COSTS = {"weights_read_s": W, "kv_read_per_seq_s": 0.0, "kv_read_per_token_s": 0.0, "compute_per_token_s": C,
-         "prefill_base_s": P0, "prefill_per_token_s": P1, "draft_run_s": R, "draft_kv_read_per_token_s": 0.0}  # fmt: skip
+         "prefill_base_s": P0, "prefill_per_token_s": P1, "draft_run_s": R,
+         "draft_kv_read_per_token_s": 0.0}  # fmt: skip
 PROMPTS = {"s": 10.0, "o": 30.0}
 
 
@@ -99,7 +100,8 @@ def make_twin(
         regime=Regime(steps=1, segments=1, compute_bound_steps=0, residual_scale_s=0.0), acceptance=fits,
         decay=decay, residuals=Residuals(step_p90_abs_rel=0, step_median_abs_rel=0, segment_p90_abs_rel=0,
                                          segment_median_abs_rel=0),
-        workload=Workload(max_tokens=7, requests=4, prompts="p", mix={"s": 3.0, "o": 1.0}, prompt_tokens=PROMPTS if prompts is None else prompts),
+        workload=Workload(max_tokens=7, requests=4, prompts="p", mix={"s": 3.0, "o": 1.0},
+                          prompt_tokens=PROMPTS if prompts is None else prompts),
         pricing=Pricing(hourly_usd=36.0, instances_per_service=0.5), notes=["fit note"] if notes is None else notes,
     )  # fmt: skip
     return Twin(preset=preset, calibration=cal)
@@ -192,7 +194,8 @@ def test_predict_one_stream_every_figure() -> None:
         }  # fmt: skip
         if k is not None:
             cell["speedup_tpot"] = {"s": est(base["tpot"]["s"] / e["tpot"]["s"]),
-                                    "o": est(base["tpot"]["o"] / e["tpot"]["o"]), "mix": est(base_mix / mix)}  # fmt: skip
+                                    "o": est(base["tpot"]["o"] / e["tpot"]["o"]),
+                                    "mix": est(base_mix / mix)}  # fmt: skip
             cell["mean_accepted_length"] = {"s": float(k), "o": 1.0}
         cells.append(cell)
     got = pred.model_dump(mode="python")
@@ -298,13 +301,18 @@ def test_bad_windows_mixes_and_classes_are_refused_whole() -> None:
     with pytest.raises(ConfigError) as e:
         predict(twin, windows=[3, 1], levels=[1], samples=1)
     assert (e.value.message, e.value.hint) == (
-        "--windows: window 1 proposes nothing under nxdi semantics", "use windows of at least 2")
+        "--windows: window 1 proposes nothing under nxdi semantics",
+        "use windows of at least 2",
+    )
     with pytest.raises(ConfigError) as e:
         predict(twin, windows=[3], levels=[1], mix={"s": 0.0, "o": 0.0}, samples=1)
     assert (e.value.message, e.value.hint) == ("--mix: the weights add up to 0", "e.g. --mix structured=0.7,open=0.3")
     with pytest.raises(ConfigError) as e:
         predict(twin, windows=[3], levels=[1], mix={"x": 1.0}, samples=1)
-    assert (e.value.message, e.value.hint) == ("--mix: the twin has no measured prompt class 'x'", "use its classes: s, o")
+    assert (e.value.message, e.value.hint) == (
+        "--mix: the twin has no measured prompt class 'x'",
+        "use its classes: s, o",
+    )
     with pytest.raises(ConfigError) as e:
         speedup_curve(twin, 3, [1], mix={"x": 1.0})
     assert e.value.message == "--mix: the twin has no measured prompt class 'x'"
@@ -318,14 +326,19 @@ def test_a_class_without_texts_is_not_measured() -> None:
         update={"acceptance": twin.preset.acceptance.model_copy(update={"classes": classes})})  # fmt: skip
     with pytest.raises(ConfigError) as e:
         predict(twin.model_copy(update={"preset": preset}), windows=[3], levels=[1], samples=1)
-    assert (e.value.message, e.value.hint) == ("--mix: the twin has no measured prompt class 'o'", "use its classes: s, o")
+    assert (e.value.message, e.value.hint) == (
+        "--mix: the twin has no measured prompt class 'o'",
+        "use its classes: s, o",
+    )
 
 
 def test_a_class_is_sent_as_its_first_text() -> None:
     # o's first text "tell a story" matches o; its second ("other") too: a prompt of neither would get the
     # predictability rule, not o's zero acceptance
     twin = make_twin()
-    assert speedup_curve(twin, 3, [1], mix={"o": 1.0}) == pytest.approx([tpot_mix(1, None, {"o": 1}) / tpot_mix(1, 3, {"o": 1})])
+    assert speedup_curve(twin, 3, [1], mix={"o": 1.0}) == pytest.approx(
+        [tpot_mix(1, None, {"o": 1}) / tpot_mix(1, 3, {"o": 1})]
+    )
 
 
 # ---- the speedup curve ----
@@ -591,3 +604,51 @@ def test_decay_covariance_of_one_class_draws_its_alpha_tau_and_gamma() -> None:
     # the draft's KV term (0 with sd 1e-6, cut at 0): half at 0, mean 1e-6 / sqrt(2 pi)
     kv = np.asarray([d.drafts["qwen3-1.7b"].kv_read_per_token_s for d in draws])
     assert abs((kv == 0).mean() - 0.5) < 0.05 and abs(kv.mean() - 1e-6 / math.sqrt(2 * math.pi)) < 2e-8
+
+
+def drawn_run_s(n: int, seed: int, mean: float, sd: float) -> list[float]:
+    """The draft pass of each draw, drawn as _draws draws it: the eight costs from their (diagonal) covariance,
+    then one normal per measured position of each class (8), cut at zero."""
+    rng = np.random.default_rng(seed)
+    names = list(COSTS)
+    mu = [mean if k == "draft_run_s" else v for k, v in COSTS.items()]
+    cov = np.diag([sd**2 if k == "draft_run_s" else 0.0 for k in names])
+    out = []
+    for _ in range(n):
+        x = rng.multivariate_normal(mu, cov, method="svd")
+        rng.normal(0.0, 1.0, size=8)
+        out.append(max(0.0, float(x[names.index("draft_run_s")])))
+    return out
+
+
+def crossing_at(r: float, limit: int) -> int | None:
+    """Window 5, s alone: (5 r + max(W, 5 C b)) / 5 against max(W, C b) (the prefill terms are equal)."""
+    paid = False
+    for b in range(1, limit + 1):
+        if r + max(W, 5 * C * b) / 5 < max(W, C * b):
+            paid = True
+        elif paid:
+            return b
+    return None if paid else 0
+
+
+@pytest.mark.parametrize(("mean", "sd", "limit", "seed", "ci"), [
+    (0.01, 0.001, MAX_SCAN, 11, True), (0.01, 0.0015, 32, 11, False), (0.01, 0.0015, 32, 18, False),
+    (0.014, 0.002, MAX_SCAN, 11, False)])  # fmt: skip
+def test_the_crossovers_interval_over_the_draws(mean: float, sd: float, limit: int, seed: int, ci: bool) -> None:
+    # every draw crosses: the 2.5 and 97.5 percentiles of its crossings; some draws still paying at the limit
+    # (seed 11: 3%; seed 18: 5 of 200, exactly 2.5%, already too many) or never paying (a draft pass over 16 ms):
+    # no interval
+    n = 200
+    twin = make_twin(costs_at={"draft_run_s": mean}, cost_se={"draft_run_s": sd}, max_num_seqs=limit)
+    pred = predict(twin, windows=[5], levels=[], mix={"s": 1.0}, samples=n, seed=seed)
+    values = [crossing_at(r, limit) for r in drawn_run_s(n, seed, mean, sd)]
+    found = [v for v in values if v]
+    assert (values.count(None) >= 0.025 * n, 0 in values) == (not ci and limit == 32, not ci and limit == MAX_SCAN)
+    want = tuple(float(x) for x in np.percentile(found, [2.5, 97.5])) if ci else None
+    got = pred.crossover[0]
+    assert (got.concurrency, got.ci95, got.no_crossover_share) == (
+        crossing_at(mean, limit),
+        want,
+        values.count(None) / n,
+    )

@@ -383,7 +383,7 @@ def predict(
                     concurrency=level,
                     window=fastest if pays else None,
                     speedup=level_cells[fastest].speedup_tpot["mix"],
-                    probability_best=wins.count(fastest) / len(wins) if wins else None,
+                    probability_best=wins.count(fastest) / len(wins),
                 )
             )
     cross = [_crossover(twin, preset, draws, w, weights, texts, prompt_tokens, out_tokens, limit) for w in windows]
@@ -491,7 +491,7 @@ def _crossover(
     point = first(preset)
     values = [first(p) for p in draws]
     found = np.asarray([v for v in values if v], dtype=float)
-    none_share = values.count(None) / len(values) if values else 0.0
+    none_share = values.count(None) / len(values)  # samples >= 10 (--samples)
     ci = None
     if found.size and none_share < 0.025 and 0 not in values:
         lo, hi = np.percentile(found, [2.5, 97.5])
