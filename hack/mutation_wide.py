@@ -208,7 +208,12 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
             "tests/twin/test_acceptance_mutants.py",
         ),
     ),
-    ("twin-predict", "spectrn.twin.predict", (), ("tests/twin/test_units.py", "tests/twin/test_twin_audit.py")),
+    (
+        "twin-predict",
+        "spectrn.twin.predict",
+        (),
+        ("tests/twin/test_units.py", "tests/twin/test_twin_audit.py", "tests/twin/test_predict_mutants.py"),
+    ),
     (
         "collect",
         "spectrn.bench.incluster",

@@ -162,7 +162,7 @@ def _draws(twin: Twin, n: int, seed: int) -> list[Preset]:
     preset = twin.preset
     out = []
     names = cal.cost_covariance.names
-    cov = np.asarray(cal.cost_covariance.matrix, dtype=float) if names else np.zeros((0, 0))
+    cov = np.asarray(cal.cost_covariance.matrix, dtype=float)
     mean = np.asarray([cal.costs[k].value for k in names], dtype=float)
     dnames = cal.decay.covariance.names
     dcov = np.asarray(cal.decay.covariance.matrix, dtype=float) if cal.decay.covariance.matrix else None
@@ -206,7 +206,7 @@ def _draws(twin: Twin, n: int, seed: int) -> list[Preset]:
                     float(min(1.0, max(0.0, rng.normal(p, se))))
                     for p, se in zip(probs, f.position_se[: len(probs)], strict=False)
                 ]
-            classes.append(c.model_copy(update={"position_probs": probs, "alpha": alphas.get(c.name, c.alpha)}))
+            classes.append(c.model_copy(update={"position_probs": probs, "alpha": alphas[c.name]}))
         acceptance = acc.model_copy(update={"classes": classes, "decay_tau": tau, "decay_gamma": gamma})
         out.append(preset.model_copy(update={"cost": cost, "drafts": drafts, "acceptance": acceptance}))
     return out
@@ -364,7 +364,7 @@ def predict(
             else:
                 m = _resolve(preset, twin, w)
                 cell.mean_accepted_length = {c: round(m.expected_tokens_per_step(texts[c]), 4) for c in names}
-                cell.extrapolated = [c for c in names if proposals(sem, w) > table.get(c, 0)]
+                cell.extrapolated = [c for c in names if proposals(sem, w) > table[c]]
                 for c in [*names, "mix"]:
                     ratios = np.asarray([db[c] / ds[c] for db, ds in zip(draw_a[None], draw_a[w], strict=True)]) / (
                         point_a[None][c] / point_a[w][c]
@@ -383,7 +383,7 @@ def predict(
                     concurrency=level,
                     window=fastest if pays else None,
                     speedup=level_cells[fastest].speedup_tpot["mix"],
-                    probability_best=wins.count(fastest) / len(wins) if wins else None,
+                    probability_best=wins.count(fastest) / len(wins),
                 )
             )
     cross = [_crossover(twin, preset, draws, w, weights, texts, prompt_tokens, out_tokens, limit) for w in windows]
@@ -491,7 +491,7 @@ def _crossover(
     point = first(preset)
     values = [first(p) for p in draws]
     found = np.asarray([v for v in values if v], dtype=float)
-    none_share = values.count(None) / len(values) if values else 0.0
+    none_share = values.count(None) / len(values)  # samples >= 10 (--samples)
     ci = None
     if found.size and none_share < 0.025 and 0 not in values:
         lo, hi = np.percentile(found, [2.5, 97.5])
