@@ -339,7 +339,7 @@ def validate_dashboard(body: dict[str, Any] | str) -> dict[str, Any]:
             problems.append(f"{where}: x, y, width, height must be integers")
         else:
             x, yy, width, height = (int(g or 0) for g in geo)
-            if not (0 <= x and 1 <= width <= 24 and x + width <= 24 and yy >= 0 and 1 <= height <= 1000):
+            if not (0 <= x and 1 <= width and x + width <= 24 and yy >= 0 and 1 <= height <= 1000):
                 problems.append(f"{where}: outside the 24-column grid (x={x}, width={width}, height={height})")
             boxes.append((n, x, yy, width, height))
         props = w.get("properties")
@@ -355,8 +355,8 @@ def validate_dashboard(body: dict[str, Any] | str) -> dict[str, Any]:
     for i, a in enumerate(boxes):
         for b in boxes[i + 1 :]:
             if b[2] >= a[2] + a[4]:
-                break
-            if a[1] < b[1] + b[3] and b[1] < a[1] + a[3] and a[2] < b[2] + b[4] and b[2] < a[2] + a[4]:
+                break  # sorted by top edge: b and every box after it start below a's bottom edge
+            if a[1] < b[1] + b[3] and b[1] < a[1] + a[3] and a[2] < b[2] + b[4]:
                 problems.append(f"widgets {a[0]} and {b[0]} overlap")
     if problems:
         shown = "; ".join(problems[:10]) + (f"; and {len(problems) - 10} more" if len(problems) > 10 else "")
