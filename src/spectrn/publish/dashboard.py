@@ -67,9 +67,9 @@ def dashboard_run(run: RunFolder, *, run_id: str | None = None, time_shift_s: fl
     return DashboardRun(
         run_id=dim_value(run_id or run.run_id),
         config_label=dim_value(summary.config_label),
-        levels=[dim_value(lv) for lv in summary.level_labels] or ["unknown"],
+        levels=[dim_value(lv) for lv in summary.level_labels],
         prompt_classes=[dim_value(c) for c in summary.prompt_classes],
-        variants=summary.variant_names or ["baseline", "speculative"],
+        variants=summary.variant_names,
         start=start + time_shift_s,
         end=end + time_shift_s,
         has_acceptance=summary.has_acceptance,
@@ -104,7 +104,7 @@ def run_markdown(c: SpectrnConfig, s: Summary) -> str:
         lines += ["", "| prompt class | " + " | ".join(heads) + " |", "|---|" + "---|" * len(shown)]
         for cls, sp in rows:
             assert sp is not None
-            cells = [(x.text() if (x := getattr(sp, d.field, None)) is not None else "n/a") for _, d in shown]
+            cells = [(x.text() if (x := getattr(sp, d.field)) is not None else "n/a") for _, d in shown]
             lines.append(f"| {cls} | " + " | ".join(cells) + " |")
     spec = lv.variants.get("speculative")
     acc = spec.acceptance if spec is not None else None
@@ -137,12 +137,13 @@ def build_dashboard(runs: Sequence[DashboardRun], *, namespace: str, region: str
     rows = -(-len(panels) // 4)  # four panels to a line
     for level in levels:
         for pclass in [ALL_CLASSES, *classes]:
+            shown = [r for r in runs if level in r.levels and (pclass == ALL_CLASSES or pclass in r.prompt_classes)]
+            if not shown:
+                continue  # no run has this load at this prompt class: no row, and no blank space for one
             for i, (panel, members) in enumerate(panels):
                 metrics: list[list[Any]] = []
                 color_i = 0
-                for r in runs:
-                    if level not in r.levels or (pclass != ALL_CLASSES and pclass not in r.prompt_classes):
-                        continue
+                for r in shown:
                     for variant in r.variants:
                         color = VARIANT_COLORS.get(variant, "#7f7f7f")
                         if multi and variant != "baseline":
@@ -154,8 +155,6 @@ def build_dashboard(runs: Sequence[DashboardRun], *, namespace: str, region: str
                         who = series_label(r.config_label, variant, multi=multi)
                         for name, stat, label in _panel_series(members, r, variant, pclass, who):
                             metrics.append([namespace, name, *dims, {"stat": stat, "label": label, "color": color}])
-                if not metrics:
-                    continue
                 widgets.append(
                     {
                         "type": "metric",
