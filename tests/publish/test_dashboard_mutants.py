@@ -142,10 +142,13 @@ def test_a_widget_outside_the_24_column_grid_is_refused(x: int, y: int, width: i
     )
 
 
-def test_a_widget_needs_an_object_of_properties() -> None:
+def test_a_widget_needs_an_object_of_properties_and_the_widgets_after_it_are_still_checked() -> None:
     w = _text()
     w["properties"] = ["markdown"]
     assert _refusal(_body(w)) == _invalid(f"{W}: 'properties' must be an object")
+    assert _refusal(_body(w, _text(y=1, type="chart"))) == _invalid(
+        f"{W}: 'properties' must be an object", "widget 1: type 'chart'"
+    )
 
 
 @pytest.mark.parametrize("markdown", [None, "", "  \n"])

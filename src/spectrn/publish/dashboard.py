@@ -134,7 +134,6 @@ def build_dashboard(runs: Sequence[DashboardRun], *, namespace: str, region: str
     levels = sorted({lv for r in runs for lv in r.levels}, key=lambda lv: Load.parse(lv).sort_key())
     classes = sorted({c for r in runs for c in r.prompt_classes})
     panels = dashboard_panels()
-    rows = -(-len(panels) // 4)  # four panels to a line
     for level in levels:
         for pclass in [ALL_CLASSES, *classes]:
             shown = [r for r in runs if level in r.levels and (pclass == ALL_CLASSES or pclass in r.prompt_classes)]
@@ -176,7 +175,7 @@ def build_dashboard(runs: Sequence[DashboardRun], *, namespace: str, region: str
                 )
             speedup = _speedup_widget(runs, level, pclass, namespace, region, multi)
             goodput = _goodput_widget(runs, level, pclass, namespace, region, multi)
-            below = y + 6 * rows
+            below = max(w["y"] + w["height"] for w in widgets)  # under this row's panels
             if speedup is not None:
                 speedup.update(x=0, y=below, width=24 if goodput is None else 16, height=3)
                 widgets.append(speedup)
