@@ -110,6 +110,7 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
             "tests/publish/test_emf_dashboard_meaning.py",
             "tests/publish/test_moto_integration.py",
             "tests/publish/test_dashboard_audit.py",
+            "tests/publish/test_dashboard_mutants.py",
         ),
     ),
     (

@@ -67,9 +67,9 @@ def dashboard_run(run: RunFolder, *, run_id: str | None = None, time_shift_s: fl
     return DashboardRun(
         run_id=dim_value(run_id or run.run_id),
         config_label=dim_value(summary.config_label),
-        levels=[dim_value(lv) for lv in summary.level_labels] or ["unknown"],
+        levels=[dim_value(lv) for lv in summary.level_labels],
         prompt_classes=[dim_value(c) for c in summary.prompt_classes],
-        variants=summary.variant_names or ["baseline", "speculative"],
+        variants=summary.variant_names,
         start=start + time_shift_s,
         end=end + time_shift_s,
         has_acceptance=summary.has_acceptance,
@@ -104,7 +104,7 @@ def run_markdown(c: SpectrnConfig, s: Summary) -> str:
         lines += ["", "| prompt class | " + " | ".join(heads) + " |", "|---|" + "---|" * len(shown)]
         for cls, sp in rows:
             assert sp is not None
-            cells = [(x.text() if (x := getattr(sp, d.field, None)) is not None else "n/a") for _, d in shown]
+            cells = [(x.text() if (x := getattr(sp, d.field)) is not None else "n/a") for _, d in shown]
             lines.append(f"| {cls} | " + " | ".join(cells) + " |")
     spec = lv.variants.get("speculative")
     acc = spec.acceptance if spec is not None else None
@@ -134,15 +134,15 @@ def build_dashboard(runs: Sequence[DashboardRun], *, namespace: str, region: str
     levels = sorted({lv for r in runs for lv in r.levels}, key=lambda lv: Load.parse(lv).sort_key())
     classes = sorted({c for r in runs for c in r.prompt_classes})
     panels = dashboard_panels()
-    rows = -(-len(panels) // 4)  # four panels to a line
     for level in levels:
         for pclass in [ALL_CLASSES, *classes]:
+            shown = [r for r in runs if level in r.levels and (pclass == ALL_CLASSES or pclass in r.prompt_classes)]
+            if not shown:
+                continue  # no run has this load at this prompt class: no row, and no blank space for one
             for i, (panel, members) in enumerate(panels):
                 metrics: list[list[Any]] = []
                 color_i = 0
-                for r in runs:
-                    if level not in r.levels or (pclass != ALL_CLASSES and pclass not in r.prompt_classes):
-                        continue
+                for r in shown:
                     for variant in r.variants:
                         color = VARIANT_COLORS.get(variant, "#7f7f7f")
                         if multi and variant != "baseline":
@@ -154,8 +154,6 @@ def build_dashboard(runs: Sequence[DashboardRun], *, namespace: str, region: str
                         who = series_label(r.config_label, variant, multi=multi)
                         for name, stat, label in _panel_series(members, r, variant, pclass, who):
                             metrics.append([namespace, name, *dims, {"stat": stat, "label": label, "color": color}])
-                if not metrics:
-                    continue
                 widgets.append(
                     {
                         "type": "metric",
@@ -177,7 +175,7 @@ def build_dashboard(runs: Sequence[DashboardRun], *, namespace: str, region: str
                 )
             speedup = _speedup_widget(runs, level, pclass, namespace, region, multi)
             goodput = _goodput_widget(runs, level, pclass, namespace, region, multi)
-            below = y + 6 * rows
+            below = max(w["y"] + w["height"] for w in widgets)  # under this row's panels
             if speedup is not None:
                 speedup.update(x=0, y=below, width=24 if goodput is None else 16, height=3)
                 widgets.append(speedup)
@@ -339,7 +337,7 @@ def validate_dashboard(body: dict[str, Any] | str) -> dict[str, Any]:
             problems.append(f"{where}: x, y, width, height must be integers")
         else:
             x, yy, width, height = (int(g or 0) for g in geo)
-            if not (0 <= x and 1 <= width <= 24 and x + width <= 24 and yy >= 0 and 1 <= height <= 1000):
+            if not (0 <= x and 1 <= width and x + width <= 24 and yy >= 0 and 1 <= height <= 1000):
                 problems.append(f"{where}: outside the 24-column grid (x={x}, width={width}, height={height})")
             boxes.append((n, x, yy, width, height))
         props = w.get("properties")
@@ -355,8 +353,8 @@ def validate_dashboard(body: dict[str, Any] | str) -> dict[str, Any]:
     for i, a in enumerate(boxes):
         for b in boxes[i + 1 :]:
             if b[2] >= a[2] + a[4]:
-                break
-            if a[1] < b[1] + b[3] and b[1] < a[1] + a[3] and a[2] < b[2] + b[4] and b[2] < a[2] + a[4]:
+                break  # sorted by top edge: b and every box after it start below a's bottom edge
+            if a[1] < b[1] + b[3] and b[1] < a[1] + a[3] and a[2] < b[2] + b[4]:
                 problems.append(f"widgets {a[0]} and {b[0]} overlap")
     if problems:
         shown = "; ".join(problems[:10]) + (f"; and {len(problems) - 10} more" if len(problems) > 10 else "")
