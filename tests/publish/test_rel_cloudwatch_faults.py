@@ -57,12 +57,14 @@ def _planned_calls(run_dir: Path) -> int:
 
 
 def test_throttling_part_way_is_retried_and_every_batch_lands_once(moto, run_dir, capsys) -> None:
-    throttle = {3, 4, 7}  # calls 3 and 4 are the same batch twice; call 7 another batch once
+    # calls count from 0: calls 1 and 2 are the second batch twice, call 4 the third batch once. The run's batch
+    # count follows its measured values (equal values merge), so the pattern must fit the smallest run: 3 batches
+    throttle = {1, 2, 4}
     with CloudWatchProxy(moto, lambda n: (400, "Throttling", "Rate exceeded") if n in throttle else None) as p:
         code, err = _publish(run_dir, p.url, capsys, "--max-attempts", "4")
     assert code == 0, err
     total = _planned_calls(run_dir)
-    assert total >= 5 and p.forwarded == total and p.calls == total + len(throttle)
+    assert total >= 3 and p.forwarded == total and p.calls == total + len(throttle)
     state = json.loads((run_dir / "publish.json").read_text())
     (target,) = state["targets"].values()
     assert len(target["sent"]) == total
