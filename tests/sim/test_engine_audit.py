@@ -344,16 +344,19 @@ def test_the_engine_loop_schedules_steps_back_to_back_with_the_model_durations()
         assert list(b.chunks.t[:2]) == [t1, t2]  # a and b step together
         t3, t4 = c.chunks.t
         assert b.chunks.t[2] == t4
+        # the times are the event loop's monotonic clock, seconds since boot: a difference of two of them is exact only
+        # to their float spacing (3.6e-12 s after 4.5 hours up), which rel=1e-9 of a 0.5 ms step is not
+        clock = 4 * math.ulp(t4)
         # prefill of a and b: 0.030 + 2.5e-4 * (10 + 20) = 0.0375
-        assert t1 - a.admitted_at == pytest.approx(0.0375 * scale, rel=1e-9)
+        assert t1 - a.admitted_at == pytest.approx(0.0375 * scale, rel=1e-9, abs=clock)
         # decode of a, b over context 11 + 21 = 32 (see test_upstream_steps_chunks_and_counters)
         d2 = 3 * (0.0035 + 0.9e-8 * 32) + (0.044 + 1e-4 * 2 + 1.7e-7 * 32)
-        assert t2 - t1 == pytest.approx(d2 * scale, rel=1e-9)
+        assert t2 - t1 == pytest.approx(d2 * scale, rel=1e-9, abs=clock)
         # c's prefill (5 tokens) right after a finished: 0.030 + 2.5e-4 * 5
-        assert (t3 - t2, c.admitted_at) == (pytest.approx(0.03125 * scale, rel=1e-9), t2)
+        assert (t3 - t2, c.admitted_at) == (pytest.approx(0.03125 * scale, rel=1e-9, abs=clock), t2)
         # decode of b (20 + 2 tokens) and c (5 + 1): context 28
         d4 = 3 * (0.0035 + 0.9e-8 * 28) + (0.044 + 1e-4 * 2 + 1.7e-7 * 28)
-        assert t4 - t3 == pytest.approx(d4 * scale, rel=1e-9)
+        assert t4 - t3 == pytest.approx(d4 * scale, rel=1e-9, abs=clock)
         assert [list(r.chunks.n) for r in (a, b, c)] == [[1, 3], [1, 1, 1], [1, 1]]
 
     _run(scenario())
