@@ -185,7 +185,11 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
         "objective",
         "spectrn.sweep.objective",
         (),
-        ("tests/sweep/test_sweep_objective.py", "tests/sweep/test_objective_audit.py"),
+        (
+            "tests/sweep/test_sweep_objective.py",
+            "tests/sweep/test_objective_audit.py",
+            "tests/sweep/test_objective_mutants.py",
+        ),
     ),
     (
         "grid",

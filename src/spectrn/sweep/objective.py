@@ -61,8 +61,8 @@ def _name(r: Row) -> str:
     return setup_label(r["draft"], r["window"])
 
 
-def _usd(x: float | None) -> str:
-    return "n/a" if x is None else f"${x:.2f}/M"
+def _usd(x: float) -> str:
+    return f"${x:.2f}/M"
 
 
 def ttft_note(r: Row | None) -> str | None:
@@ -121,8 +121,8 @@ def _per_level(
         if name == "cost":
             ok = [r for r in ok if r.get("usd_spec") is not None]
 
-            def value(r: Row) -> float | None:
-                return r.get("usd_spec")
+            def value(r: Row) -> float:
+                return float(r["usd_spec"])
 
             def ci(r: Row) -> Any:
                 return r.get("usd_spec_ci95")
@@ -134,8 +134,8 @@ def _per_level(
         else:
             ok = [r for r in ok if (r.get("e2e_spec_s") or {}).get(pct) is not None]
 
-            def value(r: Row) -> float | None:
-                return (r.get("e2e_spec_s") or {}).get(pct)
+            def value(r: Row) -> float:
+                return float(r["e2e_spec_s"][pct])
 
             def ci(r: Row) -> Any:
                 return None
@@ -143,8 +143,8 @@ def _per_level(
             base_vals = [(r.get("e2e_base_s") or {}).get(pct) for r in at if not slos or r.get("slo_base") is True]
             base = min((v for v in base_vals if v is not None), default=None)
 
-            def show(x: float | None) -> str:
-                return "n/a" if x is None else f"{x:.2f} s"
+            def show(x: float) -> str:
+                return f"{x:.2f} s"
 
             label = f"e2e {pct}"
         head = f"@ {lv}, by {label}: "
@@ -211,7 +211,7 @@ def _capacity(rows: Sequence[Row], slos: bool, cheaper: Callable[[Row], Any]) ->
 
 
 def _overall_cost(recs: Sequence[dict[str, Any]], rows: Sequence[Row], slos: bool) -> str | None:
-    chosen = [r for r in recs if r["chosen"] is not None and r.get("value") is not None]
+    chosen = [r for r in recs if r["chosen"] is not None]
     base = [r for r in rows if r.get("usd_base") is not None and (not slos or r.get("slo_base") is True)]
     if not chosen and not base:
         return None
