@@ -57,6 +57,7 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
             "tests/deploy/test_plan_apply.py",
             "tests/deploy/test_teardown_status.py",
             "tests/deploy/test_plan_apply_audit.py",
+            "tests/deploy/test_apply_mutants.py",
         ),
     ),
     (

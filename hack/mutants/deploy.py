@@ -164,12 +164,22 @@ MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
     (
         "deploy-apply-replace-background",
         "src/spectrn/deploy/apply.py",
-        'meta.get("namespace"), propagation="Foreground")\n    start',
-        'meta.get("namespace"), propagation="Background")\n    start',
+        'propagation="Foreground")',
+        'propagation="Background")',
         (
             "tests/deploy/test_plan_apply_audit.py::test_a_replaced_deployment_is_created_again_only_once_the_old_one_is_gone",
         ),
         "a replaced Deployment is deleted in the background: its old pods keep the devices the new pod needs",
+    ),
+    (
+        "deploy-apply-replace-deleted-before-the-delete",
+        "src/spectrn/deploy/apply.py",
+        "_delete(kube, item.obj)\n                pending_replace = item.name",
+        "pending_replace = item.name\n                _delete(kube, item.obj)",
+        (
+            "tests/deploy/test_apply_mutants.py::test_a_replacement_whose_delete_is_refused_does_not_claim_the_old_object_was_deleted",
+        ),
+        "a refused delete of a Deployment to replace is reported as deleted and not created again, though it is intact",
     ),
     (
         "deploy-teardown-service-accounts-left",

@@ -38,7 +38,7 @@ def apply_plan(
     A ``replace`` item (an immutable field changed) is deleted, waited for until it is gone, and created again."""
     result = ApplyResult()
     created_objs: list[Obj] = []
-    current: PlanItem | None = None
+    current: PlanItem  # bound before the first Kube call, so whenever a KubeApiError is caught
     pending_replace: str | None = None
     try:
         for item in plan.items:
@@ -47,8 +47,9 @@ def apply_plan(
                 continue
             current = item
             if item.action == "replace":
-                pending_replace = item.name
-                _delete_and_wait(kube, item.obj, clock=clock, sleep=sleep, timeout_s=replace_timeout_s)
+                _delete(kube, item.obj)
+                pending_replace = item.name  # gone (or going) from here until it is created again
+                _wait_gone(kube, item.obj, clock=clock, sleep=sleep, timeout_s=replace_timeout_s)
             kube.apply(item.obj)
             pending_replace = None
             if item.action == "create":
@@ -75,24 +76,27 @@ def apply_plan(
             report.append(f"deleted to be replaced, not created again: {pending_replace} (re-run `spectrn deploy`)")
         if isinstance(e, KeyboardInterrupt):
             raise Interrupted("deploy stopped during apply; " + "; ".join(report)) from None
-        failed = current.name if current else "?"
         raise DeployError(
-            f"applying {failed} failed: {e.message}. " + "; ".join(report),
+            f"applying {current.name} failed: {e.message}. " + "; ".join(report),
             hint=e.hint or "fix the cause and re-run `spectrn deploy` (applied objects are reused)",
         ) from None
 
 
-def _delete_and_wait(kube: KubeApi, obj: Obj, *, clock: Clock, sleep: Sleep, timeout_s: float) -> None:
-    """Delete ``obj`` (its pods with it) and wait until the API server no longer has it: applying while it is
-    still being deleted would update the dying object instead of creating a new one."""
+def _delete(kube: KubeApi, obj: Obj) -> None:
+    """Delete ``obj`` with its dependents (a Deployment's pods) before it."""
     meta = obj["metadata"]
     kube.delete(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"), propagation="Foreground")
+
+
+def _wait_gone(kube: KubeApi, obj: Obj, *, clock: Clock, sleep: Sleep, timeout_s: float) -> None:
+    """Wait until the API server no longer has the deleted ``obj``: applying while it is still being deleted would
+    update the dying object instead of creating a new one."""
+    meta = obj["metadata"]
     start = clock()
     while kube.get(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace")) is not None:
         if clock() - start > timeout_s:
             raise KubeApiError(
                 f"replace {describe(obj)}: still being deleted after {timeout_s:.0f} s",
-                reason="Timeout",
                 hint=f"see `kubectl get {obj['kind'].lower()} {meta['name']} -o yaml` (finalizers); then re-run",
             )
         sleep(2.0)
@@ -101,9 +105,8 @@ def _delete_and_wait(kube: KubeApi, obj: Obj, *, clock: Clock, sleep: Sleep, tim
 def _rollback(kube: KubeApi, created: list[Obj]) -> tuple[list[str], list[str]]:
     rolled, left = [], []
     for obj in reversed(created):
-        meta = obj["metadata"]
         try:
-            kube.delete(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"), propagation="Foreground")
+            _delete(kube, obj)
             rolled.append(describe(obj))
         except KubeApiError:
             left.append(describe(obj))
