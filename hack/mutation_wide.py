@@ -196,7 +196,12 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
         "grid",
         "spectrn.sweep.grid",
         (),
-        ("tests/sweep/test_sweep_cluster.py", "tests/sweep/test_sweep_resume.py", "tests/sweep/test_grid_audit.py"),
+        (
+            "tests/sweep/test_sweep_cluster.py",
+            "tests/sweep/test_sweep_resume.py",
+            "tests/sweep/test_grid_audit.py",
+            "tests/sweep/test_grid_mutants.py",
+        ),
     ),
     (
         "twin-costs",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
@@ -81,6 +82,22 @@ class SimConfig(Strict):
         default=DEFAULT_SPECTRN_IMAGE,
         description="Image that runs the simulator in the cluster (runtime: sim); needs a registry host unless spectrn_image_preloaded.",
     )
+
+
+def _json_value(value: Any, where: str) -> None:
+    """Refuse what JSON cannot carry as it is, naming where it sits (``a.b[0]``)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValueError(f"{where}: key {key!r} is not text (quote it)")
+            _json_value(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _json_value(item, f"{where}[{i}]")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{where}: {value} is not a finite number")
+    elif value is not None and not isinstance(value, str | int | float):  # a bool is an int
+        raise ValueError(f"{where}: {value} is a {type(value).__name__}, not text or a number (quote it)")
 
 
 class SpectrnConfig(Strict):
@@ -246,6 +263,15 @@ class SpectrnConfig(Strict):
     def _scheduler(cls, v: str) -> str:
         if v and not DNS_SUBDOMAIN.fullmatch(v):
             raise ValueError(f"{v!r} is not a scheduler name: lowercase letters, digits, '-' or '.'")
+        return v
+
+    @field_validator("neuron_config", "hf_overrides")
+    @classmethod
+    def _json_only(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        # rendered as JSON on the services' command lines and hashed into artifact keys and sweep fingerprints:
+        # a YAML date, binary, non-text key or infinity would crash there (or turn null in a sweep's cells)
+        for key, item in (v or {}).items():
+            _json_value(item, key)
         return v
 
     @field_validator("image", "spectrn_image")

@@ -80,9 +80,8 @@ def fingerprint(cfg: SpectrnConfig) -> str:
     """Hash of everything a resumed sweep must keep identical (all but the grid's own axes)."""
     data = cfg.model_dump(mode="json")
     for k in ("draft", "num_speculative_tokens"):
-        data.pop(k, None)
-    data["bench"].pop("concurrency", None)
-    data["bench"].pop("request_rate", None)
+        del data[k]
+    del data["bench"]["concurrency"], data["bench"]["request_rate"]
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -127,8 +126,8 @@ def estimate_cell_s(cfg: SpectrnConfig, cell: Cell, tpot_s: float) -> float:
     b = cfg.bench
     n = b.requests + b.warmup
     kind, value = cell.load
-    parallel = min(int(value), cfg.max_num_seqs) if kind == "concurrency" else max(1, cfg.max_num_seqs)
-    decode = math.ceil(n / max(parallel, 1)) * b.max_tokens * tpot_s
+    parallel = min(int(value), cfg.max_num_seqs) if kind == "concurrency" else cfg.max_num_seqs  # both >= 1
+    decode = math.ceil(n / parallel) * b.max_tokens * tpot_s
     if kind == "rate":
         decode = max(decode, n / value + b.max_tokens * tpot_s)
     return decode + CELL_OVERHEAD_S
