@@ -328,7 +328,7 @@ MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
     (
         "report-repeats-pooled-first",
         "src/spectrn/report/repeats.py",
-        "for n, (cls, sc) in enumerate(_scopes(lv)):",
+        "for n, (cls, sc) in enumerate(pooled_last(lv.scopes.items())):",
         "for n, (cls, sc) in enumerate(lv.scopes.items()):",
         ("tests/report/test_views_audit.py",),
         "the repeats table read the pooled figure first, before classes that may disagree in sign",
