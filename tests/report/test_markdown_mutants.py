@@ -6,8 +6,7 @@ expected line is written out here from the summaries' own numbers."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from doubles.summaries import variant as _variant
 from spectrn.configuration.config import SpectrnConfig
 from spectrn.report.markdown import summary_markdown
 from spectrn.run.summary import (
@@ -21,15 +20,11 @@ from spectrn.run.summary import (
     LevelSummary,
     Load,
     Provenance,
-    Requests,
     ServerIdentity,
     SloCheck,
     Speedup,
     Speedups,
-    Stats,
     Summary,
-    Throughput,
-    VariantSummary,
     Verdict,
 )
 
@@ -43,20 +38,6 @@ FOOTNOTE = (
     "(throughput: speculative / baseline); 95 % bootstrap CIs; 'all (pooled)' mixes prompt classes and is not a "
     "headline._\n"
 )
-
-
-def _stats(p50: float) -> Stats:
-    return Stats(n=10, p50=p50, mean=p50 * 2, p90=p50 * 3, p95=p50 * 3.5, p99=p50 * 4)
-
-
-def _variant(ttft: float, tpot: float, itl: float, e2e: float, tput: float, **extra: Any) -> VariantSummary:
-    return VariantSummary(
-        ttft_s=_stats(ttft), tpot_s=_stats(tpot), itl_s=_stats(itl), e2e_s=_stats(e2e),
-        chunk_latency_s=_stats(itl), llmperf_itl_s=_stats(itl),
-        output_tokens_per_s=Throughput(per_request=_stats(tput), aggregate=tput * 4),
-        output_tokens=_stats(128), requests=Requests(planned=12, completed=10, errors=2),
-        token_sources={"usage": 9, "counted": 1}, **extra,
-    )  # fmt: skip
 
 
 def _cost(usd: float) -> Cost:

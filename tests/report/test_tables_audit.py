@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from doubles.summaries import PRICE
+from doubles.summaries import variant as _variant
 from spectrn.configuration.config import SpectrnConfig
 from spectrn.report.format import (
     correctness_lines,
@@ -27,46 +29,20 @@ from spectrn.report.tables import render_table
 from spectrn.run.summary import (
     Acceptance,
     ClassSummary,
-    Cost,
     Equivalence,
     Goodput,
     HeadlineItem,
     LevelSummary,
     Load,
     Provenance,
-    Requests,
     ServerIdentity,
     SloCheck,
     Speedup,
     Speedups,
-    Stats,
     Summary,
-    Throughput,
     VariantSummary,
     Verdict,
 )
-
-PRICE = "spectrn price table (trn2.48xlarge, us-east-1)"
-
-
-def _stats(p50: float) -> Stats:
-    """A distribution whose mean and tail differ from its median, so a table showing the wrong figure is caught."""
-    return Stats(n=10, p50=p50, mean=p50 * 2, p90=p50 * 3, p95=p50 * 3.5, p99=p50 * 4)
-
-
-def _variant(
-    ttft: float, tpot: float, itl: float, e2e: float, tput: float, *, usd: float | None = None, **extra: Any
-) -> VariantSummary:
-    cost = None if usd is None else Cost(
-        instance_hourly_usd=4.5, instances_per_service=0.5, usd_per_million_output_tokens=usd, price_source=PRICE
-    )  # fmt: skip
-    return VariantSummary(
-        ttft_s=_stats(ttft), tpot_s=_stats(tpot), itl_s=_stats(itl), e2e_s=_stats(e2e),
-        chunk_latency_s=_stats(itl), llmperf_itl_s=_stats(itl),
-        output_tokens_per_s=Throughput(per_request=_stats(tput), aggregate=tput * 4),
-        output_tokens=_stats(128), requests=Requests(planned=12, completed=10, errors=2),
-        token_sources={"usage": 9, "counted": 1}, cost=cost, **extra,
-    )  # fmt: skip
 
 
 def _sp(value: float, lo: float, hi: float) -> Speedup:

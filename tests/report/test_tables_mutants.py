@@ -10,6 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
+from doubles.summaries import variant as _variant
 from spectrn.cli.show import print_table
 from spectrn.report.tables import render_table
 from spectrn.run.summary import (
@@ -19,29 +20,13 @@ from spectrn.run.summary import (
     Goodput,
     LevelSummary,
     Load,
-    Requests,
     SloCheck,
     Speedup,
     Speedups,
-    Stats,
     Summary,
-    Throughput,
     VariantSummary,
     Verdict,
 )
-
-
-def _stats(p50: float) -> Stats:
-    return Stats(n=10, p50=p50, mean=p50 * 2, p90=p50 * 3, p95=p50 * 3.5, p99=p50 * 4)
-
-
-def _variant(ttft: float, tpot: float, itl: float, e2e: float, tput: float, **extra: Any) -> VariantSummary:
-    return VariantSummary(
-        ttft_s=_stats(ttft), tpot_s=_stats(tpot), itl_s=_stats(itl), e2e_s=_stats(e2e),
-        chunk_latency_s=_stats(itl), llmperf_itl_s=_stats(itl),
-        output_tokens_per_s=Throughput(per_request=_stats(tput), aggregate=tput * 4),
-        output_tokens=_stats(128), requests=Requests(planned=12, completed=10, errors=2), **extra,
-    )  # fmt: skip
 
 
 def _cost(usd: float) -> Cost:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import re
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -34,3 +36,25 @@ def one_of(value: str, choices: tuple[str, ...] | list[str]) -> str:
     quoted = [repr(c) for c in choices]
     expected = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
     raise ValueError(f"Input should be {expected}")
+
+
+def json_value(value: Any, where: str) -> None:
+    """Refuse what JSON cannot carry as it is, naming where it sits (``a.b[0]``)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValueError(f"{where}: key {key!r} is not text (quote it)")
+            json_value(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            json_value(item, f"{where}[{i}]")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{where}: {value} is not a finite number")
+    elif value is not None and not isinstance(value, str | int | float):  # a bool is an int
+        raise ValueError(f"{where}: {value} is a {type(value).__name__}, not text or a number (quote it)")
+
+
+def has_registry(image: str) -> bool:
+    """Docker's rule: the first path component is a registry host when it has a '.' or ':' or is localhost."""
+    first, sep, _ = image.partition("/")
+    return bool(sep) and ("." in first or ":" in first or first == "localhost")

@@ -11,14 +11,22 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-from spectrn.configuration.base import AWS_REGION, DNS_LABEL, DNS_SUBDOMAIN, IMAGE, Strict, one_of
+from spectrn.configuration.base import (
+    DNS_LABEL,
+    DNS_SUBDOMAIN,
+    IMAGE,
+    Strict,
+    has_registry,
+    json_value,
+    one_of,
+)
 from spectrn.configuration.bench import BenchConfig, load_shape_rules
 from spectrn.configuration.catalog import INSTANCES, MODELS, InstanceSpec, ModelSpec
+from spectrn.configuration.cloudwatch import CloudWatchConfig
 from spectrn.configuration.cluster import CompileConfig, PodResources, Probes, S3Config, SecretRef, ServiceAccounts
 from spectrn.configuration.neuron_host import Capabilities, NeuronDriver
 from spectrn.configuration.origins import FieldError, Origins, dotted_path
@@ -44,22 +52,6 @@ DEFAULT_SPECTRN_IMAGE = "spectrn:0.1.0"
 NEURON_SCHEDULER = "my-scheduler"  # the Neuron helm chart's scheduler.customScheduler.fullnameOverride
 
 
-class CloudWatchConfig(Strict):
-    namespace: str = Field(default="Spectrn", description="CloudWatch metric namespace.")
-    region: str | None = Field(default=None, description="AWS region (default: the standard AWS resolution chain).")
-    storage_resolution: Literal[1, 60] = Field(
-        default=60, description="1 for high-resolution metrics, 60 for standard."
-    )
-    dashboard_prefix: str = Field(default="spectrn", description="Dashboards are named <prefix>-<run id>.")
-
-    @field_validator("region")
-    @classmethod
-    def _region(cls, v: str | None) -> str | None:
-        if v is not None and not AWS_REGION.fullmatch(v):
-            raise ValueError(f"{v!r} is not an AWS region (e.g. us-east-2)")
-        return v
-
-
 class SimConfig(Strict):
     preset: str = Field(default="qwen3-32b-trn2", description="Simulator calibration preset.")
     profile: str | None = Field(
@@ -82,22 +74,6 @@ class SimConfig(Strict):
         default=DEFAULT_SPECTRN_IMAGE,
         description="Image that runs the simulator in the cluster (runtime: sim); needs a registry host unless spectrn_image_preloaded.",
     )
-
-
-def _json_value(value: Any, where: str) -> None:
-    """Refuse what JSON cannot carry as it is, naming where it sits (``a.b[0]``)."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise ValueError(f"{where}: key {key!r} is not text (quote it)")
-            _json_value(item, f"{where}.{key}")
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            _json_value(item, f"{where}[{i}]")
-    elif isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"{where}: {value} is not a finite number")
-    elif value is not None and not isinstance(value, str | int | float):  # a bool is an int
-        raise ValueError(f"{where}: {value} is a {type(value).__name__}, not text or a number (quote it)")
 
 
 class SpectrnConfig(Strict):
@@ -271,7 +247,7 @@ class SpectrnConfig(Strict):
         # rendered as JSON on the services' command lines and hashed into artifact keys and sweep fingerprints:
         # a YAML date, binary, non-text key or infinity would crash there (or turn null in a sweep's cells)
         for key, item in (v or {}).items():
-            _json_value(item, key)
+            json_value(item, key)
         return v
 
     @field_validator("image", "spectrn_image")
@@ -614,9 +590,3 @@ class SpectrnConfig(Strict):
                 raise ConfigError(problem, hint=fix)
             out.append(f"{problem}; fine on kind after `kind load docker-image`, elsewhere {fix}")
         return out
-
-
-def has_registry(image: str) -> bool:
-    """Docker's rule: the first path component is a registry host when it has a '.' or ':' or is localhost."""
-    first, sep, _ = image.partition("/")
-    return bool(sep) and ("." in first or ":" in first or first == "localhost")
