@@ -22,7 +22,7 @@ from typing import Any
 from spectrn.configuration.config import SpectrnConfig
 from spectrn.configuration.sources import check_config_names
 from spectrn.errors import ConfigError
-from spectrn.render.load_job import HOLD_UNTIL_COLLECTED_S, prompts_data, render_load_job
+from spectrn.render.load_job import prompts_data, render_load_job
 from spectrn.render.server import VARIANTS, _claim_ctx, _server_ctx
 from spectrn.render.templates import _labels, _Renderer
 
@@ -64,7 +64,6 @@ def render_objects(
     components: Iterable[str] | None = None,
     run_id: str | None = None,
     engine: str = "spectrn",
-    hold_s: int = HOLD_UNTIL_COLLECTED_S,
     prompts: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """Every object for ``cfg`` in apply order. The load Job is included when ``run_id`` is given
@@ -98,5 +97,5 @@ def render_objects(
         if run_id is None:
             raise ConfigError("the load Job needs a run id", hint="pass run_id (spectrn render --run-id ID)")
         targets = variants or list(VARIANTS)
-        objs += render_load_job(cfg, run_id, engine, prompts=prompts, variants=targets, hold_s=hold_s, renderer=r)
+        objs += render_load_job(cfg, run_id, engine, prompts=prompts, variants=targets, renderer=r)
     return objs
