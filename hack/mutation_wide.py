@@ -80,6 +80,7 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
             "tests/deploy/test_teardown_status.py",
             "tests/deploy/test_teardown_user_objects.py",
             "tests/deploy/test_teardown_audit.py",
+            "tests/deploy/test_teardown_mutants.py",
         ),
     ),
     (

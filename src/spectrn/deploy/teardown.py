@@ -81,11 +81,11 @@ def wait_namespace_gone(
                 hint=f"something holds it (finalizers of its objects, an unavailable API service): see `kubectl get "
                 f"namespace {namespace} -o yaml`; then re-run",
             )
-        rv = str((ns_obj.get("metadata") or {}).get("resourceVersion") or "") or None
+        rv = str(ns_obj["metadata"]["resourceVersion"])  # the API server sets it on every object
         try:
             for etype, obj in kube.watch("v1", "Namespace", resource_version=rv, timeout_s=poll_s):
                 if etype == "DELETED" and (obj.get("metadata") or {}).get("name") == namespace:
-                    break
+                    return
         except KubeApiError as e:
             if e.gone:
                 continue  # our resourceVersion expired: get the namespace again
@@ -121,14 +121,10 @@ def teardown(
             key = (kind, obj["metadata"]["name"])
             if _managed(obj) and key not in seen:  # belt and braces: re-check the label the server filtered on
                 seen.add(key)
-                obj.setdefault("apiVersion", api_version)
-                obj.setdefault("kind", kind)
                 targets.append(obj)
     for api_version, kind in CLUSTER_KINDS:
         for obj in kube.list(api_version, kind, None, f"{MANAGED_SELECTOR},{NAMESPACE_LABEL}={ns}"):
             if _managed(obj) and labels_of(obj).get(NAMESPACE_LABEL) == ns:
-                obj.setdefault("apiVersion", api_version)
-                obj.setdefault("kind", kind)
                 targets.append(obj)
     # Pods owned by a Deployment/Job go with their owner; only loose pods are deleted by name.
     targets = [t for t in targets if not (t["kind"] == "Pod" and t["metadata"].get("ownerReferences"))]

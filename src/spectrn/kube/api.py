@@ -222,7 +222,9 @@ class KubeApi(Protocol):
 
     def list(
         self, api_version: str, kind: str, namespace: str | None = None, label_selector: str | None = None
-    ) -> ObjList: ...
+    ) -> ObjList:
+        """The objects, each with its ``apiVersion`` and ``kind`` (list items omit them; ``RealKube`` adds them)."""
+        ...
 
     def list_meta(
         self, api_version: str, kind: str, namespace: str | None = None, label_selector: str | None = None
