@@ -274,3 +274,40 @@ def test_a_sharp_cutoff_between_coarse_grid_points_is_found(alpha: float, tau: f
     assert fit.alphas["a"] == pytest.approx(alpha, rel=1e-3)
     truth = log_likelihood(alpha, tau, gamma, c.reached, c.accepted)
     assert log_likelihood(fit.alphas["a"], fit.tau, fit.gamma, c.reached, c.accepted) == pytest.approx(truth, abs=1.0)
+
+
+def exact_log_likelihood(alpha: float, tau: float, gamma: float, reached: list[float], accepted: list[float]) -> float:
+    """``log_likelihood`` where a curve has decayed to exactly 0 (p = 0 with nothing accepted adds 0)."""
+    total = 0.0
+    for i, (n, k) in enumerate(zip(reached, accepted, strict=True)):
+        p = min(CAP, alpha * math.exp(-((i / tau) ** gamma)))
+        total += (k * math.log(p) if k else 0.0) + (n - k) * math.log1p(-p)
+    return total
+
+
+@pytest.mark.parametrize(
+    ("tau", "gamma", "positions"),
+    [(0.3 * math.exp(0.09), 1.0, 8), (200.0 * math.exp(-0.09), 1.0, 30), (3.0, 0.3 * math.exp(0.09), 8)],
+    ids=["small-tau", "large-tau", "small-gamma"],
+)
+def test_a_decay_between_the_grid_s_first_two_points_is_found(tau: float, gamma: float, positions: int) -> None:
+    # 0.09 inside the range's end: past the edge test's 0.05, short of the coarse grid's first step (0.138 in log
+    # tau, 0.120 in log gamma), so the refining windows must reach down to the range's end itself
+    c = exact("a", 0.9, tau, gamma, positions)
+    fit = fit_decay([c], cap=CAP, prior_tau=PRIOR_TAU, prior_gamma=PRIOR_GAMMA)
+    assert (fit.identified, fit.note) == (True, None)
+    assert fit.tau == pytest.approx(tau, rel=3e-3) and fit.gamma == pytest.approx(gamma, rel=3e-3)
+    truth = exact_log_likelihood(0.9, tau, gamma, c.reached, c.accepted)  # counts on the curve: the maximum
+    got = exact_log_likelihood(fit.alphas["a"], fit.tau, fit.gamma, c.reached, c.accepted)
+    assert got == pytest.approx(truth, abs=0.5)
+
+
+def test_a_cutoff_near_the_top_of_gamma_s_range_reaches_the_likelihood_s_maximum() -> None:
+    # tau 3, gamma 19.6: positions 0-2 near alpha, 3 at alpha / e, 4 on at 0. The likelihood is nearly flat along
+    # a narrow valley toward smaller gamma (gamma is known to about 25% here): a search that settles in it early
+    # (at gamma 14.3, say) is two nats short of the curve
+    c = exact("a", 0.9, 3.0, 19.6, 8)
+    fit = fit_decay([c], cap=CAP, prior_tau=PRIOR_TAU, prior_gamma=PRIOR_GAMMA)
+    truth = exact_log_likelihood(0.9, 3.0, 19.6, c.reached, c.accepted)
+    got = exact_log_likelihood(fit.alphas["a"], fit.tau, fit.gamma, c.reached, c.accepted)
+    assert got == pytest.approx(truth, abs=0.5)
