@@ -283,7 +283,12 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
         "folder",
         "spectrn.run.folder",
         (),
-        ("tests/run/test_schema_versions.py", "tests/publish/test_datums.py", "tests/run/test_folder_audit.py"),
+        (
+            "tests/run/test_schema_versions.py",
+            "tests/publish/test_datums.py",
+            "tests/run/test_folder_audit.py",
+            "tests/run/test_folder_mutants.py",
+        ),
     ),
 )
 

@@ -225,34 +225,23 @@ class RunFolder:
     def write_records(self, records: Iterable[RequestRecord]) -> Path:
         """Replace ``requests.jsonl`` with ``records`` (a merge or an ingest), atomically: a reader sees the old
         file or the whole new one."""
-        import os
-        import tempfile
-
-        path = self.file(REQUESTS)
-        self.path.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=f".{REQUESTS}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                for r in records:
-                    f.write(r.model_dump_json(exclude_none=True) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return path
+        return self._write_lines(REQUESTS, (r.model_dump_json(exclude_none=True) for r in records))
 
     def write_emf(self, lines: Iterable[str]) -> Path:
         """``metrics.emf.jsonl``: one CloudWatch Embedded Metric Format document per line, written as each line
         comes (``lines`` may be a generator: a million requests' lines are never held at once), into a
         temporary file renamed over: a reader sees the old file or the whole new one."""
+        return self._write_lines(EMF, lines)
+
+    def _write_lines(self, name: str, lines: Iterable[str]) -> Path:
+        """``name`` replaced by ``lines``, each ended by a newline, written as they come into a temporary file
+        beside it (``.<name>.*.tmp``) renamed over it: a reader sees the old file or the whole new one."""
         import os
         import tempfile
 
-        path = self.file(EMF)
+        path = self.file(name)
         self.path.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=f".{EMF}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=f".{name}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 for ln in lines:
@@ -305,7 +294,7 @@ class RunFolder:
         parts = PurePosixPath(rel)
         if parts.is_absolute() or ".." in parts.parts:
             raise ValueError(f"{rel!r} is not a path inside the run folder")
-        target = self.path.joinpath(*[p for p in parts.parts if p != "."])
+        target = self.path.joinpath(*parts.parts)  # PurePosixPath has already dropped "." parts
         target.parent.mkdir(parents=True, exist_ok=True)
         with target.open("wb") as f:
             shutil.copyfileobj(src, f)
