@@ -380,3 +380,17 @@ def test_publish_json_of_an_unknown_layout_names_the_file(folder: RunFolder) -> 
         LEDGER_FIX,
     )
     assert _raised(folder.publish_ledger) == expected
+
+
+def test_publish_json_with_an_infinite_time_shift_is_refused_not_rewritten_as_null(folder: RunFolder) -> None:
+    # Python's json reads the non-standard Infinity; kept, it would be written back as null and then refused
+    path = folder.path / "publish.json"
+    target = '{"namespace": "ns", "target": "t", "sent": {}, "time_shift_s": Infinity}'
+    path.write_text('{"schema_version": 2, "targets": {"ns@t": ' + target + "}}")
+    expected: tuple[Any, ...] = (
+        PublishError,
+        f"{path} has an unknown layout (each target must be an object with a 'sent' map): targets.ns@t.time_shift_s:"
+        " Input should be a finite number",
+        LEDGER_FIX,
+    )
+    assert _raised(folder.publish_ledger) == expected

@@ -57,7 +57,9 @@ class PublishTarget(Contract):
     batches: int | None = Field(default=None, description="Calls in the plan.")
     datums: int | None = Field(default=None, description="MetricDatum entries in the plan.")
     samples: int | None = Field(default=None, description="Samples (values x counts) in the plan.")
-    time_shift_s: float = Field(default=0.0, description="Seconds added to every timestamp (--retime); 0: none.")
+    time_shift_s: float = Field(
+        default=0.0, allow_inf_nan=False, description="Seconds added to every timestamp (--retime); 0: none."
+    )
     max_datums_per_call: int | None = Field(default=None, description="Batch size the hashes were made with.")
     storage_resolution: int | None = Field(default=None, description="CloudWatch storage resolution (1 or 60 s).")
     nonfinite_dropped: list[str] = Field(
