@@ -265,6 +265,7 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
             "tests/analyze/test_llmperf.py",
             "tests/analyze/test_llmperf_fields.py",
             "tests/analyze/test_llmperf_audit.py",
+            "tests/analyze/test_llmperf_mutants.py",
         ),
     ),
     (

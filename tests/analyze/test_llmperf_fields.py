@@ -117,7 +117,7 @@ def test_every_summary_field(written: tuple[dict[str, Any], list[dict[str, Any]]
     cols = _columns()
     expected: dict[str, Any] = {
         "version": "spectrn-llmperf-compatible",
-        "name": "Qwen-Qwen3-32B_60_10",
+        "name": "Qwen-Qwen3-32B_60_10_summary",  # llmperf's: the summary file's name
         "model": "Qwen/Qwen3-32B",
         "mean_input_tokens": 60,
         "mean_output_tokens": 10,

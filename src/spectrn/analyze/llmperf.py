@@ -62,7 +62,7 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "model"
 
 
-def individual_response(rec: RequestRecord, time_scale: float = 1.0) -> dict[str, Any]:
+def individual_response(rec: RequestRecord, time_scale: float) -> dict[str, Any]:
     m = request_metrics(rec, time_scale)
     n_in = rec.prompt_tokens or 0
     if m is None:
@@ -106,7 +106,7 @@ class _VariantWriter:
         self.first_send = math.inf
         self.last_end = -math.inf
 
-    def add(self, rec: RequestRecord, row: dict[str, Any], time_scale: float) -> None:
+    def add(self, rec: RequestRecord, row: dict[str, Any]) -> None:
         self.f.write(("\n  " if self.count == 0 else ",\n  ") + json.dumps(row))
         self.count += 1
         self.inputs += row["number_input_tokens"]
@@ -119,16 +119,15 @@ class _VariantWriter:
         if rec.e2e is not None:
             self.first_send = min(self.first_send, rec.sent_at)
             self.last_end = max(self.last_end, rec.sent_at + rec.e2e)
-        del time_scale
 
     def close(self, meta: RunMeta, model: str, out_tokens: int, time_scale: float) -> list[Path]:
         self.f.write("\n]\n")
         self.f.close()
-        mean_in = int(self.inputs / self.count) if self.count else 0
+        mean_in = int(self.inputs / self.count)  # a writer exists once its variant has a record: count >= 1
         stem = f"{model}_{mean_in}_{out_tokens}"
         summary: dict[str, Any] = {
             "version": "spectrn-llmperf-compatible",
-            "name": stem,
+            "name": f"{stem}_summary",  # llmperf's name: the summary file's, without ".json"
             "model": meta.model,
             "mean_input_tokens": mean_in,
             "mean_output_tokens": out_tokens,
@@ -139,10 +138,10 @@ class _VariantWriter:
             summary.update(_flat_stats(prefix, self.cols[key]))
         ok = self.count - self.errors
         total_out = sum(self.cols["number_output_tokens"])
-        duration = (self.last_end - self.first_send) / time_scale if ok else 0.0
+        duration = (self.last_end - self.first_send) / time_scale  # -inf when none completed: the rates are 0
         summary.update(
             results_num_requests_started=self.count,
-            results_error_rate=self.errors / self.count if self.count else 0.0,
+            results_error_rate=self.errors / self.count,
             results_number_errors=self.errors,
             results_error_code_frequency=json.dumps(self.codes),
             results_mean_output_throughput_token_per_s=total_out / duration if duration > 0 else 0.0,
@@ -162,7 +161,7 @@ def write_llmperf_files(folder: RunFolder) -> list[Path]:
             w = writers.get(rec.variant)
             if w is None:
                 w = writers[rec.variant] = _VariantWriter(folder, rec.variant)
-            w.add(rec, individual_response(rec, scale), scale)
+            w.add(rec, individual_response(rec, scale))
     except BaseException:
         for w in writers.values():
             w.f.close()
@@ -200,9 +199,7 @@ def _num(row: dict[str, Any], key: str, where: str) -> float:
 
 
 def _records(folder: Path, variant: str, prompt_class: str, level: str, start: float) -> list[RequestRecord]:
-    files = sorted(folder.glob("*_individual_responses.json"))
-    if not files:
-        raise AnalysisError(f"{folder} holds no *_individual_responses.json", hint="point at llmperf's --results-dir")
+    files = sorted(folder.glob("*_individual_responses.json"))  # at least one: ingest's variant_dirs kept the folder
     out = []
     for i, row in enumerate(_read_rows(files[0])):
         where = f"{files[0]} response {i}"
