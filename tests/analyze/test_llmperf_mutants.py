@@ -168,6 +168,11 @@ def test_a_response_whose_only_event_is_at_the_send_has_a_zero_llmperf_itl(tmp_p
         ("/m/", "m"),  # separators at the ends dropped
         ("Xeon/X", "Xeon-X"),  # letters at the ends kept
         (" m ", "m"),
+        # llmperf's rule (token_benchmark_ray.py): any run of characters other than \w and "-" is one "-", then
+        # runs of "-" collapse to one
+        ("Qwen/Qwen3-1.7B", "Qwen-Qwen3-1-7B"),
+        ("a.-b", "a-b"),
+        ("a_b", "a_b"),
     ],
 )
 def test_the_file_names_of_odd_model_names(tmp_path: Path, model: str | None, stem: str) -> None:

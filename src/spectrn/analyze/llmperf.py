@@ -59,7 +59,8 @@ def _flat_stats(prefix: str, values: Any) -> dict[str, Any]:
 
 
 def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "model"
+    # llmperf names its files so: every run of characters other than letters, digits, "_" and "-" becomes one "-"
+    return re.sub(r"-{2,}", "-", re.sub(r"[^A-Za-z0-9_-]+", "-", name)).strip("-") or "model"
 
 
 def individual_response(rec: RequestRecord, time_scale: float) -> dict[str, Any]:
