@@ -344,11 +344,12 @@ def _setup(target: Target, fresh: bool) -> Path:
         if not link.exists():
             link.symlink_to(ROOT / name)
     shutil.copy2(ROOT / "pyproject.toml", work / "pyproject.toml")
+    shutil.copy2(ROOT / "README.md", work / "README.md")  # the config tests render the README's quickstart
     lines = [
         "[mutmut]",
         "source_paths=src/spectrn",
         f"only_mutate=*{target.file.removeprefix('src/')}",
-        "also_copy=\n    manifests\n    prompts\n    docs",
+        "also_copy=\n    manifests\n    prompts\n    docs\n    README.md",
         "pytest_add_cli_args_test_selection=\n" + "".join(f"    {t}\n" for t in target.tests),
         "pytest_add_cli_args=\n" + "".join(f"    {a}\n" for a in PYTEST_ARGS),
         "timeout_multiplier=5.0",
