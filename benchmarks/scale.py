@@ -195,7 +195,7 @@ prompts = PromptSet(name="ol", prompts=[Prompt(id=f"p{i}", prompt_class="c", tex
 schedule = build_schedule(prompts, requests=n, warmup=0, seed=0, nonce="ol")  # what spectrn bench builds
 plan = RunPlan(run_id="ol", out_dir=Path(sys.argv[2]), endpoints={"ep": url}, schedule=schedule,
                params=RequestParams(model="ref-model", api="completions", max_tokens=4, keep_output=False),
-               levels=[Level.poisson(400.0, max_in_flight=64)])
+               levels=[Level.open(400.0, max_in_flight=64)])
 base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 async def main():
     task = asyncio.ensure_future(run_bench(plan))

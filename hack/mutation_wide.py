@@ -254,6 +254,7 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
             "tests/loadgen/test_shard_arrivals.py",
             "tests/loadgen/test_multi_turn.py",
             "tests/loadgen/test_arrivals_audit.py",
+            "tests/loadgen/test_arrivals_mutants.py",
             "tests/cli/test_rel_bad_input.py",
         ),
     ),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from spectrn.errors import BenchError, EndpointError
 from spectrn.loadgen.client import RequestParams
 from spectrn.loadgen.plan import RunPlan
 from spectrn.loadgen.prompts import build_schedule, load_prompt_set
-from spectrn.loadgen.runner import Level, poisson_offsets, run_bench
+from spectrn.loadgen.runner import Level, poisson_arrivals, run_bench
 from spectrn.run.records import read_records
 
 
@@ -75,15 +76,15 @@ def test_interleaved_mode_alternates_blocks(tmp_path: Path) -> None:
     assert order == "aabbaabbaabbaabb"
 
 
-def test_poisson_offsets_are_seeded_and_have_the_rate() -> None:
-    xs = poisson_offsets(2000, 4.0, seed=3)
-    assert xs == poisson_offsets(2000, 4.0, seed=3)
+def test_poisson_arrivals_are_seeded_and_have_the_rate() -> None:
+    xs = list(itertools.islice(poisson_arrivals(4.0, seed=3), 2000))
+    assert xs == list(itertools.islice(poisson_arrivals(4.0, seed=3), 2000))
     assert xs[-1] / 2000 == pytest.approx(0.25, rel=0.08)
 
 
 def test_open_loop_level(tmp_path: Path) -> None:
     with serve_in_thread(FAST) as (a, _):
-        out = asyncio.run(run_bench(plan(tmp_path, {"baseline": a}, levels=[Level.poisson(40.0)], warmup=0)))
+        out = asyncio.run(run_bench(plan(tmp_path, {"baseline": a}, levels=[Level.open(40.0)], warmup=0)))
     recs = read_records(out.run_dir / "requests.jsonl")
     assert len(recs) == 8 and {r.level for r in recs} == {"r40"}
 

@@ -42,7 +42,7 @@ def _open_loop_footprint(tmp: Path, base: str, scheduled: int, stop_after: int =
     """(most tasks alive at once, traced memory peak) while the first ``stop_after`` of ``scheduled``
     open-loop requests run (2,000 req/s, at most 64 in flight); then the run is cancelled."""
     p = plan(
-        tmp, {"baseline": base}, n=scheduled, levels=[Level.poisson(2000.0, max_in_flight=64)], run_id=f"o{scheduled}"
+        tmp, {"baseline": base}, n=scheduled, levels=[Level.open(2000.0, max_in_flight=64)], run_id=f"o{scheduled}"
     )
 
     async def go() -> tuple[int, int]:
@@ -83,18 +83,9 @@ def test_open_loop_memory_does_not_grow_with_the_number_of_scheduled_requests(tm
     assert peak_100k - peak_10k < 8 << 20, (peak_10k, peak_100k)
 
 
-def test_open_loop_keeps_the_seeded_arrival_times(tmp_path: Path) -> None:
-    from spectrn.loadgen.runner import poisson_arrivals, poisson_offsets
-
-    gen = poisson_arrivals(3.0, seed=5)
-    assert [next(gen) for _ in range(500)] == poisson_offsets(500, 3.0, seed=5)
-
-
 def test_run_json_records_the_plan_the_load_shape_and_the_token_source(tmp_path: Path) -> None:
     with serve_in_thread(FAST) as (a, _), serve_in_thread(FAST) as (b, _):
-        p = plan(
-            tmp_path, {"baseline": a, "speculative": b}, n=6, warmup=1, levels=[Level.closed(4), Level.poisson(50)]
-        )
+        p = plan(tmp_path, {"baseline": a, "speculative": b}, n=6, warmup=1, levels=[Level.closed(4), Level.open(50)])
         asyncio.run(run_bench(p))
     run = json.loads((tmp_path / "r" / "run.json").read_text())
     assert run["planned"] == {"baseline": {"c4": 6, "r50": 6}, "speculative": {"c4": 6, "r50": 6}}

@@ -63,10 +63,6 @@ class Level:
         return Level(f"c{c}", concurrency=c)
 
     @staticmethod
-    def poisson(rate: float, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT) -> Level:
-        return Level.open(rate, max_in_flight=None if max_in_flight == DEFAULT_MAX_IN_FLIGHT else max_in_flight)
-
-    @staticmethod
     def open(
         rate: float, arrivals: str = "poisson", burstiness: float | None = None, max_in_flight: int | None = None
     ) -> Level:
@@ -96,11 +92,6 @@ def poisson_arrivals(rate: float, seed: int) -> Iterator[float]:
     while True:
         t += rng.expovariate(rate)
         yield t
-
-
-def poisson_offsets(n: int, rate: float, seed: int) -> list[float]:
-    arrivals = poisson_arrivals(rate, seed)
-    return [next(arrivals) for _ in range(n)]
 
 
 def arrival_times(kind: str, rate: float, seed: int, burstiness: float | None = None) -> Iterator[float]:
@@ -133,7 +124,7 @@ def shard_seed(seed: int, shard: int, shards: int) -> int:
     return int.from_bytes(hashlib.sha256(f"spectrn-shard:{seed}:{shard}".encode()).digest()[:8], "big")
 
 
-def level_arrivals(level: Level, seed: int, shards: int, shard: int = 0) -> Iterator[float]:
+def level_arrivals(level: Level, seed: int, shards: int, shard: int) -> Iterator[float]:
     """The arrival offsets of an open-loop rate level for one shard (each shard carries rate / shards).
 
     Together the shards offer the level's process: constant arrivals are phase-shifted by one level gap per
@@ -147,8 +138,10 @@ def level_arrivals(level: Level, seed: int, shards: int, shard: int = 0) -> Iter
     return arrival_times(level.arrivals, level.rate / shards, shard_seed(seed, shard, shards), level.burstiness)
 
 
-def shard_rate(level: Level, shards: int) -> float | None:
-    return None if level.rate is None else level.rate / shards
+def shard_rate(level: Level, shards: int) -> float:
+    """This shard's share of an open-loop rate level's rate."""
+    assert level.rate is not None
+    return level.rate / shards
 
 
 def shard_cap(level: Level, shards: int) -> int:
@@ -172,19 +165,18 @@ def _number(path: Path, line: int, field: str, raw: Any, *, whole: bool) -> floa
         return None
     if isinstance(raw, bool):
         raise _bad(path, line, field, f"is {raw!r}, not a number")
+    # JSON numbers too go through their text: an integer past float's range is then infinite (a timestamp) or
+    # exact (a token count), as in a CSV cell, never an OverflowError
+    text = str(raw).strip()
     value: float | int
-    if isinstance(raw, int | float):
-        value = raw
-    else:
-        text = str(raw).strip()
+    try:
+        value = int(text) if whole else float(text)
+    except ValueError:
         try:
-            value = int(text) if whole else float(text)
+            value = float(text)
         except ValueError:
-            try:
-                value = float(text)
-            except ValueError:
-                raise _bad(path, line, field, f"is {text[:40]!r}, not a number") from None
-    if not math.isfinite(value):
+            raise _bad(path, line, field, f"is {text[:40]!r}, not a number") from None
+    if isinstance(value, float) and not math.isfinite(value):  # an int is finite, and too big for math.isfinite
         raise _bad(path, line, field, f"is {value!r}, not a finite number")
     if whole:
         if value != int(value):
@@ -277,12 +269,12 @@ def open_loop_shape(
     """run.json's ``load_shape`` of an open-loop level: everything needed to regenerate its arrival times."""
     shape: dict[str, Any] = {"kind": "open-loop"}
     if level.trace:
-        rows = trace or ()
+        assert trace  # a trace level replays a trace's rows; read_trace refuses a trace without any
         shape.update(
             arrivals="trace",
             trace=trace_file,
-            trace_rows=len(rows),
-            trace_span_s=round(rows[-1].offset_s, 6) if rows else 0.0,
+            trace_rows=len(trace),
+            trace_span_s=round(trace[-1].offset_s, 6),
         )
     else:
         shape.update(

@@ -26,7 +26,6 @@ from spectrn.loadgen import clock
 from spectrn.loadgen.arrivals import Level as Level  # re-exported: the runner's callers name levels
 from spectrn.loadgen.arrivals import open_loop_shape
 from spectrn.loadgen.arrivals import poisson_arrivals as poisson_arrivals  # re-exported: older imports
-from spectrn.loadgen.arrivals import poisson_offsets as poisson_offsets
 from spectrn.loadgen.client import endpoint_url, request_trace_config
 from spectrn.loadgen.clock import wall_now
 from spectrn.loadgen.identity import identify
