@@ -243,7 +243,12 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
         "sim-metrics",
         "spectrn.sim.metrics",
         (),
-        ("tests/sim/test_conformance.py", "tests/sim/test_profiles.py", "tests/sim/test_engine_audit.py"),
+        (
+            "tests/sim/test_conformance.py",
+            "tests/sim/test_profiles.py",
+            "tests/sim/test_engine_audit.py",
+            "tests/sim/test_metrics_mutants.py",
+        ),
     ),
     (
         "arrivals",

@@ -140,8 +140,8 @@ MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
     (
         "sim-metrics-generation-buckets",
         _METRICS,
-        '"vllm:request_generation_tokens", "Number of generation tokens processed.", _TOKENS',
-        '"vllm:request_generation_tokens", "Number of generation tokens processed.", _ITERATION',
+        '"Number of generation tokens processed.", tokens\n        )\n        self.iteration_tokens',
+        '"Number of generation tokens processed.", _ITERATION\n        )\n        self.iteration_tokens',
         _T_ENGINE,
         "vllm:request_generation_tokens has other buckets than real vLLM's",
     ),

@@ -302,7 +302,10 @@ def test_upstream_families_have_the_buckets_and_labels_of_real_vllm() -> None:
     from .conftest import FIXTURES
 
     real = _buckets_and_labels((FIXTURES / "draft" / "metrics_after.body").read_text())
-    metrics = SimMetrics("m", profile=get_profile("upstream"), speculative=True, window=4, process_metrics=False)
+    # The recorded server ran with --max-model-len 2048.
+    metrics = SimMetrics(
+        "m", profile=get_profile("upstream"), speculative=True, window=4, max_model_len=2048, process_metrics=False
+    )
     sim = _buckets_and_labels(metrics.render().decode())
     shared = sorted(set(real) & set(sim))
     for family in (

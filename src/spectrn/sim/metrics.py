@@ -11,6 +11,8 @@ draft tokens to vLLM's scheduler, so they stay at 0).
 five spec-decode families that are always registered but never get a sample on Neuron (only the
 SpecDecodeWorker fills them, and Neuron never runs it).
 
+Both dialects bound their token-count histograms with vLLM's ``build_1_2_5_buckets(max_model_len)``.
+
 Latency histograms are fed with the engine's *scheduled* times, so they are the ground truth the harness's
 client-side measurements are checked against. Each app has its own registry, so several simulators can run in
 one process.
@@ -19,11 +21,12 @@ one process.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics_core import Metric
 
 from spectrn.sim.profiles import ServerProfile
 
@@ -38,7 +41,6 @@ _LATENCY_REQUEST = (
     0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0,
     960.0, 1920.0, 7680.0,
 )  # fmt: skip
-_TOKENS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0)
 _ITERATION = (1.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0)
 FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
 
@@ -58,13 +60,7 @@ def _buckets_1_2_5(max_value: int) -> tuple[float, ...]:
 
 
 class _Null:
-    """A family the imitated server does not have: every update is a no-op."""
-
-    def inc(self, amount: float = 1) -> None:
-        pass
-
-    def set(self, value: float) -> None:
-        pass
+    """A histogram the imitated server does not have: an observation is a no-op."""
 
     def observe(self, value: float) -> None:
         pass
@@ -72,6 +68,10 @@ class _Null:
 
 class SimMetrics:
     """All families for one served model; ``render()`` gives the exposition bytes."""
+
+    success: Any  # finished_reason -> counter child
+    tpot: Any  # a Histogram child, or _Null where the server has no per-request TPOT family
+    spec_per_pos: list[Any]  # V1, speculative only: one counter child per draft position
 
     def __init__(
         self,
@@ -83,24 +83,22 @@ class SimMetrics:
         max_model_len: int = 1024,
         process_metrics: bool = True,
     ) -> None:
-        self.registry = CollectorRegistry()
+        # The fork disables prometheus_client's _created samples (process-wide there; per registry here).
+        self.registry = _RegistryWithoutCreated() if profile.metrics == "v0" else CollectorRegistry()
         self.profile = profile
-        self.speculative = speculative
         self.counts_spec = speculative and profile.spec_counters_move
         if process_metrics:
             from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTOR
 
             for collector in (GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTOR):
                 self.registry.register(collector)
-        self.spec_per_pos: list[Any] = []
-        self.success: Any = None
-        self.tpot: Any = None
         if profile.metrics == "v0":
             self._init_v0(model_name, max_model_len)
         else:
-            self._init_v1(model_name, speculative, window)
+            self._init_v1(model_name, speculative, window, max_model_len)
 
-    def _init_v1(self, model_name: str, speculative: bool, window: int) -> None:
+    def _init_v1(self, model_name: str, speculative: bool, window: int, max_model_len: int) -> None:
+        tokens = _buckets_1_2_5(max_model_len)  # V1's token histograms too (vllm/v1/metrics/loggers.py)
         labels = ("model_name", "engine")
         lv = {"model_name": model_name, "engine": "0"}
         r = self.registry
@@ -140,15 +138,15 @@ class SimMetrics:
             registry=r,
         )
         self.success = {reason: success.labels(**lv, finished_reason=reason) for reason in FINISH_REASONS}
-        self.req_prompt_tokens = hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", _TOKENS)
+        self.req_prompt_tokens = hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", tokens)
         self.req_generation_tokens = hist(
-            "vllm:request_generation_tokens", "Number of generation tokens processed.", _TOKENS
+            "vllm:request_generation_tokens", "Number of generation tokens processed.", tokens
         )
         self.iteration_tokens = hist(
             "vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", _ITERATION
         )
         self.max_tokens_param = hist(
-            "vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", _TOKENS
+            "vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", tokens
         )
         self.ttft = hist(
             "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", _LATENCY_TTFT
@@ -258,19 +256,16 @@ class SimMetrics:
     def render(self) -> bytes:
         if self.profile.metrics == "v0":
             self._lora.set(time.time())
-            # The fork disables prometheus_client's _created samples (process-wide there; per registry here).
-            lines = generate_latest(self.registry).split(b"\n")
-            return b"\n".join(line for line in lines if not _is_created_sample(line))
         return generate_latest(self.registry)
 
 
-def _is_created_sample(line: bytes) -> bool:
-    """A ``_created`` sample, or the HELP / TYPE line of its family."""
-    if line.startswith((b"# HELP ", b"# TYPE ")):
-        name = line.split(b" ", 3)[2]
-    else:
-        name = line.split(b"{", 1)[0].split(b" ", 1)[0]
-    return name.endswith(b"_created")
+class _RegistryWithoutCreated(CollectorRegistry):
+    """A registry whose families carry no ``_created`` samples (so the exposition has no ``*_created`` families)."""
+
+    def collect(self) -> Iterator[Metric]:
+        for family in super().collect():
+            family.samples = [s for s in family.samples if not s.name.endswith("_created")]
+            yield family
 
 
 class _LazyLabels:
@@ -280,13 +275,10 @@ class _LazyLabels:
         self.family = family
         self.labels = labels
         self.key = key
-        self.children: dict[str, Any] = {}
 
     def __getitem__(self, value: str) -> Any:
-        child = self.children.get(value)
-        if child is None:
-            child = self.children[value] = self.family.labels(**self.labels, **{self.key: value})
-        return child
+        # ``labels()`` returns the child it made the first time for these values.
+        return self.family.labels(**self.labels, **{self.key: value})
 
 
 def _phase_histograms(
