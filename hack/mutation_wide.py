@@ -70,6 +70,7 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
             "tests/deploy/test_teardown_status.py",
             "tests/deploy/test_wait_audit.py",
             "tests/deploy/test_diagnose_audit.py",
+            "tests/deploy/test_wait_mutants.py",
         ),
     ),
     (

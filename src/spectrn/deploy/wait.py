@@ -57,6 +57,7 @@ def _deployment_complete(dep: Obj) -> bool:
 
 
 def _pod_phase(pod: Obj, starting_label: str) -> tuple[str, str]:
+    """Phase and detail of a pod that is not ready (``observe_service`` looks at no other)."""
     status = pod.get("status") or {}
     conds = {c.get("type"): c for c in status.get("conditions") or []}
     if (conds.get("PodScheduled") or {}).get("status") != "True":
@@ -65,8 +66,6 @@ def _pod_phase(pod: Obj, starting_label: str) -> tuple[str, str]:
         waiting = (cs.get("state") or {}).get("waiting")
         if waiting and waiting.get("reason") in ("ContainerCreating", "PodInitializing", "ErrImagePull"):
             return "Pulling", str(waiting.get("reason"))
-    if _pod_ready(pod):
-        return "Ready", ""
     return starting_label, ""
 
 
@@ -75,7 +74,7 @@ def age_of(timestamp: str, now: float | None = None) -> str:
     from datetime import datetime
 
     try:
-        then = datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+        then = datetime.fromisoformat(timestamp).timestamp()  # RFC 3339's "Z" is read since Python 3.11
     except ValueError:
         return ""
     secs = max(0, int((time.time() if now is None else now) - then))
@@ -93,10 +92,11 @@ _WINDOW_RE = re.compile(r"(?:num_speculative_tokens\"?\s*[:=]\s*|--window[ =]|--
 
 
 def window_of(dep: Obj) -> str:
-    containers = dep["spec"]["template"]["spec"].get("containers") or []
-    text = " ".join(" ".join(map(str, (c.get("command") or []) + (c.get("args") or []))) for c in containers)
-    m = _WINDOW_RE.search(text)
-    return m.group(1) if m else "-"
+    for c in dep["spec"]["template"]["spec"].get("containers") or []:
+        m = _WINDOW_RE.search(" ".join(map(str, (c.get("command") or []) + (c.get("args") or []))))
+        if m:
+            return m.group(1)
+    return "-"
 
 
 def observe_service(
@@ -133,7 +133,7 @@ def observe_service(
             state.phase, state.diagnosis = "Failed", diag
             state.detail = f"{diag.cause}: {diag.detail}"[:300]
         return state
-    rank = {"Scheduling": 0, "Pulling": 1, starting_label: 2, "Ready": 3}
+    rank = ("Scheduling", "Pulling", starting_label)  # least advanced first
     worst: tuple[int, str, str] | None = None
     for pod in pods:
         pname = pod["metadata"]["name"]
@@ -150,14 +150,14 @@ def observe_service(
         diag = diagnose_pod(pod, events, prev, current)
         if diag is not None and (state.diagnosis is None or (diag.fatal and not state.diagnosis.fatal)):
             state.diagnosis = diag
-        if worst is None or rank.get(phase, 0) < worst[0]:
-            worst = (rank.get(phase, 0), phase, detail)
+        if worst is None or rank.index(phase) < worst[0]:
+            worst = (rank.index(phase), phase, detail)
             state.events = _event_lines(events)
             state.logs = _tail(current or prev, 10)
     assert worst is not None
     state.phase, state.detail = worst[1], worst[2]
-    if state.ready and state.phase != "Ready":
-        state.detail = f"rolling update (old pod serving): {state.detail}".rstrip(": ")
+    if state.ready:  # an old pod serves while the new one comes up (the phase is never Ready here)
+        state.detail = "rolling update (old pod serving)" + (f": {state.detail}" if state.detail else "")
     if state.diagnosis is not None:
         if state.diagnosis.fatal:
             state.phase = "Failed"
@@ -172,15 +172,19 @@ def _safe_logs(kube: KubeApi, pod: str, namespace: str, *, previous: bool, tail:
         return ""  # no previous container yet, or logs not available: the diagnosis stands without them
 
 
-def _failure_error(states: Sequence[ServiceState], *, timed_out: bool, timeout_s: float, budget_s: int) -> DeployError:
+def _failure_error(states: Sequence[ServiceState], *, timeout: tuple[float, int] | None) -> DeployError:
+    """``timeout``: the wait's timeout and the startup budget when it timed out; None when it gives up on final
+    diagnoses (every state passed then has a fatal one)."""
     parts = []
     hints = []
     for s in states:
         if s.done:
             continue
         diag = s.diagnosis
-        if diag is None or (timed_out and not diag.fatal):
-            if timed_out and s.phase in ("Starting", "Compiling"):
+        if diag is None or (timeout is not None and not diag.fatal):
+            assert timeout is not None
+            timeout_s, budget_s = timeout
+            if s.phase in ("Starting", "Compiling"):
                 cause = (
                     f"startup probe timeout: still {s.phase.lower()} after {timeout_s:.0f} s "
                     f"(startup budget {budget_s} s)"
@@ -193,7 +197,7 @@ def _failure_error(states: Sequence[ServiceState], *, timed_out: bool, timeout_s
                 cause = f"not ready after {timeout_s:.0f} s (phase {s.phase})" + (f": {s.detail}" if s.detail else "")
                 hint = "re-run with a longer --timeout, or inspect with `kubectl describe pod` / `spectrn status`"
             diag_lines = diag.events if diag else s.events
-            log_lines = diag.logs if diag and diag.logs else s.logs
+            log_lines = s.logs  # a diagnosis that is not fatal carries no log lines
         else:
             cause = f"{diag.cause}: {diag.detail}"
             hint = diag.next_step
@@ -232,7 +236,6 @@ def wait_ready(
     start = clock()
     first_fatal: dict[str, float] = {}
     transient = 0
-    rv = ""
     while True:
         try:
             states = [observe_service(kube, namespace, v, n, starting_label=starting_label) for v, n in services]
@@ -264,9 +267,9 @@ def wait_ready(
             else:
                 first_fatal.pop(s.name, None)
         if final:
-            raise _failure_error(final, timed_out=False, timeout_s=now - start, budget_s=startup_budget_s)
+            raise _failure_error(final, timeout=None)
         if now - start >= timeout_s:
-            raise _failure_error(states, timed_out=True, timeout_s=timeout_s, budget_s=startup_budget_s)
+            raise _failure_error(states, timeout=(timeout_s, startup_budget_s))
         _wait_for_change(kube, namespace, rv, poll_s, sleep)
 
 
