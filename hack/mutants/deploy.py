@@ -24,8 +24,8 @@ MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
     (
         "deploy-wait-most-advanced-pod",
         "src/spectrn/deploy/wait.py",
-        "if worst is None or rank.get(phase, 0) < worst[0]:",
-        "if worst is None or rank.get(phase, 0) > worst[0]:",
+        "if worst is None or rank.index(phase) < worst[0]:",
+        "if worst is None or rank.index(phase) > worst[0]:",
         ("tests/deploy/test_wait_audit.py::test_the_least_advanced_pod_decides_the_phase",),
         "the live view shows the most advanced pod's phase, hiding the one still pulling",
     ),
@@ -64,8 +64,8 @@ MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
     (
         "deploy-wait-sim-startup-timeout",
         "src/spectrn/deploy/wait.py",
-        'if timed_out and s.phase in ("Starting", "Compiling"):',
-        'if timed_out and s.phase in ("Compiling",):',
+        '            if s.phase in ("Starting", "Compiling"):',
+        '            if s.phase in ("Compiling",):',
         ("tests/deploy/test_wait_audit.py::test_a_server_still_starting_at_the_timeout_is_a_startup_probe_timeout",),
         "a simulator server still starting at the timeout gets no startup-budget hint",
     ),
