@@ -199,8 +199,13 @@ def test_ctrl_c_during_a_call_records_it_and_the_rerun_never_sends_a_batch_twice
             super().put_metric_data(namespace, metric_data)
 
     first = CtrlCDuringCall()
-    with pytest.raises(KeyboardInterrupt):
-        publisher.publish_run(run_dir, first, max_datums_per_call=10)
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, whatever ran pytest
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            publisher.publish_run(run_dir, first, max_datums_per_call=10)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is restored
+    finally:
+        signal.signal(signal.SIGINT, outer)
     assert len(first.calls) == 3
     state = json.loads((run_dir / "publish.json").read_text())["targets"]["Spectrn@us-east-1@fake"]
     assert sorted(v["index"] for v in state["sent"].values()) == [0, 1, 2]
@@ -209,7 +214,27 @@ def test_ctrl_c_during_a_call_records_it_and_the_rerun_never_sends_a_batch_twice
     assert res.already_sent == 3 and res.sent_now == res.batches - 3
     keys = [datums.batch_hash(b, ns) for ns, b in first.calls + rest.calls]
     assert len(keys) == len(set(keys)) == res.batches  # every batch sent, none twice
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is restored
+
+
+def test_an_ignored_sigint_stays_ignored_during_a_publish(run_dir: Path) -> None:
+    """Under nohup, or started with `&` by a script, SIGINT is ignored: a publish must not start honouring it."""
+    import os
+    import signal
+
+    class SigintDuringCall(FakeSink):
+        def put_metric_data(self, namespace: str, metric_data: list[dict[str, Any]]) -> None:
+            if len(self.calls) == 2:
+                os.kill(os.getpid(), signal.SIGINT)
+            super().put_metric_data(namespace, metric_data)
+
+    sink = SigintDuringCall()
+    outer = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        res = publisher.publish_run(run_dir, sink, max_datums_per_call=10)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, outer)
+    assert res.sent_now == res.batches == len(sink.calls) > 3  # every batch sent: the signal stopped nothing
 
 
 def test_a_hand_edited_ledger_is_an_error_not_a_traceback(run_dir: Path) -> None:

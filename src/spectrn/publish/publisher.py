@@ -102,7 +102,8 @@ class _CtrlC:
             signal.signal(signum, previous[signum])  # the second one acts as usual
 
         for s in previous:
-            signal.signal(s, first)
+            if previous[s] is not signal.SIG_IGN:  # an ignored signal stays ignored (nohup, `cmd &` in a script)
+                signal.signal(s, first)
         try:
             yield
         finally:
