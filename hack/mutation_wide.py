@@ -209,7 +209,12 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
         "twin-costs",
         "spectrn.twin.costs",
         (),
-        ("tests/twin/test_units.py", "tests/twin/test_twin_audit.py", "tests/twin/test_costs_mutants.py"),
+        (
+            "tests/twin/test_units.py",
+            "tests/twin/test_twin_audit.py",
+            "tests/twin/test_costs_mutants.py",
+            "tests/twin/test_costs_regimes.py",
+        ),
     ),
     (
         "twin-acceptance",

@@ -408,8 +408,9 @@ def test_a_compute_regime_with_a_negative_slope_is_discarded_and_says_so() -> No
 
 def test_a_compute_regime_needs_a_positive_weights_term() -> None:
     # here the memory-only fit fixes the weights term at 0, and a compute regime is only taken with a positive
-    # weights term (the module docstring): the steps stay memory bound
-    fit = fit_costs(stalled_server(5), PRIOR)
+    # weights term (the module docstring): the steps stay memory bound. (Seed 5 was used here until the regime
+    # search converged: there it now finds a compute regime with a positive weights term, close to the true one.)
+    fit = fit_costs(stalled_server(176), PRIOR)
     assert fit.compute_bound_steps == 0
     weights = fit.params["weights_read_s"]
     assert (weights.value, weights.se, weights.status, weights.note) == (0.0, None, "zero", NEGATIVE)

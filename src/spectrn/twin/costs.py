@@ -16,18 +16,25 @@ carries the difference of two such delays (a few milliseconds on a busy machine:
 Consecutive usable steps are therefore summed into segments (up to ``SEGMENT_STEPS``): a segment's duration
 is the difference of two step ends, so the delays of the steps inside it cancel, and its equation is the sum
 of its steps' equations. Given which steps are compute bound, the equations are linear in the eight
-parameters. The compute slope is found by profiling: for each
-candidate slope the regimes are assigned from the current fit and the rest is re-fitted (a few rounds); the
-slope with the smallest residual wins (if it cuts the residual by ``MIN_GAIN`` at least, with at least
-``MIN_COMPUTE_STEPS`` compute-bound steps and a positive weights term), and a last fit frees it. Fits are
-Huber-weighted (iteratively reweighted least squares), so the rare step stretched by a stalled client or
-server barely moves them; standard errors come from the weighted normal equations with the residual scale.
+parameters. The regimes are found by profiling: each candidate slope (just above a quantile of the memory-only
+fit's ridge) gives a starting mask; from a mask every term is fitted, the fit reassigns the regimes (a step
+within rounding of the ridge keeps its own), and so on until the mask repeats: a fixed point, or a cycle, whose
+state with the smallest residual is taken (``MAX_ROUNDS`` at most; then the best state seen). A candidate is
+scored by the residual of the mask it ends with; then the masks next to the best one in its own fit's ridge
+order (``REFINE`` sizes either side) are tried the same way until the best stays. Equal residuals (to rounding)
+go to the mask with fewer compute-bound steps. The best must cut the residual by ``MIN_GAIN`` at least, with at
+least ``MIN_COMPUTE_STEPS`` compute-bound steps and a weights term above rounding where the mask determines it,
+and a last fit with its mask gives the costs. Fits are Huber-weighted (iteratively reweighted least squares),
+so the rare step stretched by a stalled client or server barely moves them; standard errors come from the
+weighted normal equations with the residual scale.
 A term the fit wants negative is fixed at 0 (the data say it is absent) and the rest refitted.
 
 A parameter the data cannot separate from the others (its column lies in the span of the rest: e.g. one
 prompt length for the prefill slope, no speculative step for the draft terms) keeps its prior value and
-says so. A compute slope without a single compute-bound step is not identified either: all steps being
-memory bound only bounds it from above, and the prior (or that bound, whichever is smaller) is used.
+says so; so does a term the compute regime taken leaves without data (the memory terms, where every decode
+step is compute bound). A compute slope without a single compute-bound step is not identified either: all
+steps being memory bound only bounds it from above, and the prior (or that bound, whichever is smaller) is
+used.
 """
 
 from __future__ import annotations
@@ -62,6 +69,9 @@ SEGMENT_STEPS = 32  # consecutive decode steps of one batch size summed into one
 MIN_COMPUTE_STEPS = 10  # fewer compute-bound steps than this do not identify the compute slope
 MIN_GAIN = 0.05  # a compute regime must cut the residual sum of squares by this share to be believed
 HUBER_K = 1.345
+REFINE = 12  # masks tried on each side of the best one's size, in its own ridge order
+MAX_ROUNDS = 100  # regime reassignments from one candidate's mask before its best state so far is taken
+NOT_SEPARABLE = "not separable in these runs (e.g. one prompt length, or no speculative step): prior kept"
 
 
 @dataclass(frozen=True)
@@ -220,6 +230,7 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
     c_index = PARAMS.index("compute_per_token_s")
     notes: dict[str, str] = {}
     zeroed: set[int] = set()  # fixed at 0: the fit wanted them negative
+    undetermined: set[int] = set()  # not separable under the compute regime taken
 
     # Which parameters the data can separate (judged on the memory-bound design: compute is profiled apart).
     x0 = _sum_segments(_design(a, np.zeros(n)), starts)
@@ -228,7 +239,7 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
         j = PARAMS.index(name)
         if j in free and not _separable(x0, j, [i for i in free if i != j]):
             free.remove(j)
-            notes[name] = "not separable in these runs (e.g. one prompt length, or no speculative step): prior kept"
+            notes[name] = NOT_SEPARABLE
 
     def fit(compute: Any, base: Any, unknown: list[int]) -> tuple[Any, Any, float]:
         x = _sum_segments(_design(a, compute), starts)
@@ -261,26 +272,110 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
     none = np.zeros(n)
     theta0, w0, ssr0, free0 = nonnegative(none, theta, free)  # the compute column is 0 here
     ridge = memory(theta0)[dec] / (a["b"][dec] * a["t"][dec])
+
+    def determined(compute: Any, unknown: list[int]) -> list[int]:
+        """``unknown`` less the terms this regime mask leaves undetermined (e.g. every memory term when every
+        decode step is compute bound): dropped in ``DROP_ORDER``, the compute slope last."""
+        x = _sum_segments(_design(a, compute), starts)
+        if np.linalg.matrix_rank(x[:, unknown]) == len(unknown) and all(np.any(x[:, j]) for j in unknown):
+            return unknown
+        kept = list(unknown)
+        for j in [PARAMS.index(name) for name in DROP_ORDER] + [c_index]:
+            if j in kept and not _separable(x, j, [i for i in kept if i != j]):
+                kept.remove(j)
+        return kept
+
+    def regimes(th: Any, compute: Any) -> Any:
+        """The regimes ``th`` gives; a step within rounding of the ridge keeps its regime in ``compute``."""
+        comp, mem = th[c_index] * a["b"] * a["t"], memory(th)
+        near = 1e-9 * (np.abs(comp) + np.abs(mem))
+        return (dec & ((comp - mem > near) | ((comp - mem >= -near) & (compute > 0)))).astype(float)
+
+    # The profile: from each candidate slope's mask, fit every term with that mask, reassign the regimes from
+    # the fit and go on until the mask repeats (a fixed point, or a cycle: its best state is taken). A term the
+    # mask leaves undetermined is held at 0 there (it does not enter the mask's steps).
+    profile = sorted([*free, c_index])
+    # mask -> weighted residual, theta, next mask, whether the mask determines the weights term
+    states: dict[bytes, tuple[float, Any, Any, bool]] = {}
+
+    def state(compute: Any) -> tuple[float, Any, Any, bool]:
+        key = compute.tobytes()
+        if key not in states:
+            unknown = determined(compute, profile)
+            base = theta0.copy()
+            base[[j for j in profile if j not in unknown]] = 0.0
+            th, _, ssr = fit(compute, base, unknown) if unknown else (base, None, float("inf"))
+            states[key] = (ssr, th, regimes(th, compute), 0 in unknown)
+        return states[key]
+
+    def settle(compute: Any) -> Any:
+        """The mask the regime iteration from ``compute`` ends with."""
+        seen: list[Any] = []
+        keys: list[bytes] = []
+        for _ in range(MAX_ROUNDS):
+            key = compute.tobytes()
+            if key in keys:  # a cycle: the best of its states
+                return min(seen[keys.index(key) :], key=lambda m: (state(m)[0], m.sum()))
+            seen.append(compute)
+            keys.append(key)
+            compute = state(compute)[2]
+        return min(seen, key=lambda m: (state(m)[0], m.sum()))
+
+    tie = 1e-20 * float(np.sum(y * y))  # residuals closer than this are equal (rounding)
+    positive = 1e-9 * float(np.mean(y_step))  # a weights term above rounding
+
+    def better(ssr: float, compute: Any, best: tuple[float, Any, Any]) -> bool:
+        """A smaller residual; at an equal one (a step exactly at the ridge), fewer compute-bound steps."""
+        return ssr < best[0] - tie or (ssr <= best[0] + tie and compute.sum() < best[1].sum())
+
     best = (ssr0, none, theta0)
     for c in np.unique(np.quantile(ridge, np.linspace(0.0, 1.0, 121)) * 1.0001) if ridge.size else []:
-        th = theta0.copy()
-        th[c_index] = float(c)
-        compute = (dec & (c * a["b"] * a["t"] > memory(th))).astype(float)
-        for _ in range(4):
-            th, _, ssr = fit(compute, th, free0)
-            again = (dec & (c * a["b"] * a["t"] > memory(th))).astype(float)
-            if (again == compute).all():
-                break
-            compute = again
+        compute = settle((dec & (c * a["b"] * a["t"] > memory(theta0))).astype(float))
+        ssr, th, _, weights_known = state(compute)
         # a compute regime must explain the steps better by a clear margin, with a positive weights term
-        if ssr < best[0] and ssr < (1 - MIN_GAIN) * ssr0 and th[0] > 0 and compute.sum() >= MIN_COMPUTE_STEPS:
+        if (
+            better(ssr, compute, best)
+            and ssr < (1 - MIN_GAIN) * ssr0
+            and (th[0] > positive or not weights_known)
+            and compute.sum() >= MIN_COMPUTE_STEPS
+        ):
             best = (ssr, compute, th)
+    # Refinement: the masks next to the best one in the order of its own fit's ridge (the memory-only fit's
+    # order, bent by the compute-bound steps, can miss them), until the best stays.
+    for _ in range(MAX_ROUNDS):
+        ssr_b, mask_b, th_b = best
+        if not mask_b.any():
+            break
+        order = np.flatnonzero(dec)[np.argsort(memory(th_b)[dec] / (a["b"][dec] * a["t"][dec]), kind="stable")]
+        m = int(mask_b.sum())
+        for size in range(max(MIN_COMPUTE_STEPS, m - REFINE), min(order.size, m + REFINE) + 1):
+            start = np.zeros(n)
+            start[order[:size]] = 1.0
+            compute = settle(start)
+            ssr, th, _, weights_known = state(compute)
+            if (
+                better(ssr, compute, best)
+                and (th[0] > positive or not weights_known)
+                and compute.sum() >= MIN_COMPUTE_STEPS
+            ):
+                best = (ssr, compute, th)
+        if best[0] == ssr_b:
+            break
     _, compute, theta_c = best
     n_compute = int(compute.sum())
     why = "no compute-bound step observed"
     if n_compute:
-        theta, w, _, free = nonnegative(compute, theta_c, sorted([*free, c_index]))
-        if c_index not in free:  # the compute slope came out negative: no compute regime after all
+        unknown = determined(compute, sorted([*free, c_index]))
+        theta_c = theta_c.copy()
+        for j in sorted([*free, c_index]):
+            if j not in unknown:
+                theta_c[j] = float(prior[PARAMS[j]])
+                notes[PARAMS[j]] = NOT_SEPARABLE
+                undetermined.add(j)
+        theta, w, _, free_c = nonnegative(compute, theta_c, unknown)
+        if c_index in free_c:
+            free = free_c
+        else:  # the compute slope came out negative (or undetermined): no compute regime after all
             n_compute = 0
             why = "a compute regime fitted a negative slope: discarded"
     if not n_compute:
@@ -310,7 +405,7 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
         elif name == "compute_per_token_s":  # not fitted: every step is taken as memory bound
             status: Literal["prior", "bound"] = "prior" if theta[j] == float(prior[name]) else "bound"
             params[name] = ParamResult(float(theta[j]), None, status, notes[name])
-        elif j in zeroed:
+        elif j in zeroed and j not in undetermined:
             params[name] = ParamResult(0.0, None, "zero", notes[name], points)
         else:
             params[name] = ParamResult(float(theta[j]), None, "prior", notes[name], points)
