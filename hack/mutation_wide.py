@@ -335,8 +335,8 @@ WIDE_MANUAL: tuple[tuple[Any, ...], ...] = (
     (
         "twin-costs-zeroed-stays-zero",
         "src/spectrn/twin/costs.py",
-        "sorted([*free, c_index])",
-        "sorted([*free0, c_index])",
+        "unknown = determined(compute, sorted([*free, c_index]))",
+        "unknown = determined(compute, sorted([*free0, c_index]))",
         ("tests/twin/test_costs_mutants.py",),
         "a term the memory-only fit zeroed stays at 0 in the compute-regime fit that needs it",
     ),
