@@ -339,7 +339,8 @@ def _setup(target: Target, fresh: bool) -> Path:
     if fresh and work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True, exist_ok=True)
-    for name in ("src", "tests", "manifests", "prompts", "docs"):  # docs/: tests that check what the docs list
+    # docs/: tests that check what the docs list; security/: checkov's allowlist, read by the security tests
+    for name in ("src", "tests", "manifests", "prompts", "docs", "security"):
         link = work / name
         if not link.exists():
             link.symlink_to(ROOT / name)
@@ -349,7 +350,7 @@ def _setup(target: Target, fresh: bool) -> Path:
         "[mutmut]",
         "source_paths=src/spectrn",
         f"only_mutate=*{target.file.removeprefix('src/')}",
-        "also_copy=\n    manifests\n    prompts\n    docs\n    README.md",
+        "also_copy=\n    manifests\n    prompts\n    docs\n    security\n    README.md",
         "pytest_add_cli_args_test_selection=\n" + "".join(f"    {t}\n" for t in target.tests),
         "pytest_add_cli_args=\n" + "".join(f"    {a}\n" for a in PYTEST_ARGS),
         "timeout_multiplier=5.0",
