@@ -243,7 +243,12 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
         "sim-model",
         "spectrn.sim.model",
         (),
-        ("tests/sim/test_model.py", "tests/sim/test_ground_truth.py", "tests/sim/test_model_audit.py"),
+        (
+            "tests/sim/test_model.py",
+            "tests/sim/test_ground_truth.py",
+            "tests/sim/test_model_audit.py",
+            "tests/sim/test_model_mutants.py",
+        ),
     ),
     (
         "sim-metrics",

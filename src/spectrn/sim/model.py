@@ -300,7 +300,7 @@ def draft_params(preset: Preset, draft: str) -> DraftParams:
     size = spec.params_b / target.params_b
     c = preset.cost
     return DraftParams(
-        quality=min(quality, 2.0),
+        quality=quality,  # at most 1 + 0.08 * log2(32.8 / 1.7) = 1.34: drafts are smaller than a catalog target
         run_s=c.ref_draft_run_s * math.sqrt(ratio),
         kv_read_per_token_s=c.kv_read_per_token_s * size,
         compute_per_token_s=c.compute_per_token_s * size,
@@ -374,7 +374,7 @@ class Resolved(_Strict):
         c = self.preset.cost
         return (c.prefill_base_s + c.prefill_per_token_s * prompt_tokens) * self.time_scale
 
-    def target_step_s(self, batch: int, context_tokens: int, positions: int = 1) -> float:
+    def target_step_s(self, batch: int, context_tokens: int, positions: int) -> float:
         """One target pass over ``batch`` sequences of ``positions`` positions each (roofline)."""
         c = self.preset.cost
         memory = c.weights_read_s + c.kv_read_per_seq_s * batch + c.kv_read_per_token_s * context_tokens
@@ -433,7 +433,7 @@ class Resolved(_Strict):
 
     def expected_acceptance_rate(self, prompt: str) -> float:
         """Expected accepted / proposed tokens (what vLLM's counters give where they move)."""
-        if not self.speculative or not self.proposals:
+        if not self.proposals:  # no speculation, or an NxDI window of 1
             return 0.0
         return (self.expected_tokens_per_step(prompt) - 1.0) / self.proposals
 
