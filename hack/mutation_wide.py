@@ -295,6 +295,7 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
             "tests/configuration/test_config_sources.py",
             "tests/configuration/test_config_audit.py",
             "tests/configuration/test_bench_audit.py",
+            "tests/configuration/test_config_mutants.py",
         ),
     ),
     (
