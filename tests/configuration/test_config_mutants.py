@@ -76,6 +76,15 @@ def test_a_driver_selector_is_refused_without_a_dra_claim_naming_both_fields() -
     assert hint == "set resources_mode: dra-v1 (or dra-v1beta1), or remove neuron_driver"
 
 
+def test_a_driver_selector_set_by_its_sub_key_is_credited_to_that_setting() -> None:
+    # `--set neuron_driver.versions=...` sets only the sub-key: the refusal names it as where neuron_driver came from
+    message, _ = refused({"neuron_driver.versions": ["2.30.2.0"], "resources_mode": "device-plugin"})
+    assert message == (
+        "neuron_driver: a driver-version selector needs a DRA claim; resources_mode device-plugin has none "
+        "(neuron_driver from --set neuron_driver.versions; resources_mode from --set resources_mode)"
+    )
+
+
 @pytest.mark.parametrize("mode", ["dra-v1", "dra-v1beta1"])
 def test_a_driver_selector_is_accepted_with_a_dra_claim(mode: str) -> None:
     c = cfg({"neuron_driver": {"versions": ["2.30.2.0"]}, "resources_mode": mode})

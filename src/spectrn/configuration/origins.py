@@ -57,11 +57,14 @@ class Origins:
                 self.record_yaml(item, (*path, i), file)
 
     def find(self, path: PathT) -> str | None:
+        """Where ``path``'s value came from: its own origin or its nearest parent's; else the origins of the keys set
+        under it (``--set neuron_driver.versions=...`` sets neuron_driver)."""
         for n in range(len(path), 0, -1):
             found = self._by_path.get(path[:n])
             if found is not None:
                 return found
-        return None
+        below = dict.fromkeys(src for p, src in self._by_path.items() if len(p) > len(path) and p[: len(path)] == path)
+        return "; ".join(below) or None
 
     def describe(self, path: PathT) -> str:
         found = self.find(path)
