@@ -640,7 +640,7 @@ def test_collect_looks_for_the_job_in_the_given_namespace_only(tmp_path: Path) -
     kube = Cluster()
     _put_job(kube, JOB, namespace="aaa")
     with pytest.raises(BenchError) as err:
-        collect(kube, NS, RUN, out_root=tmp_path)
+        collect(kube, NS, RUN, out_root=tmp_path, timeout_s=10, clock=kube.clock, sleep=kube.sleep)
     assert err.value.message == f"no load Job for run {RUN} in namespace 'bench-ns'"
 
 

@@ -352,7 +352,7 @@ def merge_shards(run_dir: Path, shards: dict[int, Path]) -> None:
             "shard": 0,
             "shards": len(shards),
             "started_at": min(m.started_at for m in metas.values()),
-            "finished_at": None if any(e is None for e in ends) else max(e or 0.0 for e in ends),
+            "finished_at": None if None in ends else max(e for e in ends if e is not None),
             "interrupted": any(m.interrupted for m in metas.values()),
             "endpoints": endpoints,
             "notes": notes,
