@@ -237,7 +237,12 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
         "collect",
         "spectrn.bench.incluster",
         (),
-        ("tests/bench/test_incluster.py", "tests/cli/test_collect_progress.py", "tests/bench/test_incluster_audit.py"),
+        (
+            "tests/bench/test_incluster.py",
+            "tests/cli/test_collect_progress.py",
+            "tests/bench/test_incluster_audit.py",
+            "tests/bench/test_incluster_mutants.py",
+        ),
     ),
     (
         "sim-model",

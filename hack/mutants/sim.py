@@ -400,8 +400,8 @@ MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
     (
         "collect-shard-index-label-ignored",
         _COLLECT,
-        'raw = annotations.get(INDEX_ANNOTATION) or labels.get(INDEX_ANNOTATION) or "0"',
-        'raw = annotations.get(INDEX_ANNOTATION) or "0"',
+        "raw = annotations.get(INDEX_ANNOTATION) or labels.get(INDEX_ANNOTATION)",
+        "raw = annotations.get(INDEX_ANNOTATION)",
         _T_COLLECT,
         "pods that carry the completion index as a label only are all collected as shard 0",
     ),

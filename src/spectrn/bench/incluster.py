@@ -82,10 +82,10 @@ def _expected_pods(job: Obj) -> int:
 def _index(pod: Obj) -> int:
     annotations = pod["metadata"].get("annotations") or {}
     labels = pod["metadata"].get("labels") or {}
-    raw = annotations.get(INDEX_ANNOTATION) or labels.get(INDEX_ANNOTATION) or "0"
+    raw = annotations.get(INDEX_ANNOTATION) or labels.get(INDEX_ANNOTATION)
     try:
-        return int(raw)
-    except ValueError:
+        return int(str(raw))
+    except ValueError:  # neither ("None": a Job that is not Indexed) or not a number
         return 0
 
 
@@ -127,10 +127,8 @@ def find_load_job(kube: KubeApi, namespace: str, run_id: str) -> LoadJob:
         )
     job = jobs[0]
     objects = [job]
-    for cm in kube.list("v1", "ConfigMap", namespace, f"{RUN_ID_LABEL}={run_id},{COMPONENT_LABEL}=loadgen"):
-        cm.setdefault("apiVersion", "v1")
-        cm.setdefault("kind", "ConfigMap")
-        objects.append(cm)
+    # list items carry apiVersion and kind (``KubeApi.list`` puts them back), as ``delete_load_job`` needs
+    objects += kube.list("v1", "ConfigMap", namespace, f"{RUN_ID_LABEL}={run_id},{COMPONENT_LABEL}=loadgen")
     return LoadJob(run_id, job["metadata"]["name"], namespace, _engine_of(job), _expected_pods(job), objects)
 
 
@@ -166,10 +164,9 @@ def wait_for_results(
     *,
     on_event: OnEvent | None = None,
     timeout_s: float,
-    clock: Clock = time.monotonic,
-    sleep: Sleep = time.sleep,
-    poll_s: float = 5.0,
-    stream_logs: bool = True,
+    clock: Clock,
+    sleep: Sleep,
+    poll_s: float,
 ) -> list[Obj]:
     """Stream the pods' logs until every pod holds finished results; return the pods."""
     from spectrn.deploy.diagnose import diagnose_pod
@@ -185,7 +182,7 @@ def wait_for_results(
             for pod in sorted(pods, key=_index):
                 name = pod["metadata"]["name"]
                 phase = (pod.get("status") or {}).get("phase")
-                if stream_logs and phase in ("Running", "Succeeded", "Failed"):
+                if phase in ("Running", "Succeeded", "Failed"):
                     _stream(kube, job, pod, printed, Emitter(on_event))
                 if phase in ("Succeeded", "Failed"):
                     events = kube.events_for("Pod", name, job.namespace)
@@ -294,7 +291,7 @@ def _safe_extract(data: bytes, dest: Path) -> list[str]:
                 if not (member.isfile() or member.isdir()):
                     continue  # links and devices are never part of a result folder
                 if member.isdir():
-                    dest.joinpath(*[p for p in rel.parts if p != "."]).mkdir(parents=True, exist_ok=True)
+                    dest.joinpath(*rel.parts).mkdir(parents=True, exist_ok=True)
                     continue
                 src = tar.extractfile(member)
                 if src is None:
@@ -355,7 +352,7 @@ def merge_shards(run_dir: Path, shards: dict[int, Path]) -> None:
             "shard": 0,
             "shards": len(shards),
             "started_at": min(m.started_at for m in metas.values()),
-            "finished_at": None if any(e is None for e in ends) else max(e or 0.0 for e in ends),
+            "finished_at": None if None in ends else max(e for e in ends if e is not None),
             "interrupted": any(m.interrupted for m in metas.values()),
             "endpoints": endpoints,
             "notes": notes,
@@ -366,13 +363,13 @@ def merge_shards(run_dir: Path, shards: dict[int, Path]) -> None:
 
 
 def _shard_records(shards: dict[int, Path]) -> Iterator[RequestRecord]:
-    """Every shard's records in shard order; a record that does not name its shard gets the folder's index."""
+    """Every shard's records in shard order, each with the folder's index as its shard."""
     for idx, folder in sorted(shards.items()):
         if not (folder / REQUESTS).exists():
             continue
         try:
             for rec in RunFolder(folder).records(measured=False):  # a torn last line is skipped
-                yield rec if "shard" in rec.model_fields_set else rec.model_copy(update={"shard": idx})
+                yield rec.model_copy(update={"shard": idx})  # the pod's index, which its loadgen wrote too
         except AnalysisError as e:
             raise AnalysisError(f"shard {idx}: {e.message}", hint=e.hint) from None
 
@@ -394,11 +391,8 @@ def _merge_metrics(out: RunFolder, shards: dict[int, Path], metas: dict[int, Run
     texts = {name: path.read_text(encoding="utf-8") for name, path in chosen.items()}
     for name, text in texts.items():
         out.write_scrape(name, text)
-    try:
-        from spectrn.loadgen.metrics import acceptance_delta, parse_metrics
-    except ImportError:
-        out.write_acceptance(RunFolder(shards[earliest]).acceptance())
-        return
+    from spectrn.loadgen.metrics import acceptance_delta, parse_metrics
+
     acceptance: dict[str, Any] = {}
     for name in sorted(texts):
         if not name.endswith(".before.prom"):
@@ -423,9 +417,8 @@ def ingest_llmperf_results(run_dir: Path, run_id: str) -> None:
 
 
 def delete_load_job(kube: KubeApi, job: LoadJob) -> None:
-    for obj in job.objects:
-        meta = obj["metadata"]
-        kube.delete(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace") or job.namespace)
+    for obj in job.objects:  # all in the Job's namespace: rendered there, or listed there
+        kube.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], job.namespace)
 
 
 def collect_job(
@@ -433,13 +426,11 @@ def collect_job(
     job: LoadJob,
     out_root: Path,
     *,
-    on_event: OnEvent | None = None,
-    timeout_s: float = 3600,
-    clock: Clock = time.monotonic,
-    sleep: Sleep = time.sleep,
-    poll_s: float = 5.0,
-    stream_logs: bool = True,
-    keep_job: bool = False,
+    on_event: OnEvent | None,
+    timeout_s: float,
+    clock: Clock,
+    sleep: Sleep,
+    poll_s: float,
 ) -> Path:
     """Wait for results, copy them out, release the pods, merge (llmperf: ingest), delete the Job; return the
     run folder, ready for ``spectrn.finish.finish``."""
@@ -453,7 +444,6 @@ def collect_job(
         clock=clock,
         sleep=sleep,
         poll_s=poll_s,
-        stream_logs=stream_logs,
     )
     run_dir = safe_output_dir(out_root / job.run_id, what="run folder")
     shards = copy_results(kube, job, pods, run_dir)
@@ -463,8 +453,7 @@ def collect_job(
     mark_collected(kube, job, pods)
     if job.engine == "llmperf":
         ingest_llmperf_results(run_dir, job.run_id)
-    if not keep_job:
-        delete_load_job(kube, job)
+    delete_load_job(kube, job)
     return run_dir
 
 
