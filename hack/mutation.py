@@ -381,7 +381,19 @@ def run_target(target: Target, fresh: bool, log: Path) -> dict[str, int]:
     if proc.returncode != 0 or not meta.exists():
         raise SystemExit(f"mutmut failed on {target.name} (exit {proc.returncode}); see {log}")
     codes: dict[str, int] = json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
-    return {k: v for k, v in codes.items() if any(fnmatch.fnmatch(k, p) for p in target.patterns())}
+    codes = {k: v for k, v in codes.items() if any(fnmatch.fnmatch(k, p) for p in target.patterns())}
+    # a test process that died of a signal (SIGSEGV: -11) neither passed nor failed: mutmut forks a worker per
+    # mutant, and a fork of a process holding threads can crash whatever the mutant; run those once more, alone
+    crashed = sorted(k for k, v in codes.items() if v < 0 and v not in TIMEOUTS)
+    if crashed:
+        with log.open("a", encoding="utf-8") as out:
+            subprocess.run(
+                [PY, "-m", "mutmut", "run", "--max-children", "1", *crashed],
+                cwd=work, env=_env(), stdout=out, stderr=subprocess.STDOUT, check=False,
+            )  # fmt: skip
+        again: dict[str, int] = json.loads(meta.read_text(encoding="utf-8"))["exit_code_by_key"]
+        codes.update({k: again[k] for k in crashed if k in again})
+    return codes
 
 
 def show(target: Target, key: str) -> str:
