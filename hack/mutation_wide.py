@@ -182,6 +182,7 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
             "tests/sweep/test_sweep_recommend_texts.py",
             "tests/sweep/test_sweep_rule_fixtures.py",
             "tests/sweep/test_sweep_objective.py",
+            "tests/sweep/test_sweep_recommend_mutants.py",
         ),
     ),
     (

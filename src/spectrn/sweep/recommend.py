@@ -198,10 +198,11 @@ def cost_key(row: Row) -> tuple[int, float, str]:
 
 
 def _interval(row: Row) -> tuple[float, float]:
+    """The speedup's CI, else its point (every caller has checked that the row has a speedup)."""
     if row.ci95 is not None:
         return (row.ci95[0], row.ci95[1])
-    v = row.speedup if row.speedup is not None else float("nan")
-    return (v, v)
+    assert row.speedup is not None
+    return (row.speedup, row.speedup)
 
 
 def overlaps(a: Row, b: Row) -> bool:
@@ -313,9 +314,7 @@ def _log_se(row: Row) -> float | None:
 def mix_rows(rows: Sequence[Row], weights: Mapping[str, float]) -> list[Row]:
     """One ``mix`` row per (draft, window, level) that has every weighted class measured."""
     wanted = {c: w for c, w in weights.items() if w > 0}
-    total = sum(wanted.values())
-    if total <= 0:
-        return []
+    total = sum(wanted.values())  # > 0 whenever a class is wanted; no class wanted: no group, no row
     groups: dict[tuple[str, int, str], dict[str, Row]] = defaultdict(dict)
     for r in rows:
         if r.prompt_class in wanted:
@@ -325,18 +324,19 @@ def mix_rows(rows: Sequence[Row], weights: Mapping[str, float]) -> list[Row]:
         if set(by_cls) != set(wanted):
             continue
         parts = [(wanted[c] / total, by_cls[c]) for c in sorted(wanted)]
-        if any(r.tpot_base_s is None or not r.speedup for _, r in parts):
+        # per class: its weighted baseline TPOT, its weighted speculative TPOT and its log standard error
+        times = [(w * r.tpot_base_s, w * r.tpot_base_s / r.speedup, _log_se(r))
+                 for w, r in parts if r.tpot_base_s is not None and r.speedup]  # fmt: skip
+        if len(times) < len(parts):
             continue
-        base = sum(w * (r.tpot_base_s or 0.0) for w, r in parts)
-        spec_times = [w * (r.tpot_base_s or 0.0) / (r.speedup or 1.0) for w, r in parts]
-        spec = sum(spec_times)
+        base = sum(b for b, _, _ in times)
+        spec = sum(t for _, t, _ in times)
         s_mix = base / spec
-        ses = [_log_se(r) for _, r in parts]
         ci = None
         if len(parts) == 1:
             ci = list(parts[0][1].ci95) if parts[0][1].ci95 else None  # one class: its own bootstrap CI
-        elif all(se is not None for se in ses):
-            var = sum((t / spec) ** 2 * (se or 0.0) ** 2 for t, se in zip(spec_times, ses, strict=True))
+        elif all(se is not None for _, _, se in times):
+            var = sum((t / spec) ** 2 * (se or 0.0) ** 2 for _, t, se in times)
             half = 1.959964 * math.sqrt(var)
             ci = [s_mix * math.exp(-half), s_mix * math.exp(half)]
         out.append(
@@ -357,8 +357,7 @@ def default_mix(rows: Sequence[Row]) -> dict[str, float]:
 def stops_paying(row: Row) -> bool:
     """Not (or no longer) a significant gain: the speedup CI reaches down to 1, or throughput is significantly
     below the baseline's (CI upper bound < 1)."""
-    lo, _ = _interval(row)
-    if row.speedup is None or lo <= 1.0:
+    if row.speedup is None or _interval(row)[0] <= 1.0:
         return True
     if row.throughput is not None:
         thi = row.throughput_ci95[1] if row.throughput_ci95 else row.throughput
@@ -458,13 +457,11 @@ def explain_row(row: Row, fit: CostFit | None) -> dict[str, Any]:
         obs = row.length
         exp = out["expected_length_first_position"]
         if obs and exp and abs(exp - obs) / obs > DISAGREE_REL:
-            last = max((i for i, c in enumerate(cond) if c is not None), default=None)
-            tail = cond[last] if last is not None else None
             if exp > obs:
+                # exp > obs >= 1 needs a proposal, so position 0 is in ``cond`` and is never None
+                last = max(i for i, c in enumerate(cond) if c is not None)
                 drop = (
-                    f"conditional acceptance falls from {a0:.2f} at position 0 to {tail:.2f} at position {last}"
-                    if tail is not None
-                    else "later positions are never reached"
+                    f"conditional acceptance falls from {a0:.2f} at position 0 to {cond[last]:.2f} at position {last}"
                 )
                 notes.append(
                     f"observed L = {obs:.2f} is {exp / obs - 1:.0%} below (1 - a^(p+1))/(1 - a) = {exp:.2f} with "
@@ -551,7 +548,7 @@ def analyze_sweep(
             f"--mix names prompt class(es) {unknown} that the sweep did not measure",
             hint=f"use classes among {', '.join(classes)}",
         )
-    mixed = mix_rows(rows, w) if classes else []
+    mixed = mix_rows(rows, w)  # no prompt class: no weight, no mix row
     levels = sorted({r.level for r in rows}, key=level_key)
     recs = []
     for lv in levels:
@@ -569,7 +566,7 @@ def analyze_sweep(
         "timing": sorted({t for t in (timing_note(c.summary) for c in cells) if t}),
         "classes": classes,
         "levels": levels,
-        "mix_weights": {c: x / sum(w.values()) for c, x in w.items()} if w else {},
+        "mix_weights": {c: x / sum(w.values()) for c, x in w.items()},
         "min_gain": min_gain,
         "recommendations": [r.to_dict() for r in recs],
         "crossovers": [c for scope in scopes for c in crossovers(rows + mixed, scope)] if len(levels) > 1 else [],
