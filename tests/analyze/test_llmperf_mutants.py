@@ -112,6 +112,16 @@ def test_a_variant_with_no_completed_request_has_zero_rates_and_no_columns(tmp_p
         "results_num_completed_requests": 0, "results_num_completed_requests_per_min": 0.0,
     }  # fmt: skip
     assert [r["error_code"] for r in json.loads(rows_path.read_text())] == [500, 500]
+    # 0 tokens over the -inf span of no completed request would be -0.0: the rates are written as 0.0
+    assert '"results_mean_output_throughput_token_per_s": 0.0,' in summary_path.read_text()
+    assert '"results_num_completed_requests_per_min": 0.0' in summary_path.read_text()
+
+
+def test_a_run_whose_requests_took_no_time_has_zero_rates_not_a_division_by_zero(tmp_path: Path) -> None:
+    folder = _run(tmp_path, [_ok("baseline", 0, 100.0, [0.0, 0.0], [1, 2])], model="m")
+    summary = json.loads(write_llmperf_files(folder)[0].read_text())
+    rates = ("results_mean_output_throughput_token_per_s", "results_num_completed_requests_per_min")
+    assert [summary[k] for k in rates] == [0.0, 0.0]
 
 
 def test_a_run_shorter_than_a_second_has_its_rates_per_real_second(tmp_path: Path) -> None:
