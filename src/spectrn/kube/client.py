@@ -61,7 +61,6 @@ class RealKube:
         *,
         context: str | None = None,
         kubeconfig: str | None = None,
-        in_cluster: bool | None = None,
         request_timeout_s: float = 60,
         api_client: Any = None,
     ) -> None:
@@ -73,22 +72,22 @@ class RealKube:
             self._api = api_client
             self._context = context or "custom"
         else:
-            self._api = self._load(client, config, context, kubeconfig, in_cluster)
+            self._api = self._load(client, config, context, kubeconfig)
         self._discovered: dict[tuple[str, str], ResourceInfo] = {}
         self._versions: set[str] | None = None
 
-    def _load(
-        self, client: Any, config: Any, context: str | None, kubeconfig: str | None, in_cluster: bool | None
-    ) -> Any:
+    def _load(self, client: Any, config: Any, context: str | None, kubeconfig: str | None) -> Any:
         import os
 
         import yaml
 
-        use_in_cluster = in_cluster
-        if use_in_cluster is None:
-            use_in_cluster = not kubeconfig and not context and "KUBERNETES_SERVICE_HOST" in os.environ
-            if use_in_cluster and os.path.exists(os.path.expanduser("~/.kube/config")):
-                use_in_cluster = False
+        # In a pod (the in-cluster bench) without a kubeconfig, use the pod's service account.
+        use_in_cluster = (
+            not kubeconfig
+            and not context
+            and "KUBERNETES_SERVICE_HOST" in os.environ
+            and not os.path.exists(os.path.expanduser("~/.kube/config"))
+        )
         cfg = client.Configuration()
         source = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
         fix = (
@@ -107,8 +106,9 @@ class RealKube:
             else:
                 config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
                 if not context:
+                    # the active context: load_kube_config has just found it by this name
                     _, active = config.list_kube_config_contexts(config_file=kubeconfig)
-                    self._context = str((active or {}).get("name", ""))
+                    self._context = str(active["name"])
         except config.ConfigException as e:
             where = "the in-cluster service account" if use_in_cluster else f"kubeconfig {source}"
             raise KubeApiError(
@@ -116,19 +116,14 @@ class RealKube:
                 reason="ConfigError",
                 hint="point --kubeconfig at a valid file, pick a context with --context, or run inside a pod",
             ) from None
-        except FileNotFoundError as e:
-            raise KubeApiError(
-                f"kubeconfig not found: {e.filename}",
-                reason="ConfigError",
-                hint="create it (e.g. `aws eks update-kubeconfig --name CLUSTER`) or pass --kubeconfig",
-            ) from None
         except yaml.YAMLError as e:
             raise KubeApiError(
                 f"kubeconfig {source} is not valid YAML: {_one_line(e)}", reason="ConfigError", hint=fix
             ) from None
         except (ValueError, TypeError, AttributeError, KeyError, IndexError, OSError) as e:
             # The client walks the parsed YAML without checking its shape: a file that is not UTF-8 or YAML of
-            # the wrong shape (a string, a number where a list belongs) surfaces as one of these.
+            # the wrong shape (a string, a number where a list belongs) surfaces as one of these, and so does a
+            # credential program the file names that is not installed (FileNotFoundError).
             raise KubeApiError(
                 f"kubeconfig {source} is not a valid kubeconfig: {type(e).__name__}: {_one_line(e)}",
                 reason="ConfigError",
