@@ -165,9 +165,10 @@ class RealKube:
                 auth_settings=["BearerToken"],
             )
             resp = self._api.call_api(*req, _request_timeout=timeout_s or self._timeout)
-        except Exception as e:  # urllib3 transport errors and ApiExceptions raised by the REST layer
-            if getattr(e, "status", None):
-                raise translate_api_exception(e, action=action) from None
+        except Exception as e:
+            # urllib3 transport errors, and the REST layer's ApiException with status 0 (an SSL error): HTTP
+            # failures come back as responses (the client only raises them for Retry-After with client-go
+            # retries, which spectrn does not turn on)
             raise connection_error(e, action=action, host=self.host) from None
         if stream:
             if not 200 <= resp.status <= 299:
@@ -190,8 +191,8 @@ class RealKube:
         key = (api_version, kind)
         if key not in self._discovered:
             listing = self._request("GET", api_prefix(api_version), action=f"discover {api_version}")
-            for res in listing.get("resources", []):
-                if "/" not in res.get("name", ""):
+            for res in listing.get("resources") or []:
+                if "/" not in res["name"]:
                     self._discovered[(api_version, res["kind"])] = ResourceInfo(
                         res["name"], bool(res.get("namespaced"))
                     )
@@ -252,26 +253,26 @@ class RealKube:
         self, api_version: str, kind: str, namespace: str | None = None, label_selector: str | None = None
     ) -> tuple[ObjList, str]:
         items: ObjList = []
-        query = _selector_query(label_selector)
-        cont = ""
-        rv = ""
+        path = self._path(api_version, kind, namespace)
+        selector = _selector_query(label_selector)
+        cont: QueryList = []
         while True:
             page = self._request(
                 "GET",
-                self._path(api_version, kind, namespace),
-                query=query + ([("continue", cont)] if cont else []) + [("limit", "500")],
+                path,
+                query=selector + cont + [("limit", "500")],
                 action=f"list {kind} in {namespace or 'the cluster'}",
             )
-            for item in page.get("items", []):
+            for item in page.get("items") or []:
                 # List items omit apiVersion and kind; put them back so every object describes itself.
                 item.setdefault("apiVersion", api_version)
                 item.setdefault("kind", kind)
                 items.append(item)
             meta = page.get("metadata") or {}
-            rv = str(meta.get("resourceVersion", ""))
-            cont = str(meta.get("continue") or "")
-            if not cont:
-                return items, rv
+            token = str(meta.get("continue") or "")
+            if not token:
+                return items, str(meta.get("resourceVersion", ""))
+            cont = [("continue", token)]
 
     def list(
         self, api_version: str, kind: str, namespace: str | None = None, label_selector: str | None = None
@@ -319,10 +320,11 @@ class RealKube:
     @staticmethod
     def _watch_event(line: bytes, action: str) -> tuple[str, Obj]:
         event = json.loads(line)
-        etype = str(event.get("type", ""))
+        etype = str(event["type"])
         obj = event.get("object") or {}
         if etype == "ERROR":
-            raise api_error(int(obj.get("code") or 500), str(obj.get("reason", "")), json.dumps(obj), action=action)
+            # the Status object carries the reason, which api_error reads from it
+            raise api_error(int(obj.get("code") or 500), "", json.dumps(obj), action=action)
         return etype, obj
 
     def delete(
@@ -378,7 +380,7 @@ class RealKube:
             query=[("fieldSelector", selector)],
             action=f"events of {kind} {namespace}/{name}",
         )
-        events: ObjList = list(page.get("items", []))
+        events: ObjList = list(page.get("items") or [])
         events.sort(key=_event_time)
         return events
 
@@ -416,12 +418,11 @@ class RealKube:
                 # websocket-client's close() is a no-op once the server closed the stream, which leaves the
                 # socket open; shutdown() really closes it.
                 resp.close()
-                if getattr(resp, "sock", None) is not None:
-                    resp.sock.shutdown()
+                resp.sock.shutdown()
         except KubeApiError:
             raise
         except Exception as e:
-            raise translate_api_exception(e, action=action) from None
+            raise _exec_error(e, action) from None
         if rc:
             raise KubeApiError(
                 f"{action}: exit status {rc}: {bytes(err).decode('utf-8', 'replace').strip()[-500:]}",
@@ -432,11 +433,12 @@ class RealKube:
 
     def api_versions(self) -> set[str]:
         if self._versions is None:
-            versions = {"v1"} if self._request("GET", "/api", action="discover the core API") else set()
+            core = self._request("GET", "/api", action="discover the core API")
+            versions = {str(v) for v in core.get("versions") or []}
             groups = self._request("GET", "/apis", action="discover API groups")
-            for group in groups.get("groups", []):
-                for v in group.get("versions", []):
-                    versions.add(str(v.get("groupVersion")))
+            for group in groups.get("groups") or []:
+                for v in group.get("versions") or []:
+                    versions.add(str(v["groupVersion"]))
             self._versions = versions
         return set(self._versions)
 
@@ -470,6 +472,17 @@ class RealKube:
             action=f"patch status of node {name}",
         )
         return result
+
+
+def _exec_error(exc: BaseException, action: str) -> KubeApiError:
+    """The error of a refused exec: the API server's answer to the WebSocket upgrade (a missing pod is a 404,
+    a missing permission a 403) arrives as ``Handshake status CODE PHRASE -+-+- HEADERS -+-+- BODY``, which
+    the client wraps in an ``ApiException`` of status 0."""
+    parts = str(getattr(exc, "reason", "") or "").split(" -+-+- ")
+    status, _, phrase = parts[0].removeprefix("Handshake status ").partition(" ")
+    if len(parts) == 3 and parts[0].startswith("Handshake status ") and status.isdigit():
+        return api_error(int(status), phrase, parts[2], action=action)
+    return translate_api_exception(exc, action=action)
 
 
 def _one_line(exc: BaseException) -> str:
