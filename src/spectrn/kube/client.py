@@ -67,16 +67,17 @@ class RealKube:
         from kubernetes import client, config
 
         self._timeout = request_timeout_s
-        self._context = context or ""
+        self._context: str
         if api_client is not None:
             self._api = api_client
             self._context = context or "custom"
         else:
-            self._api = self._load(client, config, context, kubeconfig)
+            self._api, self._context = self._load(client, config, context, kubeconfig)
         self._discovered: dict[tuple[str, str], ResourceInfo] = {}
         self._versions: set[str] | None = None
 
-    def _load(self, client: Any, config: Any, context: str | None, kubeconfig: str | None) -> Any:
+    def _load(self, client: Any, config: Any, context: str | None, kubeconfig: str | None) -> tuple[Any, str]:
+        """The API client and the name of the context it speaks to."""
         import os
 
         import yaml
@@ -102,13 +103,15 @@ class RealKube:
         try:
             if use_in_cluster:
                 config.load_incluster_config(client_configuration=cfg)
-                self._context = "in-cluster"
+                name = "in-cluster"
             else:
                 config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
-                if not context:
+                if context:
+                    name = context
+                else:
                     # the active context: load_kube_config has just found it by this name
                     _, active = config.list_kube_config_contexts(config_file=kubeconfig)
-                    self._context = str(active["name"])
+                    name = str(active["name"])
         except config.ConfigException as e:
             where = "the in-cluster service account" if use_in_cluster else f"kubeconfig {source}"
             raise KubeApiError(
@@ -129,7 +132,7 @@ class RealKube:
                 reason="ConfigError",
                 hint=fix,
             ) from None
-        return client.ApiClient(cfg)
+        return client.ApiClient(cfg), name
 
     @property
     def context(self) -> str:
