@@ -93,6 +93,7 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
             "tests/kube/test_fake_rules.py",
             "tests/deploy/test_rel_kube_faults.py",
             "tests/kube/test_kube_audit.py",
+            "tests/kube/test_client_mutants.py",
         ),
     ),
     (

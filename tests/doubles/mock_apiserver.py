@@ -48,7 +48,13 @@ class MockApiServer:
         self.requests: list[Seen] = []
         self.forbidden: set[str] = set()
         self.watch_events: list[dict[str, Any]] = []
-        self.logs: dict[str, str] = {}
+        # the watch stream as raw bytes instead of one line per event, cut into HTTP chunks of this size
+        self.watch_body: bytes | None = None
+        self.watch_chunk = 0
+        self.watch_cut = False  # the connection drops in the middle of a chunk
+        self.exec_refusal: tuple[int, str, str] | None = None  # (code, reason, message) instead of the upgrade
+        self.exec_hold: threading.Event | None = None  # when set, the command runs on until the event (or 10 s)
+        self.logs: dict[str, str | bytes] = {}
         self.events: list[dict[str, Any]] = []
         self.rv = 10
         self.exec_handler: Any = lambda command: (b"", b"", 0)
@@ -108,6 +114,9 @@ class MockApiServer:
                     self._frame(0x2, b"\x01" + out[i : i + 1000])
                 if err:
                     self._frame(0x2, b"\x02" + err)
+                if mock.exec_hold is not None:
+                    self.wfile.flush()
+                    mock.exec_hold.wait(10)
                 if rc == 0:
                     status: dict[str, Any] = {"metadata": {}, "status": "Success"}
                 else:
@@ -135,6 +144,10 @@ class MockApiServer:
             def do_GET(self) -> None:  # noqa: N802
                 path, query, _ = self._record()
                 if path.endswith("/exec") and self.headers.get("Upgrade", "").lower() == "websocket":
+                    if mock.exec_refusal:
+                        code, reason, message = mock.exec_refusal
+                        self.close_connection = True
+                        return self._send(code, status_body(code, reason, message))
                     return self._exec(query)
                 if path == "/api":
                     return self._send(200, {"kind": "APIVersions", "versions": ["v1"]})
@@ -156,6 +169,8 @@ class MockApiServer:
                     )
                 if path.endswith("/log"):
                     text = mock.logs.get(path, "")
+                    if isinstance(text, bytes):  # raw bytes, as the kubelet streams them
+                        return self._send(200, text, "text/plain")
                     if "tailLines" in query:
                         text = "\n".join(text.splitlines()[-int(query["tailLines"][0]) :]) + "\n"
                     return self._send(200, text.encode(), "text/plain")
@@ -190,9 +205,18 @@ class MockApiServer:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
-                for ev in mock.watch_events:
-                    line = json.dumps(ev).encode() + b"\n"
-                    self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+                if mock.watch_body is None:
+                    chunks = [json.dumps(ev).encode() + b"\n" for ev in mock.watch_events]
+                else:
+                    size = mock.watch_chunk or len(mock.watch_body)
+                    chunks = [mock.watch_body[i : i + size] for i in range(0, len(mock.watch_body), size)]
+                for chunk in chunks:
+                    self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                if mock.watch_cut:
+                    self.wfile.write(b'100\r\n{"type": ')
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
                 self.wfile.write(b"0\r\n\r\n")
 
             def do_PATCH(self) -> None:  # noqa: N802

@@ -193,7 +193,7 @@ def test_unreachable_server_names_the_host_and_the_next_step():
 
 def test_missing_kubeconfig_is_a_clear_error(tmp_path):
     with pytest.raises(KubeApiError) as err:
-        RealKube(kubeconfig=str(tmp_path / "nope"), in_cluster=False)
+        RealKube(kubeconfig=str(tmp_path / "nope"))
     assert "--kubeconfig" in err.value.hint
 
 

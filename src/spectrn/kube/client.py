@@ -61,34 +61,34 @@ class RealKube:
         *,
         context: str | None = None,
         kubeconfig: str | None = None,
-        in_cluster: bool | None = None,
         request_timeout_s: float = 60,
         api_client: Any = None,
     ) -> None:
         from kubernetes import client, config
 
         self._timeout = request_timeout_s
-        self._context = context or ""
+        self._context: str
         if api_client is not None:
             self._api = api_client
             self._context = context or "custom"
         else:
-            self._api = self._load(client, config, context, kubeconfig, in_cluster)
+            self._api, self._context = self._load(client, config, context, kubeconfig)
         self._discovered: dict[tuple[str, str], ResourceInfo] = {}
         self._versions: set[str] | None = None
 
-    def _load(
-        self, client: Any, config: Any, context: str | None, kubeconfig: str | None, in_cluster: bool | None
-    ) -> Any:
+    def _load(self, client: Any, config: Any, context: str | None, kubeconfig: str | None) -> tuple[Any, str]:
+        """The API client and the name of the context it speaks to."""
         import os
 
         import yaml
 
-        use_in_cluster = in_cluster
-        if use_in_cluster is None:
-            use_in_cluster = not kubeconfig and not context and "KUBERNETES_SERVICE_HOST" in os.environ
-            if use_in_cluster and os.path.exists(os.path.expanduser("~/.kube/config")):
-                use_in_cluster = False
+        # In a pod (the in-cluster bench) without a kubeconfig, use the pod's service account.
+        use_in_cluster = (
+            not kubeconfig
+            and not context
+            and "KUBERNETES_SERVICE_HOST" in os.environ
+            and not os.path.exists(os.path.expanduser("~/.kube/config"))
+        )
         cfg = client.Configuration()
         source = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
         fix = (
@@ -103,12 +103,15 @@ class RealKube:
         try:
             if use_in_cluster:
                 config.load_incluster_config(client_configuration=cfg)
-                self._context = "in-cluster"
+                name = "in-cluster"
             else:
                 config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
-                if not context:
+                if context:
+                    name = context
+                else:
+                    # the active context: load_kube_config has just found it by this name
                     _, active = config.list_kube_config_contexts(config_file=kubeconfig)
-                    self._context = str((active or {}).get("name", ""))
+                    name = str(active["name"])
         except config.ConfigException as e:
             where = "the in-cluster service account" if use_in_cluster else f"kubeconfig {source}"
             raise KubeApiError(
@@ -116,25 +119,20 @@ class RealKube:
                 reason="ConfigError",
                 hint="point --kubeconfig at a valid file, pick a context with --context, or run inside a pod",
             ) from None
-        except FileNotFoundError as e:
-            raise KubeApiError(
-                f"kubeconfig not found: {e.filename}",
-                reason="ConfigError",
-                hint="create it (e.g. `aws eks update-kubeconfig --name CLUSTER`) or pass --kubeconfig",
-            ) from None
         except yaml.YAMLError as e:
             raise KubeApiError(
                 f"kubeconfig {source} is not valid YAML: {_one_line(e)}", reason="ConfigError", hint=fix
             ) from None
         except (ValueError, TypeError, AttributeError, KeyError, IndexError, OSError) as e:
             # The client walks the parsed YAML without checking its shape: a file that is not UTF-8 or YAML of
-            # the wrong shape (a string, a number where a list belongs) surfaces as one of these.
+            # the wrong shape (a string, a number where a list belongs) surfaces as one of these, and so does a
+            # credential program the file names that is not installed (FileNotFoundError).
             raise KubeApiError(
                 f"kubeconfig {source} is not a valid kubeconfig: {type(e).__name__}: {_one_line(e)}",
                 reason="ConfigError",
                 hint=fix,
             ) from None
-        return client.ApiClient(cfg)
+        return client.ApiClient(cfg), name
 
     @property
     def context(self) -> str:
@@ -170,9 +168,10 @@ class RealKube:
                 auth_settings=["BearerToken"],
             )
             resp = self._api.call_api(*req, _request_timeout=timeout_s or self._timeout)
-        except Exception as e:  # urllib3 transport errors and ApiExceptions raised by the REST layer
-            if getattr(e, "status", None):
-                raise translate_api_exception(e, action=action) from None
+        except Exception as e:
+            # urllib3 transport errors, and the REST layer's ApiException with status 0 (an SSL error): HTTP
+            # failures come back as responses (the client only raises them for Retry-After with client-go
+            # retries, which spectrn does not turn on)
             raise connection_error(e, action=action, host=self.host) from None
         if stream:
             if not 200 <= resp.status <= 299:
@@ -195,8 +194,8 @@ class RealKube:
         key = (api_version, kind)
         if key not in self._discovered:
             listing = self._request("GET", api_prefix(api_version), action=f"discover {api_version}")
-            for res in listing.get("resources", []):
-                if "/" not in res.get("name", ""):
+            for res in listing.get("resources") or []:
+                if "/" not in res["name"]:
                     self._discovered[(api_version, res["kind"])] = ResourceInfo(
                         res["name"], bool(res.get("namespaced"))
                     )
@@ -257,26 +256,26 @@ class RealKube:
         self, api_version: str, kind: str, namespace: str | None = None, label_selector: str | None = None
     ) -> tuple[ObjList, str]:
         items: ObjList = []
-        query = _selector_query(label_selector)
-        cont = ""
-        rv = ""
+        path = self._path(api_version, kind, namespace)
+        selector = _selector_query(label_selector)
+        cont: QueryList = []
         while True:
             page = self._request(
                 "GET",
-                self._path(api_version, kind, namespace),
-                query=query + ([("continue", cont)] if cont else []) + [("limit", "500")],
+                path,
+                query=selector + cont + [("limit", "500")],
                 action=f"list {kind} in {namespace or 'the cluster'}",
             )
-            for item in page.get("items", []):
+            for item in page.get("items") or []:
                 # List items omit apiVersion and kind; put them back so every object describes itself.
                 item.setdefault("apiVersion", api_version)
                 item.setdefault("kind", kind)
                 items.append(item)
             meta = page.get("metadata") or {}
-            rv = str(meta.get("resourceVersion", ""))
-            cont = str(meta.get("continue") or "")
-            if not cont:
-                return items, rv
+            token = str(meta.get("continue") or "")
+            if not token:
+                return items, str(meta.get("resourceVersion", ""))
+            cont = [("continue", token)]
 
     def list(
         self, api_version: str, kind: str, namespace: str | None = None, label_selector: str | None = None
@@ -324,10 +323,11 @@ class RealKube:
     @staticmethod
     def _watch_event(line: bytes, action: str) -> tuple[str, Obj]:
         event = json.loads(line)
-        etype = str(event.get("type", ""))
+        etype = str(event["type"])
         obj = event.get("object") or {}
         if etype == "ERROR":
-            raise api_error(int(obj.get("code") or 500), str(obj.get("reason", "")), json.dumps(obj), action=action)
+            # the Status object carries the reason, which api_error reads from it
+            raise api_error(int(obj.get("code") or 500), "", json.dumps(obj), action=action)
         return etype, obj
 
     def delete(
@@ -383,7 +383,7 @@ class RealKube:
             query=[("fieldSelector", selector)],
             action=f"events of {kind} {namespace}/{name}",
         )
-        events: ObjList = list(page.get("items", []))
+        events: ObjList = list(page.get("items") or [])
         events.sort(key=_event_time)
         return events
 
@@ -421,12 +421,11 @@ class RealKube:
                 # websocket-client's close() is a no-op once the server closed the stream, which leaves the
                 # socket open; shutdown() really closes it.
                 resp.close()
-                if getattr(resp, "sock", None) is not None:
-                    resp.sock.shutdown()
+                resp.sock.shutdown()
         except KubeApiError:
             raise
         except Exception as e:
-            raise translate_api_exception(e, action=action) from None
+            raise _exec_error(e, action) from None
         if rc:
             raise KubeApiError(
                 f"{action}: exit status {rc}: {bytes(err).decode('utf-8', 'replace').strip()[-500:]}",
@@ -437,11 +436,12 @@ class RealKube:
 
     def api_versions(self) -> set[str]:
         if self._versions is None:
-            versions = {"v1"} if self._request("GET", "/api", action="discover the core API") else set()
+            core = self._request("GET", "/api", action="discover the core API")
+            versions = {str(v) for v in core.get("versions") or []}
             groups = self._request("GET", "/apis", action="discover API groups")
-            for group in groups.get("groups", []):
-                for v in group.get("versions", []):
-                    versions.add(str(v.get("groupVersion")))
+            for group in groups.get("groups") or []:
+                for v in group.get("versions") or []:
+                    versions.add(str(v["groupVersion"]))
             self._versions = versions
         return set(self._versions)
 
@@ -475,6 +475,17 @@ class RealKube:
             action=f"patch status of node {name}",
         )
         return result
+
+
+def _exec_error(exc: BaseException, action: str) -> KubeApiError:
+    """The error of a refused exec: the API server's answer to the WebSocket upgrade (a missing pod is a 404,
+    a missing permission a 403) arrives as ``Handshake status CODE PHRASE -+-+- HEADERS -+-+- BODY``, which
+    the client wraps in an ``ApiException`` of status 0."""
+    parts = str(getattr(exc, "reason", "") or "").split(" -+-+- ")
+    status, _, phrase = parts[0].removeprefix("Handshake status ").partition(" ")
+    if len(parts) == 3 and parts[0].startswith("Handshake status ") and status.isdigit():
+        return api_error(int(status), phrase, parts[2], action=action)
+    return translate_api_exception(exc, action=action)
 
 
 def _one_line(exc: BaseException) -> str:
