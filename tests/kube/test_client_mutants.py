@@ -149,6 +149,13 @@ def test_inside_a_pod_a_home_kubeconfig_wins(pod: Path, home: Path) -> None:
     assert settings(RealKube()) == ("first", "https://one.example:6443")
 
 
+def test_inside_a_pod_the_kubeconfig_the_environment_names_wins(
+    pod: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env_kubeconfig(monkeypatch, write(tmp_path / "env.yaml", KUBECONFIG))
+    assert settings(RealKube()) == ("first", "https://one.example:6443")
+
+
 def test_inside_a_pod_a_kubeconfig_path_or_a_context_wins(
     pod: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -82,10 +82,12 @@ class RealKube:
 
         import yaml
 
-        # In a pod (the in-cluster bench) without a kubeconfig, use the pod's service account.
+        # In a pod (the in-cluster bench) without a kubeconfig, use the pod's service account. A kubeconfig named
+        # by KUBECONFIG wins, as for kubectl and the client's own load_config (which reads KUBECONFIG first).
         use_in_cluster = (
             not kubeconfig
             and not context
+            and not os.environ.get("KUBECONFIG")
             and "KUBERNETES_SERVICE_HOST" in os.environ
             and not os.path.exists(os.path.expanduser("~/.kube/config"))
         )
