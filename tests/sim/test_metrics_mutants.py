@@ -104,6 +104,9 @@ def v1_common(success: dict[str, float], tokens: tuple[str, ...]) -> list[Family
                    created=True),
         *histogram("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", ITERATION, V1,
                    created=True),
+        *histogram("vllm:request_max_num_generation_tokens",
+                   "Histogram of maximum number of requested generation tokens.", tokens, V1, created=True),
+        *histogram("vllm:request_params_n", "Histogram of the n request parameter.", PARAMS_N, V1, created=True),
         *histogram("vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", tokens,
                    V1, created=True),
         *histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT, V1,
@@ -179,6 +182,28 @@ def test_v1_without_speculation_has_no_spec_decode_families(frozen_clock: None) 
     assert [f[0] for f in got] == [f[0] for f in expected]
     for mine, want in zip(got, expected, strict=True):
         assert mine == want, want[0]
+
+
+def test_v1_a_finished_request_feeds_its_size_histograms_as_vllm_does(frozen_clock: None) -> None:
+    # the transcript (vllm-base/metrics_after.body): 8 requests, n 1 each, 704 tokens generated; so
+    # request_max_num_generation_tokens sums to 704 (one sequence per request) and request_params_n to 8
+    m = SimMetrics(
+        "tiny-qwen3", profile=get_profile("vllm-neuron"), speculative=False, window=0, max_model_len=1024,
+        process_metrics=False,
+    )  # fmt: skip
+    m.request_done(88, 100)
+    m.request_done(300, 400)
+    got = {f[0]: f[3] for f in parsed(m)}
+    gen = {(name, lab.get("le")): v for name, lab, v in got["vllm:request_max_num_generation_tokens"]}
+    assert (
+        gen[("vllm:request_max_num_generation_tokens_count", None)],
+        gen[("vllm:request_max_num_generation_tokens_sum", None)],
+    ) == (2.0, 388.0)
+    assert [
+        gen[("vllm:request_max_num_generation_tokens_bucket", le)] for le in ("50.0", "100.0", "200.0", "500.0")
+    ] == [0.0, 1.0, 1.0, 2.0]
+    n = {(name, lab.get("le")): v for name, lab, v in got["vllm:request_params_n"]}
+    assert (n[("vllm:request_params_n_bucket", "1.0")], n[("vllm:request_params_n_sum", None)]) == (2.0, 2.0)
 
 
 def test_v0_exposition_is_the_neuron_forks_family_by_family(frozen_clock: None) -> None:

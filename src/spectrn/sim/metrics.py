@@ -145,6 +145,12 @@ class SimMetrics:
         self.iteration_tokens = hist(
             "vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", _ITERATION
         )
+        self.max_num_generation_tokens = hist(
+            "vllm:request_max_num_generation_tokens",
+            "Histogram of maximum number of requested generation tokens.",
+            tokens,
+        )
+        self.params_n = hist("vllm:request_params_n", "Histogram of the n request parameter.", (1, 2, 5, 10, 20))
         self.max_tokens_param = hist(
             "vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", tokens
         )
@@ -248,10 +254,9 @@ class SimMetrics:
             self.spec_per_pos[i].inc()
 
     def request_done(self, emitted: int, max_tokens: int) -> None:
-        """Per-request size histograms beyond what both engines record."""
-        if self.profile.metrics == "v0":
-            self.max_num_generation_tokens.observe(emitted)
-            self.params_n.observe(1)
+        """Per-request size histograms: the most tokens any of its n sequences generated (n is 1 here)."""
+        self.max_num_generation_tokens.observe(emitted)
+        self.params_n.observe(1)
 
     def render(self) -> bytes:
         if self.profile.metrics == "v0":
