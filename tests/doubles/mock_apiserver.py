@@ -52,7 +52,8 @@ class MockApiServer:
         self.watch_body: bytes | None = None
         self.watch_chunk = 0
         self.watch_cut = False  # the connection drops in the middle of a chunk
-        self.exec_refusal: tuple[int, str, str] | None = None  # (code, reason, message) instead of the upgrade
+        # (code, reason, message) instead of the upgrade: a Status, or with a message of bytes that raw body
+        self.exec_refusal: tuple[int, str, str | bytes] | None = None
         self.exec_hold: threading.Event | None = None  # when set, the command runs on until the event (or 10 s)
         self.logs: dict[str, str | bytes] = {}
         self.events: list[dict[str, Any]] = []
@@ -147,6 +148,8 @@ class MockApiServer:
                     if mock.exec_refusal:
                         code, reason, message = mock.exec_refusal
                         self.close_connection = True
+                        if isinstance(message, bytes):
+                            return self._send(code, message, "text/plain")
                         return self._send(code, status_body(code, reason, message))
                     return self._exec(query)
                 if path == "/api":

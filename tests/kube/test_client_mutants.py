@@ -669,7 +669,24 @@ def test_an_exec_into_a_missing_pod_is_the_servers_404(kube: RealKube, server: M
     assert e.not_found
 
 
-def test_an_exec_to_an_unreachable_server_is_a_connection_error() -> None:
+@pytest.mark.parametrize(
+    ("body", "detail"),
+    [
+        (b"", "HTTP 403 Forbidden: Forbidden"),  # no body: the status line's phrase, not websocket-client's "None"
+        (b"denied at the proxy\n", "HTTP 403 Forbidden: denied at the proxy"),
+    ],
+    ids=["no body", "text body"],
+)
+def test_an_exec_refused_without_a_status_body_reads_the_status_line(
+    kube: RealKube, server: MockApiServer, body: bytes, detail: str
+) -> None:
+    server.exec_refusal = (403, "Forbidden", body)
+    with pytest.raises(KubeApiError) as err:
+        kube.exec("p", "spectrn", ["ls"])
+    assert (err.value.message, err.value.status) == (f"exec ls in pod spectrn/p: {detail}", 403)
+
+
+def test_an_exec_to_an_unreachable_server_is_a_connection_error_on_one_line() -> None:
     api = recording_client("http://127.0.0.1:9")  # discard port: nothing listens
     try:
         with pytest.raises(KubeApiError) as err:
@@ -678,7 +695,29 @@ def test_an_exec_to_an_unreachable_server_is_a_connection_error() -> None:
         api.close()
     e = err.value
     assert (e.status, e.reason, e.hint) == (0, "ConnectionError", CONNECTION_HINT)
-    assert e.message.startswith("exec ls in pod spectrn/p: cannot reach the Kubernetes API server: "), e.message
+    # the client's ApiException(status 0) text spans lines ("(0)\nReason: ..."): one line here
+    assert e.message == (
+        "exec ls in pod spectrn/p: cannot reach the Kubernetes API server: "
+        "ApiException: (0) Reason: [Errno 111] Connection refused"
+    )
+
+
+def test_an_exec_that_fails_before_the_client_wraps_it_names_the_error(
+    kube: RealKube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kubernetes.stream
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise ConnectionResetError(104, "Connection reset by peer")  # no `reason` attribute
+
+    monkeypatch.setattr(kubernetes.stream, "stream", refuse)
+    with pytest.raises(KubeApiError) as err:
+        kube.exec("p", "spectrn", ["ls"])
+    assert (err.value.message, err.value.status) == (
+        "exec ls in pod spectrn/p: cannot reach the Kubernetes API server: "
+        "ConnectionResetError: [Errno 104] Connection reset by peer",
+        0,
+    )
 
 
 # ---- answers the local server does not give: a canned reply for every request ----------------------------

@@ -104,8 +104,14 @@ def test_events_sort_by_last_seen_then_event_time_then_creation(kube: RealKube, 
     server.events = [
         {"reason": "D", "lastTimestamp": "2026-01-01T00:00:04Z", "eventTime": "2026-01-01T00:00:00.000000Z"},
         {"reason": "C", "metadata": {"creationTimestamp": "2026-01-01T00:00:03Z"}},
+        {"reason": "E", "lastTimestamp": None, "eventTime": "2026-01-01T00:00:03.500000Z",
+         "metadata": {"creationTimestamp": "2026-01-01T00:00:01Z"}},
         {"reason": "B", "lastTimestamp": "2026-01-01T00:00:02Z"},
-        {"reason": "A", "lastTimestamp": None, "eventTime": "2026-01-01T00:00:01.000000Z"},
-    ]
-    # D was last seen at :04 (its first occurrence, eventTime :00, does not count)
-    assert [e["reason"] for e in kube.events_for("Pod", "p", "spectrn")] == ["A", "B", "C", "D"]
+        {"reason": "A", "lastTimestamp": None, "eventTime": "2026-01-01T00:00:01.000000Z",
+         "metadata": {"creationTimestamp": "2026-01-01T00:00:05Z"}},
+        {"reason": "0"},  # no time at all (a hand-made object): first, as the oldest
+    ]  # fmt: skip
+    # D was last seen at :04 (its first occurrence, eventTime :00, does not count); A and E (events.k8s.io/v1:
+    # no lastTimestamp) by their eventTime, not their creation; E at :03.5 after C at :03, though as text
+    # "03.500000Z" sorts before "03Z"
+    assert [e["reason"] for e in kube.events_for("Pod", "p", "spectrn")] == ["0", "A", "B", "C", "E", "D"]

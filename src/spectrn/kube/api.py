@@ -132,7 +132,7 @@ def api_error(status: int, reason: str, body: str | bytes | None, *, action: str
 def connection_error(exc: BaseException, *, action: str, host: str = "") -> KubeApiError:
     where = f" at {host}" if host else ""
     return KubeApiError(
-        f"{action}: cannot reach the Kubernetes API server{where}: {type(exc).__name__}: {exc}",
+        f"{action}: cannot reach the Kubernetes API server{where}: {type(exc).__name__}: {' '.join(str(exc).split())}",
         status=0,
         reason="ConnectionError",
         hint="check the kube context (`kubectl config current-context`), network access and that the cluster is up",

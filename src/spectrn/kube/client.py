@@ -24,7 +24,9 @@ server's own message from its ``Status`` body, the HTTP status and the reason (`
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -479,25 +481,39 @@ class RealKube:
         return result
 
 
+# websocket-client's text for a refused upgrade: ``Handshake status CODE PHRASE -+-+- HEADERS -+-+- BODY``, the
+# body decoded or the word None when the answer had none
+_HANDSHAKE = re.compile(r"Handshake status (\d{3}) (.*?) -\+-\+- .* -\+-\+- (.*)", re.S)
+
+
 def _exec_error(exc: BaseException, action: str) -> KubeApiError:
     """The error of a refused exec: the API server's answer to the WebSocket upgrade (a missing pod is a 404,
-    a missing permission a 403) arrives as ``Handshake status CODE PHRASE -+-+- HEADERS -+-+- BODY``, which
-    the client wraps in an ``ApiException`` of status 0."""
-    parts = str(getattr(exc, "reason", "") or "").split(" -+-+- ")
-    status, _, phrase = parts[0].removeprefix("Handshake status ").partition(" ")
-    if len(parts) == 3 and parts[0].startswith("Handshake status ") and status.isdigit():
-        return api_error(int(status), phrase, parts[2], action=action)
-    return translate_api_exception(exc, action=action)
+    a missing permission a 403) arrives as websocket-client's handshake text, which the client wraps in an
+    ``ApiException`` of status 0; anything else is a transport failure."""
+    refused = _HANDSHAKE.fullmatch(str(getattr(exc, "reason", None)))
+    if refused is None:
+        return translate_api_exception(exc, action=action)
+    body = refused[3] if refused[3] != "None" else ""
+    return api_error(int(refused[1]), refused[2], body, action=action)
 
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:300]
 
 
-def _event_time(ev: Obj) -> str:
-    return str(
-        ev.get("lastTimestamp") or ev.get("eventTime") or (ev.get("metadata") or {}).get("creationTimestamp") or ""
-    )
+_NO_TIME = datetime.min.replace(tzinfo=UTC)
+
+
+def _event_time(ev: Obj) -> datetime:
+    """When an event was last seen: ``lastTimestamp`` (whole seconds), else ``eventTime`` (microseconds: events
+    written through events.k8s.io/v1 leave ``lastTimestamp`` null), else the object's creation. Compared as
+    instants, not as text: ``00:00:03Z`` is before ``00:00:03.500000Z`` though it sorts after it as text."""
+    stamp = ev.get("lastTimestamp") or ev.get("eventTime") or (ev.get("metadata") or {}).get("creationTimestamp")
+    try:
+        when = datetime.fromisoformat(str(stamp))
+    except ValueError:
+        return _NO_TIME
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def connect(*, context: str | None = None, kubeconfig: str | None = None) -> KubeApi:
