@@ -114,7 +114,7 @@ def observe_service(
     containers = spec["template"]["spec"].get("containers") or [{}]
     state.image = str(containers[0].get("image", ""))
     state.window = window_of(dep) if variant == "speculative" else "-"
-    state.age = age_of(str(dep["metadata"].get("creationTimestamp", "")))
+    state.age = age_of(str(dep["metadata"]["creationTimestamp"]))  # the API server sets it on every object
     if _deployment_complete(dep):
         state.phase = "Ready"
         return state
