@@ -1,8 +1,8 @@
 """Measure what the twin fits' last mutmut survivors change in the published values (docs/mutation.md).
 
 Each mutant (its key in mutmut's numbering of ``fit_decay`` or ``fit_costs`` at the time of writing, and its
-one-line change) is applied to a copy of the module's source, and the mutated fit runs next to the real one on a
-wide set of seeded designs:
+change: a line, or two for ``total = 0.0``, which occurs twice) is applied to a copy of the module's source, and
+the mutated fit runs next to the real one on a wide set of seeded designs:
 
 - ``acceptance``: counts drawn binomially from random decay curves (1 to 3 classes, 2 to 12 positions, tau and
   gamma log-uniform over the whole grid), counts exactly on a curve, curves at each edge of ``TAU_RANGE`` and
@@ -13,9 +13,10 @@ wide set of seeded designs:
   without a prefill step.
 
 It prints, per mutant, the largest change of every published value: alphas (absolute), log tau and log gamma
-(absolute), as a share of the fit's own standard error, how many printed values (``alpha {:.3f}``,
-``tau {:.3g}``, ``gamma {:.3g}``) differ, and how many ``identified`` / notes differ; for the costs, the largest
-relative change of a value or standard error and how many statuses, notes, compute-bound counts differ.
+(absolute), as a share of the fit's own standard error, of the log-likelihood the fit reaches (nats), how many
+printed values (``alpha {:.3f}``, ``tau {:.3g}``, ``gamma {:.3g}``) differ, and how many ``identified`` / notes
+differ; for the costs, the largest relative change of a value or standard error and how many statuses, notes,
+compute-bound counts differ.
 
     PYTHONPATH=src python hack/twin_resolution.py acceptance|costs|rooflines [--designs N] [--keys 27,64]
 
@@ -37,6 +38,7 @@ import numpy as np
 
 DECAY = [  # (key, line, mutated line) in x_fit_decay
     (27, "alphas_grid = np.linspace(0.001, 1.0, 400)", "alphas_grid = np.linspace(0.001, 1.0, 401)"),
+    (29, "total = 0.0\n        chosen = []", "total = 1.0\n        chosen = []"),
     (64, "lo, hi = alphas_grid[max(0, i - 1)],", "lo, hi = alphas_grid[max(0, i - 2)],"),
     (72, "alphas_grid[min(alphas_grid.size - 1, i + 1)]", "alphas_grid[min(alphas_grid.size - 1, i + 2)]"),
     (79, "fine = np.linspace(lo, hi, 81)", "fine = np.linspace(lo, hi, )"),
@@ -59,6 +61,7 @@ DECAY = [  # (key, line, mutated line) in x_fit_decay
     (234, "abs(best[2] - centre[2])", "abs(best[2] + centre[2])"),
     (241, "bounds_g[0] < best[2] < bounds_g[1]", "bounds_g[0] <= best[2] < bounds_g[1]"),
     (243, "bounds_g[0] < best[2] < bounds_g[1]", "bounds_g[0] < best[2] <= bounds_g[1]"),
+    (281, "total = 0.0\n        for (_, pos", "total = 1.0\n        for (_, pos"),
 ]
 COSTS = [  # (key, line, mutated line) in x_fit_costs
     (106, "if out[j] < 0]", "if out[j] <= 0]"),
@@ -141,6 +144,20 @@ def decay_designs(count: int, sharp: int = 30) -> list[list[Any]]:
     return designs
 
 
+def loglik(classes: list[Any], fit: Any) -> float:
+    """The binomial log-likelihood of the counts under a fit's curve (alphas, tau, gamma), as the fit defines it."""
+    total = 0.0
+    for c in classes:
+        n, k = np.asarray(c.reached, dtype=float), np.asarray(c.accepted, dtype=float)
+        keep = n >= 1
+        pos = np.flatnonzero(keep).astype(float)
+        if pos.size:
+            p = np.minimum(CAP, fit.alphas[c.name] * np.exp(-((pos / fit.tau) ** fit.gamma)))
+            p = np.clip(p, 1e-9, 1 - 1e-9)
+            total += float((k[keep] * np.log(p) + (n[keep] - k[keep]) * np.log1p(-p)).sum())
+    return total
+
+
 def run_decay(count: int, keys: set[int]) -> None:
     from spectrn.twin import acceptance
 
@@ -148,12 +165,12 @@ def run_decay(count: int, keys: set[int]) -> None:
     kw = {"cap": CAP, "prior_tau": 7.0, "prior_gamma": 4.0}
     base = [acceptance.fit_decay(d, **kw) for d in designs]
     print(f"{len(designs)} designs; identified by the real fit: {sum(f.identified for f in base)}")
-    print("key  max|d alpha|  max|d log tau|  max|d log gamma|  max d/se  printed  identified/note")
+    print("key  max|d alpha|  max|d log tau|  max|d log gamma|  max d/se  max|d ll|  printed  identified/note")
     for key, old, new in DECAY:
         if keys and key not in keys:
             continue
         fit = mutated("spectrn.twin.acceptance", "fit_decay", old, new)
-        da = dt = dg = rel = 0.0
+        da = dt = dg = rel = dll = 0.0
         printed = flags = 0
         for d, b in zip(designs, base, strict=True):
             m = fit(d, **kw)
@@ -168,10 +185,13 @@ def run_decay(count: int, keys: set[int]) -> None:
                 printed += f"{m.alphas[name]:.3f}" != f"{b.alphas[name]:.3f}"
                 if b.identified and cov[j, j] > 0:
                     rel = max(rel, diff / math.sqrt(cov[j, j]))
+            dll = max(dll, abs(loglik(d, m) - loglik(d, b)))
             if b.identified and m.identified:
                 rel = max(rel, abs(math.log(m.tau / b.tau)) / math.sqrt(cov[-2, -2]))
                 rel = max(rel, abs(math.log(m.gamma / b.gamma)) / math.sqrt(cov[-1, -1]))
-        print(f"{key:>3}  {da:11.2e}  {dt:13.2e}  {dg:15.2e}  {rel:8.2e}  {printed:7d}  {flags:d}", flush=True)
+        print(
+            f"{key:>3}  {da:11.2e}  {dt:13.2e}  {dg:15.2e}  {rel:8.2e}  {dll:9.2e}  {printed:7d}  {flags:d}", flush=True
+        )
 
 
 # ---- costs ---------------------------------------------------------------------------------------------------

@@ -303,11 +303,89 @@ def test_a_decay_between_the_grid_s_first_two_points_is_found(tau: float, gamma:
 
 
 def test_a_cutoff_near_the_top_of_gamma_s_range_reaches_the_likelihood_s_maximum() -> None:
-    # tau 3, gamma 19.6: positions 0-2 near alpha, 3 at alpha / e, 4 on at 0. The likelihood is nearly flat along
-    # a narrow valley toward smaller gamma (gamma is known to about 25% here): a search that settles in it early
-    # (at gamma 14.3, say) is two nats short of the curve
-    c = exact("a", 0.9, 3.0, 19.6, 8)
+    # tau 3, gamma 18.6 (0.07 below log 20, inside the edge test's 0.05): positions 0-2 near alpha, 3 at alpha / e,
+    # 4 on at 0. The likelihood is nearly flat along a narrow valley toward smaller gamma (gamma is known to about
+    # 25% here): a search that settles in it early (at gamma 14.3, say) is two nats short of the curve
+    c = exact("a", 0.9, 3.0, 18.6, 8)
     fit = fit_decay([c], cap=CAP, prior_tau=PRIOR_TAU, prior_gamma=PRIOR_GAMMA)
-    truth = exact_log_likelihood(0.9, 3.0, 19.6, c.reached, c.accepted)
+    assert (fit.identified, fit.note) == (True, None)
+    truth = exact_log_likelihood(0.9, 3.0, 18.6, c.reached, c.accepted)
     got = exact_log_likelihood(fit.alphas["a"], fit.tau, fit.gamma, c.reached, c.accepted)
-    assert got == pytest.approx(truth, abs=0.5)
+    assert got == pytest.approx(truth, abs=1e-6)
+    assert fit.gamma == pytest.approx(18.6, rel=1e-4) and fit.tau == pytest.approx(3.0, rel=1e-6)
+
+
+def test_a_cutoff_at_the_top_of_gamma_s_range_is_not_identified() -> None:
+    # gamma 19.6 is 0.02 below log 20: the polished fit reaches it, inside the edge test's 0.05, so the prior is kept
+    fit = fit_decay([exact("a", 0.9, 3.0, 19.6, 8)], cap=CAP, prior_tau=PRIOR_TAU, prior_gamma=PRIOR_GAMMA)
+    assert (fit.identified, fit.note, fit.tau, fit.gamma) == (False, PRIOR_NOTE, PRIOR_TAU, PRIOR_GAMMA)
+
+
+def drawn(name: str, alpha: float, tau: float, gamma: float, positions: int, steps: int, seed: int) -> ClassCounts:
+    """Counts drawn binomially from a curve, position after position: the curve is not their maximum."""
+    rng = np.random.default_rng(seed)
+    reached: list[float] = []
+    accepted: list[float] = []
+    n = steps
+    for i in range(positions):
+        k = int(rng.binomial(n, min(CAP, alpha * math.exp(-((i / tau) ** gamma)))))
+        reached.append(float(n))
+        accepted.append(float(k))
+        n = k
+    return ClassCounts(name, reached=reached, accepted=accepted)
+
+
+def joint_log_likelihood(classes: list[ClassCounts], alphas: list[float], tau: float, gamma: float) -> float:
+    """Every class's ``exact_log_likelihood`` under its alpha and the shared decay; p kept off 0 and 1 by 1e-9."""
+    total = 0.0
+    for c, alpha in zip(classes, alphas, strict=True):
+        for i, (n, k) in enumerate(zip(c.reached, c.accepted, strict=True)):
+            p = min(1 - 1e-9, max(1e-9, min(CAP, alpha * math.exp(-((i / tau) ** gamma)))))
+            total += k * math.log(p) + (n - k) * math.log1p(-p)
+    return total
+
+
+def independent_maximum(classes: list[ClassCounts], starts: list[list[float]]) -> float:
+    """The largest log-likelihood Powell's method (no derivative: the cap's kink) reaches from each start over
+    (alpha per class, log tau, log gamma), each run restarted from its end until it stops improving."""
+    from scipy.optimize import minimize
+
+    def neg(x: np.ndarray) -> float:
+        return -joint_log_likelihood(classes, [float(a) for a in x[:-2]], math.exp(x[-2]), math.exp(x[-1]))
+
+    best = -math.inf
+    for start in starts:
+        x, value = np.asarray(start, dtype=float), neg(np.asarray(start, dtype=float))
+        for _ in range(20):
+            res = minimize(neg, x, method="Powell", options={"xtol": 1e-12, "ftol": 1e-15, "maxfev": 200_000})
+            if not res.fun < value - 1e-12:
+                break
+            x, value = res.x, float(res.fun)
+        best = max(best, -value)
+    return best
+
+
+@pytest.mark.parametrize(
+    ("classes", "truth"),
+    [
+        ([exact("a", 0.8, 4.5, 12.0, 7)], [0.8, 4.5, 12.0]),  # a sharp cutoff between coarse grid points
+        ([exact("a", 0.865, 9.97, 15.7, 10)], [0.865, 9.97, 15.7]),  # a narrow valley along a sharp cutoff
+        ([drawn("a", 0.8, 4.5, 12.0, 8, 3000, 1)], [0.8, 4.5, 12.0]),  # the same cutoff, drawn
+        ([drawn("a", 0.85, 0.36, 1.0, 6, 20000, 2)], [0.85, 0.36, 1.0]),  # tau 0.18 above the range's start
+        ([drawn("a", 0.9, 3.0, 0.36, 12, 20000, 3)], [0.9, 3.0, 0.36]),  # gamma 0.18 above the range's start
+        ([drawn("a", 0.9, 6.0, 18.0, 9, 5000, 4)], [0.9, 6.0, 18.0]),  # gamma 0.1 below the range's end
+        (  # two classes, one of them accepted above the cap at its first positions (the curve's kink)
+            [drawn("a", 0.999, 6.0, 3.0, 9, 8000, 5), drawn("b", 0.6, 6.0, 3.0, 7, 4000, 6)],
+            [0.999, 0.6, 6.0, 3.0],
+        ),
+    ],
+    ids=["cutoff-exact", "valley-exact", "cutoff-drawn", "small-tau", "small-gamma", "large-gamma", "cap-two"],
+)
+def test_the_fit_reaches_the_likelihood_s_maximum(classes: list[ClassCounts], truth: list[float]) -> None:
+    # the grids' best point is polished to the maximum: no finer grid would find a more likely curve
+    fit = fit_decay(classes, cap=CAP, prior_tau=PRIOR_TAU, prior_gamma=PRIOR_GAMMA)
+    assert (fit.identified, fit.note) == (True, None)
+    got = [fit.alphas[c.name] for c in classes] + [math.log(fit.tau), math.log(fit.gamma)]
+    start = [*truth[:-2], math.log(truth[-2]), math.log(truth[-1])]
+    best = independent_maximum(classes, [start, got])
+    assert joint_log_likelihood(classes, got[:-2], fit.tau, fit.gamma) == pytest.approx(best, abs=1e-6)

@@ -13,11 +13,14 @@ Beyond the measured positions, the simulator's curve ``a_i = min(cap, alpha_c * 
 over, with one ``alpha_c`` per class and a shared ``tau`` and ``gamma``, fitted by maximum likelihood (binomial)
 over every class and position: a coarse grid over (log tau, log gamma) with the best ``alpha_c`` per class, refined
 on finer grids that move with the best point while it sits on their edge (a sharp cutoff's narrow valley lies
-between coarse points). Its covariance comes from the numerical Hessian of the negative log-likelihood in
-(alpha_c..., log tau, log gamma); a class without a measured position keeps alpha 0, fixed (zero variance), so it
-leaves the others' decay identified. When the best fit sits at the grid's edge or its standard errors are wide (no
-decay resolved in the measured positions), tau and gamma are not identified: the prior ones are kept, and
-predictions beyond the measured window say that they extrapolate.
+between coarse points), then polished from the grids' best point to the likelihood's local maximum within the
+ranges (bounded Nelder-Mead, restarted until it stops improving: no derivative, so the curve's kink at the cap
+does not mislead it), so the grids' resolution no longer shows in the answer. Its covariance comes from the
+numerical Hessian of the negative log-likelihood in (alpha_c..., log tau, log gamma) at the polished point; a class
+without a measured position keeps alpha 0, fixed (zero variance), so it leaves the others' decay identified. When
+the polished fit lies within 0.05 of a range's end (in log) or its standard errors are wide (no decay resolved in
+the measured positions), tau and gamma are not identified: the prior ones are kept, with each class's alpha
+polished under them, and predictions beyond the measured window say that they extrapolate.
 """
 
 from __future__ import annotations
@@ -33,6 +36,10 @@ SHRINK_TRIALS = 20.0  # a measured position counts against this many pseudo-step
 GAMMA_RANGE = (0.3, 20.0)
 REFINE_ROUNDS = 6  # each round shrinks the (log tau, log gamma) step 4-fold: 4096-fold finer than the coarse grid
 RECENTRE_LIMIT = 40  # moves of one refining window along a valley before it shrinks anyway
+POLISH_XTOL = 1e-9  # the polish's simplex ends smaller than this in every parameter (alpha, log tau, log gamma)
+POLISH_FTOL = 1e-13  # ... and its vertices' negative log-likelihoods within this share of the value of each other
+POLISH_STEP = 0.01  # each (re)start's simplex: this far from its point along every parameter
+POLISH_RESTARTS = 50  # fresh simplices from the last result, while one still improves the likelihood
 
 
 @dataclass
@@ -163,12 +170,6 @@ def fit_decay(classes: Sequence[ClassCounts], *, cap: float, prior_tau: float, p
     _, lt, lg = best
     _, alphas = best_alphas(float(np.exp(lt)), float(np.exp(lg)))
     names = [f"alpha_{name}" for name, *_ in data] + ["log_tau", "log_gamma"]
-    edge = (
-        lt <= np.log(TAU_RANGE[0]) + 0.05
-        or lt >= np.log(TAU_RANGE[1]) - 0.05
-        or lg <= np.log(GAMMA_RANGE[0]) + 0.05
-        or lg >= np.log(GAMMA_RANGE[1]) - 0.05
-    )
     x0 = np.asarray([*alphas, lt, lg])
 
     def nll(x: Any) -> float:
@@ -186,6 +187,20 @@ def fit_decay(classes: Sequence[ClassCounts], *, cap: float, prior_tau: float, p
         x = x0.copy()
         x[free] = y
         return nll(x)
+
+    # the grid's best point, polished to the likelihood's maximum: the grids' resolution no longer shows
+    a_lo, a_hi = float(alphas_grid[0]), float(alphas_grid[-1])
+    lower = np.asarray([a_lo] * (len(free) - 2) + [bounds_t[0], bounds_g[0]])
+    upper = np.asarray([a_hi] * (len(free) - 2) + [bounds_t[1], bounds_g[1]])
+    x0[free] = _polish(nll_free, x0[free], lower, upper)
+    alphas = [float(a) for a in x0[:-2]]
+    lt, lg = float(x0[-2]), float(x0[-1])
+    edge = (
+        lt <= np.log(TAU_RANGE[0]) + 0.05
+        or lt >= np.log(TAU_RANGE[1]) - 0.05
+        or lg <= np.log(GAMMA_RANGE[0]) + 0.05
+        or lg >= np.log(GAMMA_RANGE[1]) - 0.05
+    )
 
     cov = np.zeros((x0.size, x0.size))
     cov[np.ix_(free, free)] = _inverse_hessian(nll_free, x0[free])
@@ -211,9 +226,46 @@ def fit_decay(classes: Sequence[ClassCounts], *, cap: float, prior_tau: float, p
                 continue
             f = np.exp(-((pos / prior_tau) ** prior_gamma))
             p = np.minimum(cap, alphas_grid[:, None] * f[None, :])
-            refit.append(float(alphas_grid[int(np.argmin(_nll(p, n[None, :], k[None, :])))]))
+            start = alphas_grid[int(np.argmin(_nll(p, n[None, :], k[None, :])))]
+
+            def nll_alpha(a: Any, f: Any = f, n: Any = n, k: Any = k) -> float:
+                return float(_nll(np.minimum(cap, a[0] * f), n, k))
+
+            refit.append(float(_polish(nll_alpha, np.asarray([start]), np.asarray([a_lo]), np.asarray([a_hi]))[0]))
         fit.alphas = {name: a for (name, *_), a in zip(data, refit, strict=True)}
     return fit
+
+
+def _polish(f: Any, x0: Any, lower: Any, upper: Any) -> Any:
+    """A local minimum of ``f`` from ``x0`` within the box [lower, upper].
+
+    Nelder-Mead (scipy's, bounded) needs no derivative, so the curve's kink at the cap does not mislead it; as a
+    simplex can collapse before a minimum (or stop at a bound), each run is restarted from its result with a fresh
+    simplex, until a restart no longer lowers ``f`` by more than the tolerance.
+    """
+    import numpy as np
+    from scipy.optimize import minimize
+
+    x = np.clip(np.asarray(x0, dtype=float), lower, upper)
+    fx = f(x)
+    for _ in range(POLISH_RESTARTS):
+        step = np.where(x + POLISH_STEP <= upper, POLISH_STEP, -POLISH_STEP)  # into the box
+        simplex = np.vstack([x, x + np.diag(step)])
+        tol = POLISH_FTOL * max(1.0, abs(fx))
+        res = minimize(
+            f,
+            x,
+            method="Nelder-Mead",
+            bounds=list(zip(lower, upper, strict=True)),
+            options={"initial_simplex": simplex, "xatol": POLISH_XTOL, "fatol": tol, "maxfev": 4000 * x.size},
+        )
+        if not res.fun < fx:
+            break
+        improved = fx - res.fun > tol
+        x, fx = np.asarray(res.x, dtype=float), float(res.fun)
+        if not improved:
+            break
+    return x
 
 
 def _resolved(cov: Any) -> bool:
