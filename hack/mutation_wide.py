@@ -127,6 +127,7 @@ WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
             "tests/publish/test_publish_resume.py",
             "tests/publish/test_rel_cloudwatch_faults.py",
             "tests/publish/test_publisher_audit.py",
+            "tests/publish/test_publisher_mutants.py",
         ),
     ),
     (

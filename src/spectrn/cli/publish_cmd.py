@@ -237,10 +237,8 @@ def dashboard_cmd(
     if endpoint_url is None:
         aws.require_aws(run_dirs[0], reg)
     sink = aws.Boto3Sink(region=reg, endpoint_url=endpoint_url)
-    shifts = [publisher.recorded_time_shift(d, ns, sink.target) for d in run_dirs]
-    name, messages = publisher.publish_dashboard(
-        runs, sink, namespace=ns, prefix=pre, run_id=run_id, time_shift_s=shifts
-    )
+    shifted = [(r, publisher.recorded_time_shift(d, ns, sink.target)) for r, d in zip(runs, run_dirs, strict=True)]
+    name, messages = publisher.publish_dashboard(shifted, sink, namespace=ns, prefix=pre, run_id=run_id)
     typer.echo(f"dashboard {name} in {sink.region}")
     for m in messages:
         typer.echo(f"dashboard note: {m}")

@@ -35,6 +35,7 @@ class MetricsSink(Protocol):
     """Where datums and dashboards go: CloudWatch through boto3, or a fake in tests."""
 
     target: str
+    region: str  # the dashboard's metric widgets name it
 
     def put_metric_data(self, namespace: str, metric_data: list[dict[str, Any]]) -> None: ...
 

@@ -81,8 +81,7 @@ class _CtrlC:
     Ctrl-C stops at once (a hung endpoint must not hold the terminal)."""
 
     def __init__(self) -> None:
-        self.requested = False
-        self.signum: int | None = None
+        self.signum: int | None = None  # the first signal received during a call
 
     @contextmanager
     def deferred(self) -> Iterator[None]:
@@ -98,7 +97,7 @@ class _CtrlC:
             previous[signal.SIGTERM] = signal.SIG_DFL
 
         def first(signum: int, frame: Any) -> None:
-            self.requested, self.signum = True, signum
+            self.signum = signum
             signal.signal(signum, previous[signum])  # the second one acts as usual
 
         for s in previous:
@@ -261,7 +260,7 @@ def publish_run(
                 save()
             if progress:
                 progress(i + 1, len(batches))
-            if stop.requested:  # Ctrl-C or SIGTERM during that call: it went through and is recorded; stop here
+            if stop.signum is not None:  # Ctrl-C or SIGTERM during that call: it went through, is recorded: stop
                 if stop.signum == signal.SIGTERM:
                     raise Terminated(
                         f"stopped by SIGTERM during publish; the call in flight was recorded in {state_path}",
@@ -272,9 +271,7 @@ def publish_run(
         dash_name = None
         messages: list[str] = []
         if dashboard:
-            dash_name, messages = publish_dashboard(
-                run, sink, namespace=ns, prefix=prefix, run_id=run_id, time_shift_s=shift
-            )
+            dash_name, messages = publish_dashboard([(run, shift)], sink, namespace=ns, prefix=prefix, run_id=run_id)
             target.dashboard = DashboardRecord(name=dash_name, published_at=_iso(time.time()))
             save()
         result = PublishResult(
@@ -306,20 +303,17 @@ def recorded_time_shift(run_dir: Path, namespace: str, target: str | None = None
 
 
 def publish_dashboard(
-    run: RunFolder | Sequence[RunFolder],
+    runs: Sequence[tuple[RunFolder, float]],
     sink: MetricsSink,
     *,
     namespace: str,
-    prefix: str = "spectrn",
-    run_id: str | None = None,
-    time_shift_s: float | Sequence[float] = 0.0,
-    region: str | None = None,
+    prefix: str,
+    run_id: str | None,
 ) -> tuple[str, list[str]]:
     """Build, validate and put one dashboard for one run, or for several (a sweep's cells, each published with
-    the sweep's id as ``run_id``: one line per Config); returns (name, CloudWatch's validation messages)."""
-    runs = [run] if isinstance(run, RunFolder) else list(run)
-    shifts = [time_shift_s] * len(runs) if isinstance(time_shift_s, int | float) else list(time_shift_s)
-    views = [dashboard_run(r, run_id=run_id, time_shift_s=sh) for r, sh in zip(runs, shifts, strict=True)]
-    body = build_dashboard(views, namespace=namespace, region=region or str(getattr(sink, "region", "us-east-1")))
+    the sweep's id as ``run_id``: one line per Config), each run with the time shift its data was sent with;
+    returns (name, CloudWatch's validation messages). The body is sent compact."""
+    views = [dashboard_run(r, run_id=run_id, time_shift_s=shift) for r, shift in runs]
+    body = build_dashboard(views, namespace=namespace, region=sink.region)
     name = dashboard_name(prefix, views[0].run_id)
     return name, sink.put_dashboard(name, json.dumps(body, separators=(",", ":")))
