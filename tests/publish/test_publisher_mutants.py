@@ -82,9 +82,7 @@ def test_a_sweeps_cells_share_one_compact_dashboard_under_its_id_each_at_its_own
     assert body["start"] == datetime.fromtimestamp(start, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
     metric_widgets = [w for w in body["widgets"] if w["type"] == "metric"]
     assert metric_widgets and {w["properties"]["region"] for w in metric_widgets} == {"eu-west-1"}
-    run_ids = {
-        m[m.index("RunId") + 1] for w in metric_widgets for m in w["properties"]["metrics"] if "RunId" in m
-    }
+    run_ids = {m[m.index("RunId") + 1] for w in metric_widgets for m in w["properties"]["metrics"] if "RunId" in m}
     assert run_ids == {"sweep-1"}  # every series under the sweep's id, none under run-1 or run-2
 
 
