@@ -27,7 +27,7 @@ RENDER_TESTS = (
 # (name, module, functions (() = all), tests)
 WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("render", "spectrn.render.manifests", (), (*RENDER_TESTS, "tests/render/test_manifests_mutants.py")),
-    ("render-server", "spectrn.render.server", (), RENDER_TESTS),
+    ("render-server", "spectrn.render.server", (), (*RENDER_TESTS, "tests/render/test_server_mutants.py")),
     ("render-load-job", "spectrn.render.load_job", (), RENDER_TESTS),
     ("render-templates", "spectrn.render.templates", (), RENDER_TESTS),
     ("render-literals", "spectrn.render.literals", (), RENDER_TESTS),

@@ -33,7 +33,7 @@ def deployment_name(cfg: SpectrnConfig, variant: str) -> str:
     return cfg.baseline_name if variant == "baseline" else cfg.speculative_name
 
 
-def service_url(cfg: SpectrnConfig, variant: str, *, suffix: str = "") -> str:
+def service_url(cfg: SpectrnConfig, variant: str, *, suffix: str) -> str:
     """In-cluster URL of a variant's Service (``suffix`` such as ``/v1`` for OpenAI clients)."""
     return f"http://{deployment_name(cfg, variant)}.{cfg.namespace}.svc.cluster.local:{cfg.port}{suffix}"
 
@@ -183,7 +183,7 @@ def _server_ctx(cfg: SpectrnConfig, variant: str) -> dict[str, Any]:
         "env": server_env(cfg, speculative),
         # Mountpoint for S3 CSI v2 mounts with gid=fsGroup, allow-other, dirs 770, files 660: the only way the
         # container (root, every capability dropped) may write the bucket (docs/neuron.md).
-        "fs_group": None if sim else cfg.s3.fs_group,
+        "fs_group": cfg.s3.fs_group,  # the template sets the simulator's own (non-root uid)
         "scheduler_name": scheduler_name(cfg),
         "resources": resources,
         "dra": cfg.resources_mode != "device-plugin",
