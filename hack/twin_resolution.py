@@ -61,8 +61,8 @@ DECAY = [  # (key, line, mutated line) in x_fit_decay
     (243, "bounds_g[0] < best[2] < bounds_g[1]", "bounds_g[0] < best[2] <= bounds_g[1]"),
 ]
 COSTS = [  # (key, line, mutated line) in x_fit_costs
-    (106, "if out[j] < 0]", "if out[j] <= 0]"),
-    (289, "np.linspace(0.0, 1.0, 121)) * 1.0001)", "np.linspace(0.0, 1.0, 121)) / 1.0001)"),
+    (104, "if out[j] < 0]", "if out[j] <= 0]"),
+    (320, "np.linspace(0.0, 1.0, 121)) * 1.0001)", "np.linspace(0.0, 1.0, 121)) / 1.0001)"),
 ]
 
 

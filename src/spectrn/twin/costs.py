@@ -16,17 +16,19 @@ carries the difference of two such delays (a few milliseconds on a busy machine:
 Consecutive usable steps are therefore summed into segments (up to ``SEGMENT_STEPS``): a segment's duration
 is the difference of two step ends, so the delays of the steps inside it cancel, and its equation is the sum
 of its steps' equations. Given which steps are compute bound, the equations are linear in the eight
-parameters. The regimes are found by profiling: each candidate slope (just above a quantile of the memory-only
-fit's ridge) gives a starting mask; from a mask every term is fitted, the fit reassigns the regimes (a step
-within rounding of the ridge keeps its own), and so on until the mask repeats: a fixed point, or a cycle, whose
-state with the smallest residual is taken (``MAX_ROUNDS`` at most; then the best state seen). A candidate is
-scored by the residual of the mask it ends with; then the masks next to the best one in its own fit's ridge
-order (``REFINE`` sizes either side) are tried the same way until the best stays. Equal residuals (to rounding)
-go to the mask with fewer compute-bound steps. The best must cut the residual by ``MIN_GAIN`` at least, with at
-least ``MIN_COMPUTE_STEPS`` compute-bound steps and a weights term above rounding where the mask determines it,
-and a last fit with its mask gives the costs. Fits are Huber-weighted (iteratively reweighted least squares),
-so the rare step stretched by a stalled client or server barely moves them; standard errors come from the
-weighted normal equations with the residual scale.
+parameters. The regimes are found by profiling: the candidates are the masks with no step and with every decode
+step compute bound (the answer where every one is: slopes just below the top quantile miss it), and one for each
+slope just above a quantile of the memory-only fit's ridge; from a mask every term is fitted, the fit reassigns
+the regimes (a step within rounding of the ridge keeps its own), and so on until the mask repeats: a fixed
+point, or a cycle, whose state with the smallest residual is taken (``MAX_ROUNDS`` at most; then the best state
+seen). A candidate is scored by the residual of the mask it ends with; then the masks next to the best one in
+its own fit's ridge order (``REFINE`` sizes either side) are tried the same way until the best stays. Equal
+residuals (to rounding) go to the mask with fewer compute-bound steps. The best must cut the residual by
+``MIN_GAIN`` at least, with at least ``MIN_COMPUTE_STEPS`` compute-bound steps, a positive compute slope and a
+weights term above rounding where the mask determines it, and a last fit with its mask gives the costs. Fits are
+Huber-weighted (iteratively reweighted least squares), so the rare step stretched by a stalled client or server
+barely moves them; standard errors come from the weighted normal equations with the residual scale. The solves
+run with BLAS in one thread (``_one_thread``).
 A term the fit wants negative is fixed at 0 (the data say it is absent) and the rest refitted.
 
 A parameter the data cannot separate from the others (its column lies in the span of the rest: e.g. one
@@ -39,9 +41,11 @@ used.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import ctypes
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from spectrn.twin.steps import Step
 
@@ -71,6 +75,13 @@ MIN_GAIN = 0.05  # a compute regime must cut the residual sum of squares by this
 HUBER_K = 1.345
 REFINE = 12  # masks tried on each side of the best one's size, in its own ridge order
 MAX_ROUNDS = 100  # regime reassignments from one candidate's mask before its best state so far is taken
+# OpenBLAS's thread-count calls, as numpy's wheels (scipy-openblas) and a system OpenBLAS name them
+OPENBLAS_THREADS = (
+    ("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
+    ("scipy_openblas_get_num_threads", "scipy_openblas_set_num_threads"),
+    ("openblas_get_num_threads64_", "openblas_set_num_threads64_"),
+    ("openblas_get_num_threads", "openblas_set_num_threads"),
+)
 NOT_SEPARABLE = "not separable in these runs (e.g. one prompt length, or no speculative step): prior kept"
 
 
@@ -172,11 +183,50 @@ def _sum_segments(v: Any, starts: Any) -> Any:
     return np.add.reduceat(v, starts, axis=0)
 
 
+T = TypeVar("T")
+
+
+@functools.cache
+def _openblas() -> tuple[Any, Any] | None:
+    """numpy's OpenBLAS thread-count calls (get, set), or None where numpy uses another BLAS or none is found."""
+    import numpy as np  # noqa: F401  (loads the library)
+
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as maps:
+            paths = sorted({line.split()[-1] for line in maps if "openblas" in line.split()[-1].lower()})
+        for path in paths:
+            lib = ctypes.CDLL(path)
+            for get, put in OPENBLAS_THREADS:
+                if hasattr(lib, get) and hasattr(lib, put):
+                    return getattr(lib, get), getattr(lib, put)
+    except OSError:
+        pass
+    return None
+
+
+def _one_thread(call: Callable[[], T]) -> T:
+    """``call()`` with BLAS in one thread. The profile's solves are tall and thin (segments x at most 8 terms):
+    OpenBLAS splits them over its threads, and on a busy machine each of the hundreds of calls then waits for a
+    core (13.6 s instead of 0.6 s for 6,244 steps on a loaded 2-core machine). Their results do not depend on it."""
+    lib = _openblas()
+    if lib is None:
+        return call()
+    get, put = lib
+    before = int(get())
+    if before == 1:
+        return call()
+    put(1)
+    try:
+        return call()
+    finally:
+        put(before)
+
+
 def _wls(x: Any, y: Any, w: Any) -> Any:
     import numpy as np
 
     sw = np.sqrt(w)
-    theta, *_ = np.linalg.lstsq(x * sw[:, None], y * sw, rcond=None)
+    theta, *_ = _one_thread(lambda: np.linalg.lstsq(x * sw[:, None], y * sw, rcond=None))
     return theta
 
 
@@ -205,7 +255,7 @@ def _separable(x: Any, j: int, others: list[int]) -> bool:
     if not others:
         return True
     base = x[:, others]
-    coef, *_ = np.linalg.lstsq(base, col, rcond=None)
+    coef, *_ = _one_thread(lambda: np.linalg.lstsq(base, col, rcond=None))
     resid = col - base @ coef
     return float(np.linalg.norm(resid)) > 1e-6 * float(np.linalg.norm(col))
 
@@ -232,8 +282,16 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
     zeroed: set[int] = set()  # fixed at 0: the fit wanted them negative
     undetermined: set[int] = set()  # not separable under the compute regime taken
 
+    designs: dict[bytes, Any] = {}  # regime mask -> its segments' design
+
+    def design(compute: Any) -> Any:
+        key = compute.tobytes()
+        if key not in designs:
+            designs[key] = _sum_segments(_design(a, compute), starts)
+        return designs[key]
+
     # Which parameters the data can separate (judged on the memory-bound design: compute is profiled apart).
-    x0 = _sum_segments(_design(a, np.zeros(n)), starts)
+    x0 = design(np.zeros(n))
     free = [i for i in range(len(PARAMS)) if i != c_index]
     for name in DROP_ORDER:
         j = PARAMS.index(name)
@@ -242,7 +300,7 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
             notes[name] = NOT_SEPARABLE
 
     def fit(compute: Any, base: Any, unknown: list[int]) -> tuple[Any, Any, float]:
-        x = _sum_segments(_design(a, compute), starts)
+        x = design(compute)
         fixed = [i for i in range(len(PARAMS)) if i not in unknown]
         out = base.copy()
         est, w = _robust(x[:, unknown], y - x[:, fixed] @ base[fixed])
@@ -276,8 +334,9 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
     def determined(compute: Any, unknown: list[int]) -> list[int]:
         """``unknown`` less the terms this regime mask leaves undetermined (e.g. every memory term when every
         decode step is compute bound): dropped in ``DROP_ORDER``, the compute slope last."""
-        x = _sum_segments(_design(a, compute), starts)
-        if np.linalg.matrix_rank(x[:, unknown]) == len(unknown) and all(np.any(x[:, j]) for j in unknown):
+        x = design(compute)
+        rank = _one_thread(lambda: np.linalg.matrix_rank(x[:, unknown]))
+        if rank == len(unknown) and all(np.any(x[:, j]) for j in unknown):
             return unknown
         kept = list(unknown)
         for j in [PARAMS.index(name) for name in DROP_ORDER] + [c_index]:
@@ -328,18 +387,31 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
         """A smaller residual; at an equal one (a step exactly at the ridge), fewer compute-bound steps."""
         return ssr < best[0] - tie or (ssr <= best[0] + tie and compute.sum() < best[1].sum())
 
-    best = (ssr0, none, theta0)
-    for c in np.unique(np.quantile(ridge, np.linspace(0.0, 1.0, 121)) * 1.0001) if ridge.size else []:
-        compute = settle((dec & (c * a["b"] * a["t"] > memory(theta0))).astype(float))
-        ssr, th, _, weights_known = state(compute)
-        # a compute regime must explain the steps better by a clear margin, with a positive weights term
-        if (
-            better(ssr, compute, best)
-            and ssr < (1 - MIN_GAIN) * ssr0
+    def accepted(ssr: float, compute: Any, th: Any, weights_known: bool) -> bool:
+        """A compute regime must explain the steps better by a clear margin, with enough compute-bound steps, a
+        positive slope (a mask's fit with a negative one is discarded at the end anyway) and a positive weights
+        term where the mask determines it."""
+        return (
+            ssr < (1 - MIN_GAIN) * ssr0
+            and th[c_index] > 0
             and (th[0] > positive or not weights_known)
             and compute.sum() >= MIN_COMPUTE_STEPS
-        ):
+        )
+
+    best = (ssr0, none, theta0)
+
+    def consider(start: Any) -> None:
+        nonlocal best
+        compute = settle(start)
+        ssr, th, _, weights_known = state(compute)
+        if better(ssr, compute, best) and accepted(ssr, compute, th, weights_known):
             best = (ssr, compute, th)
+
+    # The candidates: no step and every decode step compute bound, and each slope's mask in between.
+    consider(none)
+    consider(dec.astype(float))
+    for c in np.unique(np.quantile(ridge, np.linspace(0.0, 1.0, 121)) * 1.0001) if ridge.size else []:
+        consider((dec & (c * a["b"] * a["t"] > memory(theta0))).astype(float))
     # Refinement: the masks next to the best one in the order of its own fit's ridge (the memory-only fit's
     # order, bent by the compute-bound steps, can miss them), until the best stays.
     for _ in range(MAX_ROUNDS):
@@ -351,14 +423,7 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
         for size in range(max(MIN_COMPUTE_STEPS, m - REFINE), min(order.size, m + REFINE) + 1):
             start = np.zeros(n)
             start[order[:size]] = 1.0
-            compute = settle(start)
-            ssr, th, _, weights_known = state(compute)
-            if (
-                better(ssr, compute, best)
-                and (th[0] > positive or not weights_known)
-                and compute.sum() >= MIN_COMPUTE_STEPS
-            ):
-                best = (ssr, compute, th)
+            consider(start)
         if best[0] == ssr_b:
             break
     _, compute, theta_c = best
