@@ -62,7 +62,7 @@ DECAY = [  # (key, line, mutated line) in x_fit_decay
 ]
 COSTS = [  # (key, line, mutated line) in x_fit_costs
     (104, "if out[j] < 0]", "if out[j] <= 0]"),
-    (320, "np.linspace(0.0, 1.0, 121)) * 1.0001)", "np.linspace(0.0, 1.0, 121)) / 1.0001)"),
+    (318, "np.linspace(0.0, 1.0, 121)) * 1.0001)", "np.linspace(0.0, 1.0, 121)) / 1.0001)"),
 ]
 
 

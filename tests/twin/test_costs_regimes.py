@@ -153,32 +153,3 @@ def test_exact_step_sets_come_back_exactly_whatever_the_candidate_slopes(seed: i
         else:  # a term without data: no prefill step, or a memory term where every decode step is compute bound
             assert (p.value, p.status, p.note, p.points) == (PRIOR[name], "prior", NOT_SEPARABLE, 0), (seed, name)
             assert rank == 0 or name not in ("weights_read_s", "kv_read_per_seq_s", "kv_read_per_token_s"), seed
-
-
-def test_the_solves_run_with_blas_in_one_thread_and_the_count_is_restored() -> None:
-    blas = str(np.show_config(mode="dicts")["Build Dependencies"]["blas"]["name"])
-    lib = costs_module._openblas()
-    if "openblas" not in blas.lower():
-        pytest.skip(f"numpy's BLAS here is {blas}")
-    assert lib is not None, blas  # numpy's wheels: scipy-openblas
-    get, put = lib
-    before = int(get())
-    try:
-        put(2)
-        if int(get()) != 2:
-            pytest.skip("this OpenBLAS runs one thread only")
-        assert costs_module._one_thread(lambda: int(get())) == 1
-        assert int(get()) == 2
-        with pytest.raises(ZeroDivisionError):
-            costs_module._one_thread(lambda: 1 / 0)
-        assert int(get()) == 2  # restored after an error too
-        put(1)
-        assert costs_module._one_thread(lambda: int(get()) + 40) == 41
-        assert int(get()) == 1
-    finally:
-        put(before)
-
-
-def test_without_openblas_the_call_just_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(costs_module, "_openblas", lambda: None)
-    assert costs_module._one_thread(lambda: 42) == 42

@@ -27,8 +27,7 @@ residuals (to rounding) go to the mask with fewer compute-bound steps. The best 
 ``MIN_GAIN`` at least, with at least ``MIN_COMPUTE_STEPS`` compute-bound steps, a positive compute slope and a
 weights term above rounding where the mask determines it, and a last fit with its mask gives the costs. Fits are
 Huber-weighted (iteratively reweighted least squares), so the rare step stretched by a stalled client or server
-barely moves them; standard errors come from the weighted normal equations with the residual scale. The solves
-run with BLAS in one thread (``_one_thread``).
+barely moves them; standard errors come from the weighted normal equations with the residual scale.
 A term the fit wants negative is fixed at 0 (the data say it is absent) and the rest refitted.
 
 A parameter the data cannot separate from the others (its column lies in the span of the rest: e.g. one
@@ -41,11 +40,9 @@ used.
 
 from __future__ import annotations
 
-import ctypes
-import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from spectrn.twin.steps import Step
 
@@ -75,13 +72,6 @@ MIN_GAIN = 0.05  # a compute regime must cut the residual sum of squares by this
 HUBER_K = 1.345
 REFINE = 12  # masks tried on each side of the best one's size, in its own ridge order
 MAX_ROUNDS = 100  # regime reassignments from one candidate's mask before its best state so far is taken
-# OpenBLAS's thread-count calls, as numpy's wheels (scipy-openblas) and a system OpenBLAS name them
-OPENBLAS_THREADS = (
-    ("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
-    ("scipy_openblas_get_num_threads", "scipy_openblas_set_num_threads"),
-    ("openblas_get_num_threads64_", "openblas_set_num_threads64_"),
-    ("openblas_get_num_threads", "openblas_set_num_threads"),
-)
 NOT_SEPARABLE = "not separable in these runs (e.g. one prompt length, or no speculative step): prior kept"
 
 
@@ -183,50 +173,11 @@ def _sum_segments(v: Any, starts: Any) -> Any:
     return np.add.reduceat(v, starts, axis=0)
 
 
-T = TypeVar("T")
-
-
-@functools.cache
-def _openblas() -> tuple[Any, Any] | None:
-    """numpy's OpenBLAS thread-count calls (get, set), or None where numpy uses another BLAS or none is found."""
-    import numpy as np  # noqa: F401  (loads the library)
-
-    try:
-        with open("/proc/self/maps", encoding="utf-8") as maps:
-            paths = sorted({line.split()[-1] for line in maps if "openblas" in line.split()[-1].lower()})
-        for path in paths:
-            lib = ctypes.CDLL(path)
-            for get, put in OPENBLAS_THREADS:
-                if hasattr(lib, get) and hasattr(lib, put):
-                    return getattr(lib, get), getattr(lib, put)
-    except OSError:
-        pass
-    return None
-
-
-def _one_thread(call: Callable[[], T]) -> T:
-    """``call()`` with BLAS in one thread. The profile's solves are tall and thin (segments x at most 8 terms):
-    OpenBLAS splits them over its threads, and on a busy machine each of the hundreds of calls then waits for a
-    core (13.6 s instead of 0.6 s for 6,244 steps on a loaded 2-core machine). Their results do not depend on it."""
-    lib = _openblas()
-    if lib is None:
-        return call()
-    get, put = lib
-    before = int(get())
-    if before == 1:
-        return call()
-    put(1)
-    try:
-        return call()
-    finally:
-        put(before)
-
-
 def _wls(x: Any, y: Any, w: Any) -> Any:
     import numpy as np
 
     sw = np.sqrt(w)
-    theta, *_ = _one_thread(lambda: np.linalg.lstsq(x * sw[:, None], y * sw, rcond=None))
+    theta, *_ = np.linalg.lstsq(x * sw[:, None], y * sw, rcond=None)
     return theta
 
 
@@ -255,7 +206,7 @@ def _separable(x: Any, j: int, others: list[int]) -> bool:
     if not others:
         return True
     base = x[:, others]
-    coef, *_ = _one_thread(lambda: np.linalg.lstsq(base, col, rcond=None))
+    coef, *_ = np.linalg.lstsq(base, col, rcond=None)
     resid = col - base @ coef
     return float(np.linalg.norm(resid)) > 1e-6 * float(np.linalg.norm(col))
 
@@ -335,7 +286,7 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
         """``unknown`` less the terms this regime mask leaves undetermined (e.g. every memory term when every
         decode step is compute bound): dropped in ``DROP_ORDER``, the compute slope last."""
         x = design(compute)
-        rank = _one_thread(lambda: np.linalg.matrix_rank(x[:, unknown]))
+        rank = np.linalg.matrix_rank(x[:, unknown])
         if rank == len(unknown) and all(np.any(x[:, j]) for j in unknown):
             return unknown
         kept = list(unknown)
