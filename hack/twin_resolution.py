@@ -64,8 +64,8 @@ DECAY = [  # (key, line, mutated line) in x_fit_decay
     (281, "total = 0.0\n        for (_, pos", "total = 1.0\n        for (_, pos"),
 ]
 COSTS = [  # (key, line, mutated line) in x_fit_costs
-    (106, "if out[j] < 0]", "if out[j] <= 0]"),
-    (289, "np.linspace(0.0, 1.0, 121)) * 1.0001)", "np.linspace(0.0, 1.0, 121)) / 1.0001)"),
+    (104, "if out[j] < 0]", "if out[j] <= 0]"),
+    (318, "np.linspace(0.0, 1.0, 121)) * 1.0001)", "np.linspace(0.0, 1.0, 121)) / 1.0001)"),
 ]
 
 

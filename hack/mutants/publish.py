@@ -208,7 +208,7 @@ MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
     (
         "publish-dashboard-region-fixed",
         PUB,
-        'region=region or str(getattr(sink, "region", "us-east-1"))',
+        "region=sink.region",
         'region="us-east-1"',
         (T_PUB,),
         "a dashboard published to eu-west-1 queries metrics in us-east-1: every widget is empty",

@@ -5,10 +5,16 @@ not separable, not fitted. The expected values are the generating costs (``rando
 
 from __future__ import annotations
 
+import inspect
+import random
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import pytest
 from tests.twin.test_costs_mutants import NOT_SEPARABLE, PRIOR, decode, prefill, random_roofline, roofline
 
+from spectrn.twin import costs as costs_module
 from spectrn.twin.costs import PARAMS, StepSet, fit_costs
 
 
@@ -82,3 +88,68 @@ def test_every_decode_step_compute_bound_leaves_the_memory_terms_not_separable()
         assert p.value == pytest.approx(costs[name], rel=1e-9), name
     assert fit.free == ["compute_per_token_s", "draft_run_s", "draft_kv_read_per_token_s", "prefill_base_s",
                         "prefill_per_token_s"]  # fmt: skip
+
+
+def wide_design(seed: int) -> tuple[list[StepSet], dict[str, float]]:
+    """One of ``hack/twin_resolution.py``'s cost designs (its ``cost_designs``) and the costs it was drawn from:
+    some true costs exactly 0, noise and stalls drawn (0 for the exact seeds used here), a prefill every 8th step."""
+    rng = random.Random(seed)
+    zero = rng.random() < 0.3
+    costs = {"weights_read_s": 0.0 if zero and rng.random() < 0.5 else rng.uniform(0.001, 0.04)}
+    costs["kv_read_per_seq_s"] = 0.0 if zero and rng.random() < 0.5 else rng.uniform(1e-5, 1e-3)
+    costs["kv_read_per_token_s"] = 0.0 if zero and rng.random() < 0.5 else rng.uniform(1e-7, 1e-5)
+    costs["compute_per_token_s"] = rng.uniform(1e-4, 3e-3)
+    costs |= {"draft_run_s": 0.005, "draft_kv_read_per_token_s": 1e-7, "prefill_base_s": 0.04,
+              "prefill_per_token_s": 0.001}  # fmt: skip
+    noise = rng.choice([0.0, 0.0, 0.001, 0.05, 0.3])
+    stall = rng.choice([0.0, 0.05])
+    prefills = rng.random() < 0.75
+    sets = []
+    for k in rng.choice([(0,), (0, 5), (0, 3), (0, 2), (5,)]):
+        steps, index = [], 0
+        for j in range(rng.randint(25, 120)):
+            index += rng.choice([1, 1, 1, 2])
+            b = rng.choice([1, 2, 4, 8, 16, 32])
+            ctx = b * rng.randint(40, 300)
+            if prefills and j % 8 == 0:
+                p = rng.randint(20, 300)
+                steps.append(prefill(index, p, (0.04 + 0.001 * p) * (1 + rng.gauss(0, noise))))
+                continue
+            d = roofline(b, ctx, k, k or 1, costs)
+            if rng.random() < stall:
+                d *= rng.uniform(1, 5)
+            steps.append(decode(index, b, ctx, d * (1 + rng.gauss(0, noise))))
+        sets.append(StepSet("r", "v", k, k or 1, steps))
+    assert noise == 0.0 and stall == 0.0, seed  # exact steps
+    return sets, costs
+
+
+def fit_with_candidates(margin: str) -> Callable[..., Any]:
+    """``fit_costs`` with its candidate slopes taken at ``margin`` of the ridge's quantiles (the source's own
+    ``* 1.0001``: just above them) instead."""
+    src = inspect.getsource(costs_module.fit_costs)
+    assert src.count(") * 1.0001)") == 1
+    ns: dict[str, Any] = dict(vars(costs_module))
+    exec(compile(src.replace(") * 1.0001)", f") {margin})"), "<fit_costs>", "exec"), ns)  # noqa: S102
+    return ns["fit_costs"]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("margin", ["* 1.0001", "/ 1.0001", "* 1.01", "/ 1.01"])
+@pytest.mark.parametrize("seed", [15, 79, 164, 274])
+def test_exact_step_sets_come_back_exactly_whatever_the_candidate_slopes(seed: int, margin: str) -> None:
+    # every decode step is compute bound in these four. The candidate slopes just below the ridge's quantiles
+    # used to take no compute regime here: none of them starts from the mask with every decode step compute
+    # bound, and every other exact mask (a few steps in the memory regime, its line drawn through them at the
+    # ridge) fits a weights term of 0 within rounding, which the weights-term condition refuses
+    sets, costs = wide_design(seed)
+    bound, rank = regimes(sets, costs)
+    fit = fit_with_candidates(margin)(sets, PRIOR)
+    assert fit.compute_bound_steps == bound, (seed, margin)
+    assert fit.residual_scale_s < 1e-12
+    for name in PARAMS:
+        p = fit.params[name]
+        if p.status == "fitted":
+            assert p.value == pytest.approx(costs[name], rel=1e-7, abs=1e-12), (seed, name)
+        else:  # a term without data: no prefill step, or a memory term where every decode step is compute bound
+            assert (p.value, p.status, p.note, p.points) == (PRIOR[name], "prior", NOT_SEPARABLE, 0), (seed, name)
+            assert rank == 0 or name not in ("weights_read_s", "kv_read_per_seq_s", "kv_read_per_token_s"), seed

@@ -84,3 +84,27 @@ def test_predictions_for_other_windows_and_loads_match_the_hidden_simulator(hidd
     base = {(p.concurrency, p.scope): p for p in points if p.metric == "tpot_s" and p.window is None}
     assert spec[(13, 12, "open")].predicted.value > base[(12, "open")].predicted.value
     assert spec[(13, 12, "open")].measured > base[(12, "open")].measured
+
+
+def test_calibrate_fits_the_step_costs_with_blas_in_one_thread(hidden: Hidden, monkeypatch: pytest.MonkeyPatch) -> None:
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from spectrn.twin import calibrate as calibrate_module
+
+    def blas_threads() -> list[int]:
+        return [int(i["num_threads"]) for i in threadpool_info() if i["user_api"] == "blas"]
+
+    seen: list[list[int]] = []
+    real = calibrate_module.fit_costs
+
+    def spy(*args: object, **kwargs: object) -> object:
+        seen.append(blas_threads())
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(calibrate_module, "fit_costs", spy)
+    with threadpool_limits(limits=2, user_api="blas"):
+        twin = calibrate_module.calibrate([hidden.calibration_run])
+        after = blas_threads()
+    assert seen and seen == [[1] * len(seen[0])] and seen[0]  # numpy's BLAS is there, and ran one thread
+    assert after == [2] * len(after)  # and the caller's setting is back afterwards
+    assert twin.calibration.costs == hidden.twin.calibration.costs  # the same fit either way

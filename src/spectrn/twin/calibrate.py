@@ -203,7 +203,13 @@ def calibrate(
     }
     for r in runs:
         _steps(r)
-    fit = fit_costs([s for r in runs for s in r.sets], prior)
+    from threadpoolctl import threadpool_limits
+
+    # The profile's hundreds of least-squares solves are tall and thin (segments x at most 8 terms): BLAS split over
+    # threads makes each wait for a core on a busy machine (13.9 s instead of 0.24 s for 6,300 steps on a loaded
+    # 2-core machine, docs/twin.md) and gives the same answer, so they run in one thread.
+    with threadpool_limits(limits=1, user_api="blas"):
+        fit = fit_costs([s for r in runs for s in r.sets], prior)
 
     # ---- acceptance -------------------------------------------------------------------------------------
     counts: dict[str, ClassCounts] = {}

@@ -16,17 +16,18 @@ carries the difference of two such delays (a few milliseconds on a busy machine:
 Consecutive usable steps are therefore summed into segments (up to ``SEGMENT_STEPS``): a segment's duration
 is the difference of two step ends, so the delays of the steps inside it cancel, and its equation is the sum
 of its steps' equations. Given which steps are compute bound, the equations are linear in the eight
-parameters. The regimes are found by profiling: each candidate slope (just above a quantile of the memory-only
-fit's ridge) gives a starting mask; from a mask every term is fitted, the fit reassigns the regimes (a step
-within rounding of the ridge keeps its own), and so on until the mask repeats: a fixed point, or a cycle, whose
-state with the smallest residual is taken (``MAX_ROUNDS`` at most; then the best state seen). A candidate is
-scored by the residual of the mask it ends with; then the masks next to the best one in its own fit's ridge
-order (``REFINE`` sizes either side) are tried the same way until the best stays. Equal residuals (to rounding)
-go to the mask with fewer compute-bound steps. The best must cut the residual by ``MIN_GAIN`` at least, with at
-least ``MIN_COMPUTE_STEPS`` compute-bound steps and a weights term above rounding where the mask determines it,
-and a last fit with its mask gives the costs. Fits are Huber-weighted (iteratively reweighted least squares),
-so the rare step stretched by a stalled client or server barely moves them; standard errors come from the
-weighted normal equations with the residual scale.
+parameters. The regimes are found by profiling: the candidates are the masks with no step and with every decode
+step compute bound (the answer where every one is: slopes just below the top quantile miss it), and one for each
+slope just above a quantile of the memory-only fit's ridge; from a mask every term is fitted, the fit reassigns
+the regimes (a step within rounding of the ridge keeps its own), and so on until the mask repeats: a fixed
+point, or a cycle, whose state with the smallest residual is taken (``MAX_ROUNDS`` at most; then the best state
+seen). A candidate is scored by the residual of the mask it ends with; then the masks next to the best one in
+its own fit's ridge order (``REFINE`` sizes either side) are tried the same way until the best stays. Equal
+residuals (to rounding) go to the mask with fewer compute-bound steps. The best must cut the residual by
+``MIN_GAIN`` at least, with at least ``MIN_COMPUTE_STEPS`` compute-bound steps, a positive compute slope and a
+weights term above rounding where the mask determines it, and a last fit with its mask gives the costs. Fits are
+Huber-weighted (iteratively reweighted least squares), so the rare step stretched by a stalled client or server
+barely moves them; standard errors come from the weighted normal equations with the residual scale.
 A term the fit wants negative is fixed at 0 (the data say it is absent) and the rest refitted.
 
 A parameter the data cannot separate from the others (its column lies in the span of the rest: e.g. one
@@ -232,8 +233,16 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
     zeroed: set[int] = set()  # fixed at 0: the fit wanted them negative
     undetermined: set[int] = set()  # not separable under the compute regime taken
 
+    designs: dict[bytes, Any] = {}  # regime mask -> its segments' design
+
+    def design(compute: Any) -> Any:
+        key = compute.tobytes()
+        if key not in designs:
+            designs[key] = _sum_segments(_design(a, compute), starts)
+        return designs[key]
+
     # Which parameters the data can separate (judged on the memory-bound design: compute is profiled apart).
-    x0 = _sum_segments(_design(a, np.zeros(n)), starts)
+    x0 = design(np.zeros(n))
     free = [i for i in range(len(PARAMS)) if i != c_index]
     for name in DROP_ORDER:
         j = PARAMS.index(name)
@@ -242,7 +251,7 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
             notes[name] = NOT_SEPARABLE
 
     def fit(compute: Any, base: Any, unknown: list[int]) -> tuple[Any, Any, float]:
-        x = _sum_segments(_design(a, compute), starts)
+        x = design(compute)
         fixed = [i for i in range(len(PARAMS)) if i not in unknown]
         out = base.copy()
         est, w = _robust(x[:, unknown], y - x[:, fixed] @ base[fixed])
@@ -276,8 +285,9 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
     def determined(compute: Any, unknown: list[int]) -> list[int]:
         """``unknown`` less the terms this regime mask leaves undetermined (e.g. every memory term when every
         decode step is compute bound): dropped in ``DROP_ORDER``, the compute slope last."""
-        x = _sum_segments(_design(a, compute), starts)
-        if np.linalg.matrix_rank(x[:, unknown]) == len(unknown) and all(np.any(x[:, j]) for j in unknown):
+        x = design(compute)
+        rank = np.linalg.matrix_rank(x[:, unknown])
+        if rank == len(unknown) and all(np.any(x[:, j]) for j in unknown):
             return unknown
         kept = list(unknown)
         for j in [PARAMS.index(name) for name in DROP_ORDER] + [c_index]:
@@ -328,18 +338,31 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
         """A smaller residual; at an equal one (a step exactly at the ridge), fewer compute-bound steps."""
         return ssr < best[0] - tie or (ssr <= best[0] + tie and compute.sum() < best[1].sum())
 
-    best = (ssr0, none, theta0)
-    for c in np.unique(np.quantile(ridge, np.linspace(0.0, 1.0, 121)) * 1.0001) if ridge.size else []:
-        compute = settle((dec & (c * a["b"] * a["t"] > memory(theta0))).astype(float))
-        ssr, th, _, weights_known = state(compute)
-        # a compute regime must explain the steps better by a clear margin, with a positive weights term
-        if (
-            better(ssr, compute, best)
-            and ssr < (1 - MIN_GAIN) * ssr0
+    def accepted(ssr: float, compute: Any, th: Any, weights_known: bool) -> bool:
+        """A compute regime must explain the steps better by a clear margin, with enough compute-bound steps, a
+        positive slope (a mask's fit with a negative one is discarded at the end anyway) and a positive weights
+        term where the mask determines it."""
+        return (
+            ssr < (1 - MIN_GAIN) * ssr0
+            and th[c_index] > 0
             and (th[0] > positive or not weights_known)
             and compute.sum() >= MIN_COMPUTE_STEPS
-        ):
+        )
+
+    best = (ssr0, none, theta0)
+
+    def consider(start: Any) -> None:
+        nonlocal best
+        compute = settle(start)
+        ssr, th, _, weights_known = state(compute)
+        if better(ssr, compute, best) and accepted(ssr, compute, th, weights_known):
             best = (ssr, compute, th)
+
+    # The candidates: no step and every decode step compute bound, and each slope's mask in between.
+    consider(none)
+    consider(dec.astype(float))
+    for c in np.unique(np.quantile(ridge, np.linspace(0.0, 1.0, 121)) * 1.0001) if ridge.size else []:
+        consider((dec & (c * a["b"] * a["t"] > memory(theta0))).astype(float))
     # Refinement: the masks next to the best one in the order of its own fit's ridge (the memory-only fit's
     # order, bent by the compute-bound steps, can miss them), until the best stays.
     for _ in range(MAX_ROUNDS):
@@ -351,14 +374,7 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
         for size in range(max(MIN_COMPUTE_STEPS, m - REFINE), min(order.size, m + REFINE) + 1):
             start = np.zeros(n)
             start[order[:size]] = 1.0
-            compute = settle(start)
-            ssr, th, _, weights_known = state(compute)
-            if (
-                better(ssr, compute, best)
-                and (th[0] > positive or not weights_known)
-                and compute.sum() >= MIN_COMPUTE_STEPS
-            ):
-                best = (ssr, compute, th)
+            consider(start)
         if best[0] == ssr_b:
             break
     _, compute, theta_c = best
