@@ -2,6 +2,9 @@
 
 The moto server runs once per session on 127.0.0.1 and a free port; each test that uses it starts from an
 empty backend (``/moto-api/reset``).
+
+A ``KeyboardInterrupt`` that the publisher raises by itself, with no Ctrl-C pressed, fails the test that met it:
+left alone it would end the whole session as interrupted (exit 2), which reads as no test failing.
 """
 
 from __future__ import annotations
@@ -16,6 +19,20 @@ import pytest
 
 from doubles.cwfakes import REGION, FakeSink
 from spectrn.runtimes.launch import free_port
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    try:
+        return (yield)
+    except KeyboardInterrupt as e:
+        tb = e.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        if tb is not None and Path(tb.tb_frame.f_code.co_filename).parts[-3:] == ("spectrn", "publish", "publisher.py"):
+            raise AssertionError(f"{item.name}: the publish stopped as if Ctrl-C had been pressed") from e
+        raise
+
 
 _AWS_VARS_TO_CLEAR = (
     "AWS_PROFILE",
