@@ -28,7 +28,7 @@ RENDER_TESTS = (
 WIDE_TARGETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("render", "spectrn.render.manifests", (), (*RENDER_TESTS, "tests/render/test_manifests_mutants.py")),
     ("render-server", "spectrn.render.server", (), (*RENDER_TESTS, "tests/render/test_server_mutants.py")),
-    ("render-load-job", "spectrn.render.load_job", (), RENDER_TESTS),
+    ("render-load-job", "spectrn.render.load_job", (), (*RENDER_TESTS, "tests/render/test_load_job_mutants.py")),
     ("render-templates", "spectrn.render.templates", (), RENDER_TESTS),
     ("render-literals", "spectrn.render.literals", (), RENDER_TESTS),
     ("render-output", "spectrn.render.output", (), RENDER_TESTS),

@@ -81,7 +81,7 @@ for url in sys.argv[2:]:
 check_run_id = names.check_run_id  # one rule for local and in-cluster run ids (spectrn.names)
 
 
-def job_name(run_id: str, engine: str = "spectrn") -> str:
+def job_name(run_id: str, engine: str) -> str:
     return f"spectrn-{'loadgen' if engine == 'spectrn' else 'llmperf'}-{run_id}"
 
 
@@ -126,7 +126,7 @@ def prompts_data(cfg: SpectrnConfig) -> dict[str, str]:
 
         what = f"bench.prompts file ({cfg.source_of('bench.prompts')})"
         shaped, _ = load_workload(str(user), cfg.bench.workload, seed=cfg.bench.seed, what=what)
-        dumped = shaped.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
+        dumped = shaped.model_dump(mode="json", by_alias=True, exclude_defaults=True)  # every None is a default
         data[USER_PROMPTS_KEY] = yaml.safe_dump({"name": shaped.name, **dumped}, sort_keys=False, allow_unicode=True)
     if cfg.bench.trace is not None:  # the trace travels too, checked and in one normal form (JSONL)
         from spectrn.loadgen.arrivals import read_trace
@@ -152,10 +152,8 @@ def prompts_file_arg(cfg: SpectrnConfig, data: Mapping[str, str]) -> str | None:
     """The prompt file the load pod reads, or None to let the loader resolve the named set itself."""
     if USER_PROMPTS_KEY in data:
         return f"{PROMPTS_MOUNT}/{USER_PROMPTS_KEY}"
-    for key in ("prompts.yaml", f"{cfg.bench.prompts}.yaml"):
-        if key in data:
-            return f"{PROMPTS_MOUNT}/{key}"
-    return None
+    key = f"{cfg.bench.prompts}.yaml"  # a packaged set; "all" and the like: the loader combines the sets itself
+    return f"{PROMPTS_MOUNT}/{key}" if key in data else None
 
 
 def pod_config_yaml(cfg: SpectrnConfig) -> str:
@@ -204,8 +202,8 @@ def loadgen_args(
 
 
 def _slug(text: str) -> str:
-    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-    return slug or "case"
+    # only for the fixed LLMPERF_TEST_CASES, each with a letter or digit: never empty
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
 def llmperf_run_timeout_s(cfg: SpectrnConfig) -> int:
@@ -297,7 +295,6 @@ def render_load_job(
     labels = _labels(cfg, "loadgen", **{"spectrn.io/run-id": run_id})
     ctx: dict[str, Any] = {
         "labels": labels,
-        "run_id": run_id,
         "engine": engine,
         "config_name": config_map_name(run_id),
         "config_yaml": pod_config_yaml(cfg),
