@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from spectrn.errors import AnalysisError, BenchError, Interrupted
 from spectrn.events import PROGRESS_LINE, Emitter, OnEvent
@@ -293,9 +293,7 @@ def _safe_extract(data: bytes, dest: Path) -> list[str]:
                 if member.isdir():
                     dest.joinpath(*rel.parts).mkdir(parents=True, exist_ok=True)
                     continue
-                src = tar.extractfile(member)
-                if src is None:
-                    continue
+                src = cast(IO[bytes], tar.extractfile(member))  # a regular file's reader, never None
                 target = RunFolder(dest).copy_in(str(rel), src)
                 names.append(str(target.relative_to(dest)))
     except tarfile.TarError as e:
