@@ -290,6 +290,12 @@ CASES: list[Case] = [
     _c("bench --local output with '..' (before any server starts)", "bench --local --out-dir ../x", 2, "contains '..'"),
     _c("prompt file over 5 MB", ("bench", *EP, "--prompts", "huge_prompts.yaml"), 2, "over the 5000000-byte limit"),
     _c("prompt file not UTF-8", ("bench", *EP, "--prompts", "latin1_prompts.yaml"), 2, "is not UTF-8"),
+    _c(
+        "prompt file with a negative class weight",
+        ("bench", *EP, "--prompts", "weighted_prompts.yaml"),
+        2,
+        "class_weights: -1.0 for class 'a' is not a positive weight",
+    ),
     _c("prompt file missing", ("bench", *EP, "--prompts", "nope.yaml"), 2, "nope.yaml"),
     _c("prompt file with a YAML alias", ("bench", *EP, "--prompts", "alias.yaml"), 2, "YAML aliases are not allowed"),
     _c("prompt file nested too deeply", ("bench", *EP, "--prompts", "deep.yaml"), 2, "nested too deeply"),
@@ -515,6 +521,7 @@ def make_inputs(root: Path) -> None:
     line = '  - {id: p, class: structured, text: "' + "y" * 1000 + '"}\n'
     (root / "huge_prompts.yaml").write_text("prompts:\n" + line * 5300)
     (root / "latin1_prompts.yaml").write_bytes('prompts:\n  - {id: p, text: "caf\xe9"}\n'.encode("latin-1"))
+    (root / "weighted_prompts.yaml").write_text("name: w\nprompts: [{id: p, class: a, text: hi}]\nclass_weights: {a: -1}\n")
     (root / "bad_class.yaml").write_text("name: bad\nprompts:\n  - {id: p, class: ../c, text: hello}\n")
     (root / "empty_dir").mkdir()
     (root / "a_sweep").mkdir()

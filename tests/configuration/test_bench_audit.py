@@ -56,7 +56,7 @@ def test_rates_are_above_0_and_at_most_a_million_and_a_comma_list_is_a_list() ->
 
 def test_class_weights_must_be_positive() -> None:
     assert refused(**{"bench.workload.class_weights": {"a": 0}}) == (
-        "bench.workload.class_weights: class_weights['a']: 0.0 is not a positive weight (from --set "
+        "bench.workload.class_weights: 0.0 for class 'a' is not a positive weight (from --set "
         "bench.workload.class_weights)"
     )
     assert cfg(**{"bench.workload.class_weights": {"a": 0.001}}).bench.workload.class_weights == {"a": 0.001}

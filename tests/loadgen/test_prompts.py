@@ -127,3 +127,36 @@ def test_non_utf8_prompt_file(tmp_path: Path) -> None:
 def test_unknown_set_name() -> None:
     with pytest.raises(ConfigError, match="unknown prompt set"):
         load_prompt_set("nope")
+
+
+TWO_CLASSES = "name: s\nprompts: [{id: x, class: a, text: hi}, {id: y, class: b, text: yo}]\n"
+
+
+@pytest.mark.parametrize(
+    ("weights", "problem"),
+    [
+        ("{a: -1}", "class_weights: -1.0 for class 'a' is not a positive weight"),
+        ("{a: 0}", "class_weights: 0.0 for class 'a' is not a positive weight"),
+        ("{a: .inf}", "class_weights: inf for class 'a' is not a positive weight"),
+        ("{a: .nan}", "class_weights: nan for class 'a' is not a positive weight"),
+    ],
+)
+def test_a_prompt_files_class_weights_must_be_positive_shares(tmp_path: Path, weights: str, problem: str) -> None:
+    f = tmp_path / "p.yaml"
+    f.write_text(f"{TWO_CLASSES}class_weights: {weights}\n")
+    with pytest.raises(ConfigError) as e:
+        load_prompt_set(str(f))
+    assert e.value.message == f"prompt file {f}: {problem}"
+
+
+def test_a_prompt_files_class_weights_name_only_its_classes(tmp_path: Path) -> None:
+    f = tmp_path / "p.yaml"
+    f.write_text(f"{TWO_CLASSES}class_weights: {{a: 2, c: 1}}\n")
+    with pytest.raises(ConfigError) as e:
+        load_prompt_set(str(f))
+    assert (e.value.message, e.value.hint) == (
+        f"prompt file {f}: class_weights names class(es) c that no prompt has",
+        "use the file's classes: a, b",
+    )
+    f.write_text(f"{TWO_CLASSES}class_weights: {{a: 2.5}}\n")
+    assert load_prompt_set(str(f)).class_weights == {"a": 2.5}

@@ -66,6 +66,14 @@ class SyntheticWorkload(Strict):
         return v
 
 
+def positive_weights(v: dict[str, float]) -> dict[str, float]:
+    """Class weights are shares of a schedule: each a positive, finite number (a class to leave out has no prompts)."""
+    for key, weight in v.items():
+        if not (0 < weight < 1e9):  # also refuses NaN and infinity
+            raise ValueError(f"{weight} for class {key!r} is not a positive weight")
+    return v
+
+
 class WorkloadConfig(Strict):
     """How a prompt file is read and shaped (docs/workloads.md); the defaults change nothing."""
 
@@ -150,10 +158,7 @@ class WorkloadConfig(Strict):
     @field_validator("class_weights")
     @classmethod
     def _weights(cls, v: dict[str, float]) -> dict[str, float]:
-        for key, weight in v.items():
-            if not (0 < weight < 1e9):  # also refuses NaN and infinity
-                raise ValueError(f"class_weights[{key!r}]: {weight} is not a positive weight")
-        return v
+        return positive_weights(v)
 
     @model_validator(mode="after")
     def _lengths(self) -> WorkloadConfig:

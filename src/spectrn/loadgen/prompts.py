@@ -17,6 +17,7 @@ from typing import overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from spectrn.configuration.bench import positive_weights
 from spectrn.configuration.origins import format_validation_error
 from spectrn.configuration.sources import load_yaml
 from spectrn.errors import ConfigError
@@ -80,6 +81,11 @@ class PromptSet(BaseModel):
         "first paragraph (completions API).",
     )
 
+    @field_validator("class_weights")
+    @classmethod
+    def _weights(cls, v: dict[str, float]) -> dict[str, float]:
+        return positive_weights(v)
+
     @field_validator("prompts")
     @classmethod
     def _unique_ids(cls, v: list[Prompt]) -> list[Prompt]:
@@ -106,6 +112,13 @@ def _load_file(path: Path) -> PromptSet:
         ) from None
     for i, p in enumerate(prompt_set.prompts):  # classes become CloudWatch dimensions and report labels
         check_name(p.prompt_class, what=f"prompts[{i}].class", source=f"prompt file {path}", example="structured")
+    classes = sorted({p.prompt_class for p in prompt_set.prompts})
+    unknown = sorted(set(prompt_set.class_weights) - set(classes))
+    if unknown:
+        raise ConfigError(
+            f"prompt file {path}: class_weights names class(es) {', '.join(unknown)} that no prompt has",
+            hint=f"use the file's classes: {', '.join(classes)}",
+        )
     return prompt_set
 
 
