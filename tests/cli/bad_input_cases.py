@@ -521,7 +521,8 @@ def make_inputs(root: Path) -> None:
     line = '  - {id: p, class: structured, text: "' + "y" * 1000 + '"}\n'
     (root / "huge_prompts.yaml").write_text("prompts:\n" + line * 5300)
     (root / "latin1_prompts.yaml").write_bytes('prompts:\n  - {id: p, text: "caf\xe9"}\n'.encode("latin-1"))
-    (root / "weighted_prompts.yaml").write_text("name: w\nprompts: [{id: p, class: a, text: hi}]\nclass_weights: {a: -1}\n")
+    weighted = "name: w\nprompts: [{id: p, class: a, text: hi}]\nclass_weights: {a: -1}\n"
+    (root / "weighted_prompts.yaml").write_text(weighted)
     (root / "bad_class.yaml").write_text("name: bad\nprompts:\n  - {id: p, class: ../c, text: hello}\n")
     (root / "empty_dir").mkdir()
     (root / "a_sweep").mkdir()
