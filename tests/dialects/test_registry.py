@@ -117,6 +117,9 @@ def test_a_registered_method_is_accepted_where_a_dialect_runs_it(fake_registered
         assert cfg.uses_draft_model is False
         assert speculative_config(cfg) is None
         assert "--speculative-config" not in vllm_args(cfg, speculative=True)
+        # without a draft model, labels, run ids and artifact keys name the method (not another method's name)
+        assert cfg.draft_label == "lookahead-test"
+        assert cfg.artifact_key(True).startswith(f"{cfg.target.replace('.', 'p')}-sd-lookahead-test-k")
         # the legacy fork does not list it: refused with the fork's mode list
         with pytest.raises(ConfigError, match="'lookahead-test' is not supported by vllm_dialect 'legacy-neuron'"):
             build_config({"speculation_mode": "lookahead-test"})

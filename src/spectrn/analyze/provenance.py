@@ -51,5 +51,5 @@ def config_label(meta: RunMeta) -> str:
     """``<draft>/k<window>`` (``medusa/k<window>`` for Medusa): one value naming the speculative setup, as
     measured (``spectrn.run.measured``: the server's own values where spectrn learnt them)."""
     m = measured(meta.config, meta.provenance)
-    draft = "medusa" if meta.config.speculation_mode == "medusa" else m.draft
+    draft = m.draft if meta.config.uses_draft_model else meta.config.speculation_mode
     return setup_label(draft or "unknown", m.window, sep="/")

@@ -46,7 +46,7 @@ def new_run_id(cfg: SpectrnConfig, prefix: str = "", *, label: str | None = None
     does not know (endpoints it did not start and whose draft and window nobody declared)."""
     if label is not None:
         return stamped_id(label, prefix=prefix)
-    return run_id(cfg.draft if cfg.uses_draft_model else "medusa", cfg.num_speculative_tokens, prefix=prefix)
+    return run_id(cfg.draft_label, cfg.num_speculative_tokens, prefix=prefix)
 
 
 def levels_from_config(cfg: SpectrnConfig) -> list[Level]:

@@ -107,9 +107,7 @@ def render(
     rid = None
     if job:
         components.append("loadgen")
-        rid = check_run_id(
-            run_id or default_run_id(cfg.draft if cfg.uses_draft_model else "medusa", cfg.num_speculative_tokens)
-        )
+        rid = check_run_id(run_id or default_run_id(cfg.draft_label, cfg.num_speculative_tokens))
     objects = render_objects(cfg, components=components, run_id=rid, engine=engine)
     if folder is None:
         typer.echo(to_yaml(objects), nl=False)

@@ -304,6 +304,11 @@ class SpectrnConfig(Strict):
         return self.method.uses_draft_model
 
     @property
+    def draft_label(self) -> str:
+        """The draft as labels and run ids name it: its name, or the method's where the method has no draft model."""
+        return self.draft if self.uses_draft_model else self.speculation_mode
+
+    @property
     def server_image(self) -> str:
         """The vLLM image: ``image`` when set, else the dialect's (and plugin release's) default DLC."""
         if self.image:
@@ -367,7 +372,7 @@ class SpectrnConfig(Strict):
         digest = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:12]
         name = self.target.replace(".", "p")
         if speculative:
-            draft = id_part(self.draft) if self.uses_draft_model else "medusa"
+            draft = id_part(self.draft_label)
             label = f"{name}-sd-" + setup_label(draft, self.num_speculative_tokens, sep="-")
         else:
             label = f"{name}-base"

@@ -119,7 +119,7 @@ def compile_job(cfg: SpectrnConfig, speculative: bool) -> dict[str, Any]:
     extra = {"spectrn.io/variant": variant, "spectrn.io/artifact-hash": key.rsplit("-", 1)[-1]}
     if speculative:
         extra["spectrn.io/window"] = str(cfg.num_speculative_tokens)
-        extra["spectrn.io/draft"] = cfg.draft if cfg.uses_draft_model else "medusa"
+        extra["spectrn.io/draft"] = cfg.draft_label
     labels = _labels(cfg, COMPONENT, **extra)
     objs = _Renderer(cfg).render(
         TEMPLATE,
