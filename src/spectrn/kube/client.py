@@ -510,10 +510,9 @@ def _event_time(ev: Obj) -> datetime:
     instants, not as text: ``00:00:03Z`` is before ``00:00:03.500000Z`` though it sorts after it as text."""
     stamp = ev.get("lastTimestamp") or ev.get("eventTime") or (ev.get("metadata") or {}).get("creationTimestamp")
     try:
-        when = datetime.fromisoformat(str(stamp))
+        return datetime.fromisoformat(str(stamp))  # RFC 3339 in UTC ("Z"), as the API server writes every time
     except ValueError:
         return _NO_TIME
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def connect(*, context: str | None = None, kubeconfig: str | None = None) -> KubeApi:
