@@ -65,7 +65,11 @@ DECAY = [  # (key, line, mutated line) in x_fit_decay
 ]
 COSTS = [  # (key, line, mutated line) in x_fit_costs
     (104, "if out[j] < 0]", "if out[j] <= 0]"),
-    (318, "np.linspace(0.0, 1.0, 121)) * 1.0001)", "np.linspace(0.0, 1.0, 121)) / 1.0001)"),
+    (307, "np.linspace(0.0, 1.0, 121)) * 1.0001)", "np.linspace(0.0, 1.0, 121)) / 1.0001)"),
+    (188, "(comp - mem >= -near)", "(comp - mem >= +near)"),
+    (190, "(compute > 0)))", "(compute > 1)))"),
+    (320, "np.linspace(0.0, 1.0, 121)", "np.linspace(0.0, 1.0, 122)"),
+    (369, "min(order.size, m + REFINE) + 1)", "min(order.size, m + REFINE) + 2)"),
 ]
 
 

@@ -284,11 +284,9 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
 
     def determined(compute: Any, unknown: list[int]) -> list[int]:
         """``unknown`` less the terms this regime mask leaves undetermined (e.g. every memory term when every
-        decode step is compute bound): dropped in ``DROP_ORDER``, the compute slope last."""
+        decode step is compute bound): dropped in ``DROP_ORDER``, the compute slope last, by the memory-only
+        design's test (``_separable``)."""
         x = design(compute)
-        rank = np.linalg.matrix_rank(x[:, unknown])
-        if rank == len(unknown) and all(np.any(x[:, j]) for j in unknown):
-            return unknown
         kept = list(unknown)
         for j in [PARAMS.index(name) for name in DROP_ORDER] + [c_index]:
             if j in kept and not _separable(x, j, [i for i in kept if i != j]):
@@ -314,7 +312,7 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
             unknown = determined(compute, profile)
             base = theta0.copy()
             base[[j for j in profile if j not in unknown]] = 0.0
-            th, _, ssr = fit(compute, base, unknown) if unknown else (base, None, float("inf"))
+            th, _, ssr = fit(compute, base, unknown)  # never empty: every step decodes or prefills
             states[key] = (ssr, th, regimes(th, compute), 0 in unknown)
         return states[key]
 
