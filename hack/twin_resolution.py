@@ -1,8 +1,9 @@
 """Measure what the twin fits' last mutmut survivors change in the published values (docs/mutation.md).
 
 Each mutant (its key in mutmut's numbering of ``fit_decay`` or ``fit_costs`` at the time of writing, and its
-change: a line, or two for ``total = 0.0``, which occurs twice) is applied to a copy of the module's source, and
-the mutated fit runs next to the real one on a wide set of seeded designs:
+change: a line, or two for ``total = 0.0``, which occurs twice; ``pN`` for ``x__polish__mutmut_N``, applied to the
+``_polish`` that ``fit_decay`` calls) is applied to a copy of the module's source, and the mutated fit runs next to
+the real one on a wide set of seeded designs:
 
 - ``acceptance``: counts drawn binomially from random decay curves (1 to 3 classes, 2 to 12 positions, tau and
   gamma log-uniform over the whole grid), counts exactly on a curve, curves at each edge of ``TAU_RANGE`` and
@@ -36,32 +37,42 @@ from typing import Any
 
 import numpy as np
 
-DECAY = [  # (key, line, mutated line) in x_fit_decay
+DECAY: list[tuple[Any, ...]] = [  # (key, line, mutated line[, function]) in x_fit_decay (or that function)
+    (24, "alphas_grid = np.linspace(0.001, 1.0, 400)", "alphas_grid = np.linspace(0.001, 1.0, )"),
     (27, "alphas_grid = np.linspace(0.001, 1.0, 400)", "alphas_grid = np.linspace(0.001, 1.0, 401)"),
     (29, "total = 0.0\n        chosen = []", "total = 1.0\n        chosen = []"),
+    (47, "ll = _nll(p, n[None, :], k[None, :])", "ll = None"),
+    (56, "i = int(np.argmin(ll))", "i = int(np.argmin(None))"),
+    (62, "alphas_grid[max(0, i - 1)]", "alphas_grid[max(1, i - 1)]"),
     (64, "lo, hi = alphas_grid[max(0, i - 1)],", "lo, hi = alphas_grid[max(0, i - 2)],"),
+    (70, "alphas_grid[min(alphas_grid.size - 1, i + 1)]", "alphas_grid[min(alphas_grid.size - 2, i + 1)]"),
     (72, "alphas_grid[min(alphas_grid.size - 1, i + 1)]", "alphas_grid[min(alphas_grid.size - 1, i + 2)]"),
     (79, "fine = np.linspace(lo, hi, 81)", "fine = np.linspace(lo, hi, )"),
     (80, "fine = np.linspace(lo, hi, 81)", "fine = np.linspace(lo, hi, 82)"),
-    (158, "bounds_t = (float(log_tau[0]), float(log_tau[-1]))", "bounds_t = (float(log_tau[1]), float(log_tau[-1]))"),
-    (161, "bounds_t = (float(log_tau[0]), float(log_tau[-1]))", "bounds_t = (float(log_tau[0]), float(log_tau[-2]))"),
-    (164, "bounds_g = (float(log_gamma[0]),", "bounds_g = (float(log_gamma[1]),"),
-    (184, "best[1] + step_t, 9)", "best[1] + step_t, 10)"),
-    (194, "best[2] + step_g, 9)", "best[2] + step_g, )"),
-    (216, "on_edge = best is not centre and (", "on_edge = best is not centre or ("),
-    (219, "step_t * 0.999 and bounds_t[0]", "step_t * 0.999 or bounds_t[0]"),
-    (221, "abs(best[1] - centre[1])", "abs(best[1] + centre[1])"),
-    (223, "abs(best[1] - centre[1])", "abs(best[1] - centre[2])"),
-    (224, "abs(best[1] - centre[1]) >= step_t", "abs(best[1] - centre[1]) > step_t"),
-    (225, "step_t * 0.999", "step_t / 0.999"),
-    (226, "step_t * 0.999", "step_t * 1.999"),
-    (228, "bounds_t[0] < best[1] < bounds_t[1]", "bounds_t[0] <= best[1] < bounds_t[1]"),
-    (229, "bounds_t[0] < best[1] < bounds_t[1]", "bounds_t[0] < best[2] < bounds_t[1]"),
-    (230, "bounds_t[0] < best[1] < bounds_t[1]", "bounds_t[0] < best[1] <= bounds_t[1]"),
-    (234, "abs(best[2] - centre[2])", "abs(best[2] + centre[2])"),
-    (241, "bounds_g[0] < best[2] < bounds_g[1]", "bounds_g[0] <= best[2] < bounds_g[1]"),
-    (243, "bounds_g[0] < best[2] < bounds_g[1]", "bounds_g[0] < best[2] <= bounds_g[1]"),
-    (281, "total = 0.0\n        for (_, pos", "total = 1.0\n        for (_, pos"),
+    (108, "np.log(TAU_RANGE[1]), 48)", "np.log(TAU_RANGE[1]), )"),
+    (113, "np.log(TAU_RANGE[1]), 48)", "np.log(TAU_RANGE[1]), 49)"),
+    (120, "np.log(GAMMA_RANGE[1]), 36)", "np.log(GAMMA_RANGE[1]), )"),
+    (125, "np.log(GAMMA_RANGE[1]), 36)", "np.log(GAMMA_RANGE[1]), 37)"),
+    (142, "if v < best[0]:", "if v < best[1]:"),
+    (148, "bounds_t = (float(log_tau[0]), float(log_tau[-1]))", "bounds_t = (float(log_tau[1]), float(log_tau[-1]))"),
+    (151, "bounds_t = (float(log_tau[0]), float(log_tau[-1]))", "bounds_t = (float(log_tau[0]), float(log_tau[-2]))"),
+    (154, "bounds_g = (float(log_gamma[0]),", "bounds_g = (float(log_gamma[1]),"),
+    (186, "total = 0.0\n        for (_, pos", "total = 1.0\n        for (_, pos"),
+    # in _polish (x__polish__mutmut_N), which fit_decay calls
+    ("p12", "np.where(x + POLISH_STEP <= upper", "np.where(x - POLISH_STEP <= upper", "_polish"),
+    ("p13", "np.where(x + POLISH_STEP <= upper", "np.where(x + POLISH_STEP < upper", "_polish"),
+    ("p14", "POLISH_STEP, -POLISH_STEP)", "POLISH_STEP, +POLISH_STEP)", "_polish"),
+    ("p15", "simplex = np.vstack([x, x + np.diag(step)])", "simplex = None", "_polish"),
+    ("p17", "simplex = np.vstack([x, x + np.diag(step)])", "simplex = np.vstack([x, x - np.diag(step)])", "_polish"),
+    ("p20", "tol = POLISH_FTOL * max(1.0, abs(fx))", "tol = POLISH_FTOL / max(1.0, abs(fx))", "_polish"),
+    ("p25", "tol = POLISH_FTOL * max(1.0, abs(fx))", "tol = POLISH_FTOL * max(2.0, abs(fx))", "_polish"),
+    ("p57", '"maxfev": 4000 * x.size', '"maxfev": 4000 / x.size', "_polish"),
+    ("p58", '"maxfev": 4000 * x.size', '"maxfev": 4001 * x.size', "_polish"),
+    ("p60", "if not res.fun < fx:", "if not res.fun <= fx:", "_polish"),
+    ("p62", "improved = fx - res.fun > tol", "improved = None", "_polish"),
+    ("p63", "improved = fx - res.fun > tol", "improved = fx + res.fun > tol", "_polish"),
+    ("p64", "improved = fx - res.fun > tol", "improved = fx - res.fun >= tol", "_polish"),
+    ("p67", "if not improved:", "if improved:", "_polish"),
 ]
 COSTS = [  # (key, line, mutated line) in x_fit_costs
     (104, "if out[j] < 0]", "if out[j] <= 0]"),
@@ -73,14 +84,18 @@ COSTS = [  # (key, line, mutated line) in x_fit_costs
 ]
 
 
-def mutated(module: str, function: str, old: str, new: str) -> Any:
-    """The module's function with ``old`` (found exactly once in it) replaced by ``new``."""
+def mutated(module: str, function: str, old: str, new: str, inner: str = "") -> Any:
+    """The module's function with ``old`` (found exactly once in it) replaced by ``new``; with ``inner``, the
+    change is made in that function, which ``function`` (unchanged) then calls."""
     mod = importlib.import_module(module)
-    src = inspect.getsource(getattr(mod, function))
+    target = inner or function
+    src = inspect.getsource(getattr(mod, target))
     if src.count(old) != 1:
-        raise SystemExit(f"{function}: {old!r} found {src.count(old)} times")
+        raise SystemExit(f"{target}: {old!r} found {src.count(old)} times")
     ns: dict[str, Any] = dict(vars(mod))
-    exec(compile(src.replace(old, new), f"<{function} mutated>", "exec"), ns)  # noqa: S102
+    exec(compile(src.replace(old, new), f"<{target} mutated>", "exec"), ns)  # noqa: S102
+    if inner:
+        exec(compile(inspect.getsource(getattr(mod, function)), f"<{function}>", "exec"), ns)  # noqa: S102
     return ns[function]
 
 
@@ -162,7 +177,7 @@ def loglik(classes: list[Any], fit: Any) -> float:
     return total
 
 
-def run_decay(count: int, keys: set[int]) -> None:
+def run_decay(count: int, keys: set[str]) -> None:
     from spectrn.twin import acceptance
 
     designs = decay_designs(count)
@@ -170,10 +185,10 @@ def run_decay(count: int, keys: set[int]) -> None:
     base = [acceptance.fit_decay(d, **kw) for d in designs]
     print(f"{len(designs)} designs; identified by the real fit: {sum(f.identified for f in base)}")
     print("key  max|d alpha|  max|d log tau|  max|d log gamma|  max d/se  max|d ll|  printed  identified/note")
-    for key, old, new in DECAY:
-        if keys and key not in keys:
+    for key, old, new, *inner in DECAY:
+        if keys and str(key) not in keys:
             continue
-        fit = mutated("spectrn.twin.acceptance", "fit_decay", old, new)
+        fit = mutated("spectrn.twin.acceptance", "fit_decay", old, new, *inner)
         da = dt = dg = rel = dll = 0.0
         printed = flags = 0
         for d, b in zip(designs, base, strict=True):
@@ -194,7 +209,8 @@ def run_decay(count: int, keys: set[int]) -> None:
                 rel = max(rel, abs(math.log(m.tau / b.tau)) / math.sqrt(cov[-2, -2]))
                 rel = max(rel, abs(math.log(m.gamma / b.gamma)) / math.sqrt(cov[-1, -1]))
         print(
-            f"{key:>3}  {da:11.2e}  {dt:13.2e}  {dg:15.2e}  {rel:8.2e}  {dll:9.2e}  {printed:7d}  {flags:d}", flush=True
+            f"{key!s:>3}  {da:11.2e}  {dt:13.2e}  {dg:15.2e}  {rel:8.2e}  {dll:9.2e}  {printed:7d}  {flags:d}",
+            flush=True,
         )
 
 
@@ -329,7 +345,7 @@ def main() -> None:
     parser.add_argument("--keys", default="", help="only these mutants (comma-separated keys)")
     args = parser.parse_args()
     if args.part == "acceptance":
-        run_decay(args.designs or 30, {int(k) for k in args.keys.split(",") if k})
+        run_decay(args.designs or 30, {k for k in args.keys.split(",") if k})
     elif args.part == "costs":
         run_costs(args.designs or 400)
     else:

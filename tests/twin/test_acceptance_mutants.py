@@ -1,8 +1,10 @@
 """The acceptance model's fit pinned on counts whose answer is known (no servers): counts drawn exactly from a
 decay curve, whose maximum-likelihood fit is that curve, with the covariance from the curve's Fisher information;
 the fallback to the prior decay at each edge of the (tau, gamma) grid, with its note and alphas; classes of one
-or no measured position; the clipped log-likelihood, the numerical Hessian's inverse and the test of a resolved
-decay; pooling single steps, conditional rates, and the predictability rule's defaults
+or no measured position; a ridge of equally likely curves above the cap; alphas within a grid step of their
+range's ends under the prior decay; a decay nearer a range's end than the grid's second point; the clipped
+log-likelihood, the numerical Hessian's inverse and the test of a resolved decay; pooling single steps,
+conditional rates, and the predictability rule's defaults
 (``spectrn.twin.acceptance``)."""
 
 from __future__ import annotations
@@ -226,6 +228,16 @@ def test_classes_of_one_or_a_once_reached_position_under_the_prior_decay() -> No
     assert fit.alphas["steep"] == 1.0
 
 
+def test_counts_above_the_cap_at_two_positions_leave_a_ridge_of_curves_unidentified() -> None:
+    # positions 0 and 1 accept 99.8% and 99.2%, above the cap (0.98) for every curve that reaches it there: only
+    # positions 2 (4700 / 4950) and 3 (3600 / 4700) constrain alpha, tau and gamma, two shares for three parameters,
+    # so equally likely curves lie along a ridge and the decay is not resolved
+    c = ClassCounts("cap", reached=[5000.0, 4990.0, 4950.0, 4700.0], accepted=[4990.0, 4950.0, 4700.0, 3600.0])
+    fit = fit_decay([c], cap=CAP, prior_tau=PRIOR_TAU, prior_gamma=PRIOR_GAMMA)
+    assert (fit.identified, fit.note, fit.tau, fit.gamma) == (False, PRIOR_NOTE, PRIOR_TAU, PRIOR_GAMMA)
+    assert fit.alphas["cap"] == pytest.approx(best_alpha_under_prior(c), abs=2e-5)
+
+
 def test_a_class_without_a_measured_position_has_alpha_zero() -> None:
     # listed first, before a class whose counts do not resolve the decay either
     classes = [ClassCounts("empty"), ClassCounts("steep", reached=[1000.0] * 2, accepted=[980.0, 900.0])]
@@ -300,6 +312,17 @@ def test_a_decay_between_the_grid_s_first_two_points_is_found(tau: float, gamma:
     truth = exact_log_likelihood(0.9, tau, gamma, c.reached, c.accepted)  # counts on the curve: the maximum
     got = exact_log_likelihood(fit.alphas["a"], fit.tau, fit.gamma, c.reached, c.accepted)
     assert got == pytest.approx(truth, abs=0.5)
+
+
+def test_a_decay_nearer_the_range_s_end_than_the_grid_s_second_point_is_found() -> None:
+    # tau 0.06 (in log) above 0.3: past the edge test's 0.05, nearer the range's end than half the coarse grid's step
+    # (0.069), so the polish starts on the end itself, with a simplex that must step into the range
+    tau = 0.3 * math.exp(0.06)
+    c = exact("a", 0.9, tau, 1.0, 8)
+    fit = fit_decay([c], cap=CAP, prior_tau=PRIOR_TAU, prior_gamma=PRIOR_GAMMA)
+    assert (fit.identified, fit.note) == (True, None)
+    assert fit.tau == pytest.approx(tau, rel=1e-6) and fit.gamma == pytest.approx(1.0, rel=1e-6)
+    assert fit.alphas["a"] == pytest.approx(0.9, abs=1e-6)
 
 
 def test_a_cutoff_near_the_top_of_gamma_s_range_reaches_the_likelihood_s_maximum() -> None:
@@ -389,3 +412,26 @@ def test_the_fit_reaches_the_likelihood_s_maximum(classes: list[ClassCounts], tr
     start = [*truth[:-2], math.log(truth[-2]), math.log(truth[-1])]
     best = independent_maximum(classes, [start, got])
     assert joint_log_likelihood(classes, got[:-2], fit.tau, fit.gamma) == pytest.approx(best, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("reached", "accepted", "alpha"),
+    [
+        # position 0 alone does not decay: alpha is its share, 150 / 1e5, between the coarse alpha grid's first two
+        # points (0.001 and 0.0035)
+        ([1e5], [150.0], 0.0015),
+        # under tau 2, gamma 1 the curve is min(0.98, alpha), alpha e^-0.5: position 0 at the cap for any alpha above
+        # 0.98, position 1 accepted at 0.9992 e^-0.5, between the coarse grid's last two points (0.9975 and 1)
+        ([1000.0, 1000.0], [980.0, 1000 * 0.9992 * math.exp(-0.5)], 0.9992),
+    ],
+    ids=["near-the-bottom", "near-the-top"],
+)
+def test_an_alpha_within_a_grid_step_of_its_range_s_end_is_refit_under_the_prior_decay(
+    reached: list[float], accepted: list[float], alpha: float
+) -> None:
+    # the refit under the prior decay once started on the range's end (0.001 or 1), where the bounded simplex's
+    # reflections, clipped onto that end, collapsed it there: alpha came out 0.001 and 1.0
+    fit = fit_decay([ClassCounts("a", reached=reached, accepted=accepted)], cap=CAP, prior_tau=2.0, prior_gamma=1.0)
+    note = PRIOR_NOTE.replace("tau 7, gamma 4", "tau 2, gamma 1")
+    assert (fit.identified, fit.note, fit.tau, fit.gamma) == (False, note, 2.0, 1.0)
+    assert fit.alphas["a"] == pytest.approx(alpha, abs=1e-6)

@@ -11,16 +11,16 @@ in 3 steps says little, one reached in 3000 speaks for itself.
 
 Beyond the measured positions, the simulator's curve ``a_i = min(cap, alpha_c * exp(-(i / tau) ** gamma))`` takes
 over, with one ``alpha_c`` per class and a shared ``tau`` and ``gamma``, fitted by maximum likelihood (binomial)
-over every class and position: a coarse grid over (log tau, log gamma) with the best ``alpha_c`` per class, refined
-on finer grids that move with the best point while it sits on their edge (a sharp cutoff's narrow valley lies
-between coarse points), then polished from the grids' best point to the likelihood's local maximum within the
-ranges (bounded Nelder-Mead, restarted until it stops improving: no derivative, so the curve's kink at the cap
-does not mislead it), so the grids' resolution no longer shows in the answer. Its covariance comes from the
-numerical Hessian of the negative log-likelihood in (alpha_c..., log tau, log gamma) at the polished point; a class
-without a measured position keeps alpha 0, fixed (zero variance), so it leaves the others' decay identified. When
-the polished fit lies within 0.05 of a range's end (in log) or its standard errors are wide (no decay resolved in
-the measured positions), tau and gamma are not identified: the prior ones are kept, with each class's alpha
-polished under them, and predictions beyond the measured window say that they extrapolate.
+over every class and position: a grid over (log tau, log gamma) with the best ``alpha_c`` per class at each point,
+then polished from the grid's best point to the likelihood's local maximum within the ranges (bounded Nelder-Mead,
+restarted until it stops improving: no derivative, so the curve's kink at the cap does not mislead it), so the
+grid's resolution does not show in the answer, a sharp cutoff's narrow valley between grid points included (a
+plateau where the curve has decayed below the likelihood's floor can stop it short: docs/twin.md). Its covariance
+comes from the numerical Hessian of the negative log-likelihood in (alpha_c..., log tau, log gamma) at the polished
+point; a class without a measured position keeps alpha 0, fixed (zero variance), so it leaves the others' decay
+identified. When the polished fit lies within 0.05 of a range's end (in log) or its standard errors are wide (no
+decay resolved in the measured positions), tau and gamma are not identified: the prior ones are kept, with each
+class's alpha polished under them, and predictions beyond the measured window say that they extrapolate.
 """
 
 from __future__ import annotations
@@ -34,8 +34,6 @@ MAX_SE_LOG_TAU = 0.3
 MAX_SE_LOG_GAMMA = 0.5
 SHRINK_TRIALS = 20.0  # a measured position counts against this many pseudo-steps of the fitted curve
 GAMMA_RANGE = (0.3, 20.0)
-REFINE_ROUNDS = 6  # each round shrinks the (log tau, log gamma) step 4-fold: 4096-fold finer than the coarse grid
-RECENTRE_LIMIT = 40  # moves of one refining window along a valley before it shrinks anyway
 POLISH_XTOL = 1e-9  # the polish's simplex ends smaller than this in every parameter (alpha, log tau, log gamma)
 POLISH_FTOL = 1e-13  # ... and its vertices' negative log-likelihoods within this share of the value of each other
 POLISH_STEP = 0.01  # each (re)start's simplex: this far from its point along every parameter
@@ -143,30 +141,8 @@ def fit_decay(classes: Sequence[ClassCounts], *, cap: float, prior_tau: float, p
             v, _ = best_alphas(float(np.exp(lt)), float(np.exp(lg)))
             if v < best[0]:
                 best = (v, float(lt), float(lg))
-    step_t = float(log_tau[1] - log_tau[0])
-    step_g = float(log_gamma[1] - log_gamma[0])
     bounds_t = (float(log_tau[0]), float(log_tau[-1]))
     bounds_g = (float(log_gamma[0]), float(log_gamma[-1]))
-    for _ in range(REFINE_ROUNDS):  # finer grids around the best point
-        for _ in range(RECENTRE_LIMIT):
-            # a sharp cutoff (large gamma) makes a narrow valley the coarse grid can miss by more than a step:
-            # while the best point sits on the window's edge, the window moves with it at the same step
-            lts = np.clip(np.linspace(best[1] - step_t, best[1] + step_t, 9), *bounds_t)
-            lgs = np.clip(np.linspace(best[2] - step_g, best[2] + step_g, 9), *bounds_g)
-            centre = best
-            for lt in lts:
-                for lg in lgs:
-                    v, _ = best_alphas(float(np.exp(lt)), float(np.exp(lg)))
-                    if v < best[0]:
-                        best = (v, float(lt), float(lg))
-            on_edge = best is not centre and (
-                (abs(best[1] - centre[1]) >= step_t * 0.999 and bounds_t[0] < best[1] < bounds_t[1])
-                or (abs(best[2] - centre[2]) >= step_g * 0.999 and bounds_g[0] < best[2] < bounds_g[1])
-            )
-            if not on_edge:
-                break
-        step_t /= 4
-        step_g /= 4
     _, lt, lg = best
     _, alphas = best_alphas(float(np.exp(lt)), float(np.exp(lg)))
     names = [f"alpha_{name}" for name, *_ in data] + ["log_tau", "log_gamma"]
@@ -188,7 +164,7 @@ def fit_decay(classes: Sequence[ClassCounts], *, cap: float, prior_tau: float, p
         x[free] = y
         return nll(x)
 
-    # the grid's best point, polished to the likelihood's maximum: the grids' resolution no longer shows
+    # the grid's best point, polished to the likelihood's maximum: the grid's resolution does not show
     a_lo, a_hi = float(alphas_grid[0]), float(alphas_grid[-1])
     lower = np.asarray([a_lo] * (len(free) - 2) + [bounds_t[0], bounds_g[0]])
     upper = np.asarray([a_hi] * (len(free) - 2) + [bounds_t[1], bounds_g[1]])
@@ -220,13 +196,14 @@ def fit_decay(classes: Sequence[ClassCounts], *, cap: float, prior_tau: float, p
         )
         fit.tau, fit.gamma = prior_tau, prior_gamma
         refit = []
-        for _, pos, n, k in data:  # alpha under the prior decay, for positions beyond the table
+        # alpha under the prior decay, for positions beyond the table, polished from the fine grid's best: a start
+        # on a bound of alpha's range keeps the bounded simplex there (its reflections are clipped onto the bound)
+        _, starts = best_alphas(prior_tau, prior_gamma)
+        for (_, pos, n, k), start in zip(data, starts, strict=True):
             if pos.size == 0:
                 refit.append(0.0)
                 continue
             f = np.exp(-((pos / prior_tau) ** prior_gamma))
-            p = np.minimum(cap, alphas_grid[:, None] * f[None, :])
-            start = alphas_grid[int(np.argmin(_nll(p, n[None, :], k[None, :])))]
 
             def nll_alpha(a: Any, f: Any = f, n: Any = n, k: Any = k) -> float:
                 return float(_nll(np.minimum(cap, a[0] * f), n, k))
@@ -246,7 +223,7 @@ def _polish(f: Any, x0: Any, lower: Any, upper: Any) -> Any:
     import numpy as np
     from scipy.optimize import minimize
 
-    x = np.clip(np.asarray(x0, dtype=float), lower, upper)
+    x = x0  # a float array within the box: the grid's best point, or an alpha of the fine alpha grid
     fx = f(x)
     for _ in range(POLISH_RESTARTS):
         step = np.where(x + POLISH_STEP <= upper, POLISH_STEP, -POLISH_STEP)  # into the box
@@ -262,7 +239,7 @@ def _polish(f: Any, x0: Any, lower: Any, upper: Any) -> Any:
         if not res.fun < fx:
             break
         improved = fx - res.fun > tol
-        x, fx = np.asarray(res.x, dtype=float), float(res.fun)
+        x, fx = res.x, float(res.fun)
         if not improved:
             break
     return x
