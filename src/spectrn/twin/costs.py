@@ -72,6 +72,7 @@ MIN_GAIN = 0.05  # a compute regime must cut the residual sum of squares by this
 HUBER_K = 1.345
 REFINE = 12  # masks tried on each side of the best one's size, in its own ridge order
 MAX_ROUNDS = 100  # regime reassignments from one candidate's mask before its best state so far is taken
+DESIGNS_KEPT = 64  # the latest masks' designs kept for reuse (each is segments x 8 floats: bounded memory)
 NOT_SEPARABLE = "not separable in these runs (e.g. one prompt length, or no speculative step): prior kept"
 
 
@@ -233,11 +234,13 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
     zeroed: set[int] = set()  # fixed at 0: the fit wanted them negative
     undetermined: set[int] = set()  # not separable under the compute regime taken
 
-    designs: dict[bytes, Any] = {}  # regime mask -> its segments' design
+    designs: dict[bytes, Any] = {}  # regime mask -> its segments' design, the latest DESIGNS_KEPT
 
     def design(compute: Any) -> Any:
         key = compute.tobytes()
         if key not in designs:
+            if len(designs) >= DESIGNS_KEPT:
+                designs.pop(next(iter(designs)))  # the oldest
             designs[key] = _sum_segments(_design(a, compute), starts)
         return designs[key]
 
