@@ -129,10 +129,15 @@ def api_error(status: int, reason: str, body: str | bytes | None, *, action: str
     )
 
 
+def one_line(exc: BaseException) -> str:
+    """An exception's text on one line, cut to 300 characters (the client's texts can span lines)."""
+    return " ".join(str(exc).split())[:300]
+
+
 def connection_error(exc: BaseException, *, action: str, host: str = "") -> KubeApiError:
     where = f" at {host}" if host else ""
     return KubeApiError(
-        f"{action}: cannot reach the Kubernetes API server{where}: {type(exc).__name__}: {' '.join(str(exc).split())}",
+        f"{action}: cannot reach the Kubernetes API server{where}: {type(exc).__name__}: {one_line(exc)}",
         status=0,
         reason="ConnectionError",
         hint="check the kube context (`kubectl config current-context`), network access and that the cluster is up",

@@ -45,6 +45,7 @@ from spectrn.kube.api import (
     api_prefix,
     connection_error,
     describe,
+    one_line,
     translate_api_exception,
 )
 
@@ -119,20 +120,20 @@ class RealKube:
         except config.ConfigException as e:
             where = "the in-cluster service account" if use_in_cluster else f"kubeconfig {source}"
             raise KubeApiError(
-                f"cannot load the Kubernetes configuration from {where}: {_one_line(e)}",
+                f"cannot load the Kubernetes configuration from {where}: {one_line(e)}",
                 reason="ConfigError",
                 hint="point --kubeconfig at a valid file, pick a context with --context, or run inside a pod",
             ) from None
         except yaml.YAMLError as e:
             raise KubeApiError(
-                f"kubeconfig {source} is not valid YAML: {_one_line(e)}", reason="ConfigError", hint=fix
+                f"kubeconfig {source} is not valid YAML: {one_line(e)}", reason="ConfigError", hint=fix
             ) from None
         except (ValueError, TypeError, AttributeError, KeyError, IndexError, OSError) as e:
             # The client walks the parsed YAML without checking its shape: a file that is not UTF-8 or YAML of
             # the wrong shape (a string, a number where a list belongs) surfaces as one of these, and so does a
             # credential program the file names that is not installed (FileNotFoundError).
             raise KubeApiError(
-                f"kubeconfig {source} is not a valid kubeconfig: {type(e).__name__}: {_one_line(e)}",
+                f"kubeconfig {source} is not a valid kubeconfig: {type(e).__name__}: {one_line(e)}",
                 reason="ConfigError",
                 hint=fix,
             ) from None
@@ -495,10 +496,6 @@ def _exec_error(exc: BaseException, action: str) -> KubeApiError:
         return translate_api_exception(exc, action=action)
     body = refused[3] if refused[3] != "None" else ""
     return api_error(int(refused[1]), refused[2], body, action=action)
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:300]
 
 
 _NO_TIME = datetime.min.replace(tzinfo=UTC)
