@@ -395,14 +395,29 @@ def stalled_server(seed: int) -> list[StepSet]:
 
 
 def test_a_compute_regime_with_a_negative_slope_is_discarded_and_says_so() -> None:
-    prior = {**PRIOR, "compute_per_token_s": 1.7e-4}
-    fit = fit_costs(stalled_server(276), prior)
+    # One speculative server (k = t = 3) and every compute-bound step at b = 16: the draft's run column (3 per
+    # step) is the weights column plus 1/16 of the compute column, so the draft run is not separable and keeps its
+    # prior. The regime is found with that term held at 0 (its 3 ms go to the weights term and 1/16 ms per token
+    # to the compute slope); fitted again with the prior's 30 ms, the slope takes 1e-4 + (1 - 10) ms / 16 < 0.
+    costs = {**TRUE, "weights_read_s": 0.002, "kv_read_per_seq_s": 1e-5, "kv_read_per_token_s": 1e-7,
+             "compute_per_token_s": 1e-4, "draft_run_s": 0.001, "draft_kv_read_per_token_s": 1e-7}  # fmt: skip
+    shape = [(b, b * c) for b in (1, 2, 4) for c in (60, 120, 180, 240)] + [(16, 16 * c) for c in range(60, 180, 10)]
+    steps = [decode(2 * i, b, ctx, roofline(b, ctx, 3, 3, costs)) for i, (b, ctx) in enumerate(shape)]
+    steps += [prefill(1000 + 2 * i, p, 0.03 + 2e-4 * p) for i, p in enumerate((50, 100, 150, 200))]
+    sets = [StepSet("r", "speculative", 3, 3, steps)]
+    assert sum(costs["compute_per_token_s"] * b * 3 > roofline(b, ctx, 0, 1, costs) for b, ctx in shape) == 12
+    # with the true draft run as the prior, the regime and every separable cost come back
+    fit = fit_costs(sets, {**PRIOR, "draft_run_s": 0.001})
+    assert fit.compute_bound_steps == 12
+    for name in PARAMS:
+        assert fit.params[name].value == pytest.approx(costs[name], rel=1e-6), name
+    fit = fit_costs(sets, {**PRIOR, "draft_run_s": 0.01})
     assert fit.compute_bound_steps == 0
     c = fit.params["compute_per_token_s"]
-    assert (c.value, c.se, c.status, c.points) == (1.7e-4, None, "prior", 0)
+    assert (c.value, c.se, c.status, c.points) == (0.0, None, "bound", 0)
     assert c.note == (
-        "a compute regime fitted a negative slope: discarded: the steps bound it at <= 0.000524 s; "
-        "the prior is used (within the bound)"
+        "a compute regime fitted a negative slope: discarded: the steps bound it at <= 0 s; "
+        "the bound is used (the prior exceeds it)"
     )
 
 
@@ -465,8 +480,48 @@ def test_contexts_in_proportion_to_the_batch_keep_the_per_token_term_at_its_prio
 
 
 def test_a_compute_regime_that_cuts_the_residual_by_less_than_five_percent_is_not_taken() -> None:
-    # in these steps the best compute regime lowers the weighted residual sum of squares, but by less than 5%
-    fit = fit_costs(stalled_server(120), PRIOR)
+    # in these steps the best compute regime (72 steps) lowers the weighted residual sum of squares, but by less
+    # than 5%
+    fit = fit_costs(stalled_server(0), PRIOR)
     assert fit.compute_bound_steps == 0
     c = fit.params["compute_per_token_s"]
     assert c.note is not None and c.note.startswith("no compute-bound step observed: the steps bound it at <= ")
+
+
+def speculative_only(compute_shape: list[tuple[int, int]]) -> tuple[list[StepSet], dict[str, float]]:
+    """One speculative server (k = t = 3, no baseline): memory-bound steps at b 1, 2, 4 and the given compute-bound
+    ones, from costs whose draft terms are not the prior's."""
+    costs = {**TRUE, "weights_read_s": 0.002, "kv_read_per_seq_s": 1e-5, "kv_read_per_token_s": 1e-7,
+             "compute_per_token_s": 1e-4, "draft_run_s": 0.004, "draft_kv_read_per_token_s": 1e-7}  # fmt: skip
+    shape = [(b, b * c) for b in (1, 2, 4) for c in (60, 120, 180, 240, 300)] + compute_shape
+    steps = [decode(2 * i, b, ctx, roofline(b, ctx, 3, 3, costs)) for i, (b, ctx) in enumerate(shape)]
+    steps += [prefill(1000 + 2 * i, p, 0.03 + 2e-4 * p) for i, p in enumerate((50, 100, 150, 200))]
+    assert sum(costs["compute_per_token_s"] * b * 3 > roofline(b, ctx, 0, 1, costs) for b, ctx in shape) == len(
+        compute_shape
+    )
+    return [StepSet("r", "speculative", 3, 3, steps)], costs
+
+
+def test_compute_bound_steps_separate_the_draft_run_from_the_weights_read() -> None:
+    # Memory-bound steps alone cannot tell the draft's 3 runs per step from the weights read (both a constant per
+    # step), but compute-bound steps at two batch sizes can: every cost comes back, the draft run included. (The
+    # fit used to judge separability on the memory-only design: the draft run kept its prior, and the rest went
+    # wrong enough that no compute regime was found.)
+    sets, costs = speculative_only([(b, b * c) for b in (16, 32) for c in range(60, 180, 20)])
+    fit = fit_costs(sets, PRIOR)
+    assert fit.compute_bound_steps == 12
+    assert fit.free == list(PARAMS)
+    for name in PARAMS:
+        assert fit.params[name].value == pytest.approx(costs[name], rel=1e-6), name
+
+
+def test_the_memory_only_mask_is_scored_without_the_priors_of_the_terms_it_cannot_separate() -> None:
+    # 6 compute-bound steps (fewer than 10): no compute regime. The memory-only fit holds the draft terms at their
+    # priors (10x the true per-token one), which pushes the kv per-token term below 0 (fixed at 0); scored with
+    # that, the mask with every decode step compute bound, which spans the same columns (3 x draft run, 3 x draft
+    # per token x C, compute x 3b) with the draft terms free, would win by far more than 5% with 21 steps.
+    sets, _ = speculative_only([(32, 32 * c) for c in range(60, 180, 20)])
+    fit = fit_costs(sets, PRIOR)
+    assert fit.compute_bound_steps == 0
+    assert fit.params["draft_run_s"].status == "prior"
+    assert fit.params["kv_read_per_token_s"].status == "zero"

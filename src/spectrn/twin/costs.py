@@ -18,22 +18,26 @@ is the difference of two step ends, so the delays of the steps inside it cancel,
 of its steps' equations. Given which steps are compute bound, the equations are linear in the eight
 parameters. The regimes are found by profiling: the candidates are the masks with no step and with every decode
 step compute bound (the answer where every one is: slopes just below the top quantile miss it), and one for each
-slope just above a quantile of the memory-only fit's ridge; from a mask every term is fitted, the fit reassigns
-the regimes (a step within rounding of the ridge keeps its own), and so on until the mask repeats: a fixed
+slope just above a quantile of the memory-only mask's ridge. From a mask every term its design separates is
+fitted, at 0 or above (compute-bound steps can separate a term the memory-bound ones cannot: the draft's runs
+from the weights read where every step speculates), a term it does not is held at 0 (so every mask, the
+memory-only one too, is scored on the columns it spans, not on priors), the fit reassigns the regimes (a step
+within rounding of the ridge keeps its own), and so on until the mask repeats: a fixed
 point, or a cycle, whose state with the smallest residual is taken (``MAX_ROUNDS`` at most; then the best state
 seen). A candidate is scored by the residual of the mask it ends with; then the masks next to the best one in
 its own fit's ridge order (``REFINE`` sizes either side) are tried the same way until the best stays. Equal
 residuals (to rounding) go to the mask with fewer compute-bound steps. The best must cut the residual by
 ``MIN_GAIN`` at least, with at least ``MIN_COMPUTE_STEPS`` compute-bound steps, a positive compute slope and a
-weights term above rounding where the mask determines it, and a last fit with its mask gives the costs. Fits are
+weights term above rounding where the mask determines it, and a last fit with its mask gives the costs (a term
+the mask does not separate at its prior; a slope that fit makes negative discards the regime). Fits are
 Huber-weighted (iteratively reweighted least squares), so the rare step stretched by a stalled client or server
 barely moves them; standard errors come from the weighted normal equations with the residual scale.
 A term the fit wants negative is fixed at 0 (the data say it is absent) and the rest refitted.
 
 A parameter the data cannot separate from the others (its column lies in the span of the rest: e.g. one
-prompt length for the prefill slope, no speculative step for the draft terms) keeps its prior value and
-says so; so does a term the compute regime taken leaves without data (the memory terms, where every decode
-step is compute bound). A compute slope without a single compute-bound step is not identified either: all
+prompt length for the prefill slope, no speculative step for the draft terms), under the compute regime taken,
+keeps its prior value and says so: that includes a term the regime leaves without data (the memory terms, where
+every decode step is compute bound). A compute slope without a single compute-bound step is not identified either: all
 steps being memory bound only bounds it from above, and the prior (or that bound, whichever is smaller) is
 used.
 """
@@ -230,9 +234,6 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
     y = _sum_segments(y_step, starts)
     theta = np.asarray([float(prior[p]) for p in PARAMS])
     c_index = PARAMS.index("compute_per_token_s")
-    notes: dict[str, str] = {}
-    zeroed: set[int] = set()  # fixed at 0: the fit wanted them negative
-    undetermined: set[int] = set()  # not separable under the compute regime taken
 
     designs: dict[bytes, Any] = {}  # regime mask -> its segments' design, the latest DESIGNS_KEPT
 
@@ -246,12 +247,11 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
 
     # Which parameters the data can separate (judged on the memory-bound design: compute is profiled apart).
     x0 = design(np.zeros(n))
-    free = [i for i in range(len(PARAMS)) if i != c_index]
+    separable0 = [i for i in range(len(PARAMS)) if i != c_index]
     for name in DROP_ORDER:
         j = PARAMS.index(name)
-        if j in free and not _separable(x0, j, [i for i in free if i != j]):
-            free.remove(j)
-            notes[name] = NOT_SEPARABLE
+        if j in separable0 and not _separable(x0, j, [i for i in separable0 if i != j]):
+            separable0.remove(j)
 
     def fit(compute: Any, base: Any, unknown: list[int]) -> tuple[Any, Any, float]:
         x = design(compute)
@@ -263,18 +263,15 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
         return out, w, float(np.sum(w * r * r))
 
     def nonnegative(compute: Any, base: Any, unknown: list[int]) -> tuple[Any, Any, float, list[int]]:
-        """``fit``, with every term the fit wants negative fixed at 0 (a term the data say is absent)."""
-        unknown = list(unknown)
+        """``fit``, with every term the fit wants negative fixed at 0 (a term the data say is absent): theta,
+        weights, residual and the terms left free."""
         while True:
             out, w, ssr = fit(compute, base, unknown)
             negative = [j for j in unknown if out[j] < 0]
             if not negative:
                 return out, w, ssr, unknown
-            for j in negative:
-                unknown.remove(j)
-                zeroed.add(j)
-                out[j] = 0.0
-                notes[PARAMS[j]] = "the fit wanted a negative value: fixed at 0"
+            unknown = [j for j in unknown if j not in negative]
+            out[negative] = 0.0
             base = out
 
     def memory(th: Any) -> Any:
@@ -282,7 +279,7 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
 
     dec = a["dec"] > 0
     none = np.zeros(n)
-    theta0, w0, ssr0, free0 = nonnegative(none, theta, free)  # the compute column is 0 here
+    theta0, w0, _, free0 = nonnegative(none, theta, separable0)  # the compute column is 0 here
     ridge = memory(theta0)[dec] / (a["b"][dec] * a["t"][dec])
 
     def determined(compute: Any, unknown: list[int]) -> list[int]:
@@ -305,7 +302,7 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
     # The profile: from each candidate slope's mask, fit every term with that mask, reassign the regimes from
     # the fit and go on until the mask repeats (a fixed point, or a cycle: its best state is taken). A term the
     # mask leaves undetermined is held at 0 there (it does not enter the mask's steps).
-    profile = sorted([*free, c_index])
+    profile = list(range(len(PARAMS)))  # every term: compute-bound steps can separate one the memory-only cannot
     # mask -> weighted residual, theta, next mask, whether the mask determines the weights term
     states: dict[bytes, tuple[float, Any, Any, bool]] = {}
 
@@ -315,7 +312,7 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
             unknown = determined(compute, profile)
             base = theta0.copy()
             base[[j for j in profile if j not in unknown]] = 0.0
-            th, _, ssr = fit(compute, base, unknown)  # never empty: every step decodes or prefills
+            th, _, ssr, _ = nonnegative(compute, base, unknown)  # never empty: every step decodes or prefills
             states[key] = (ssr, th, regimes(th, compute), 0 in unknown)
         return states[key]
 
@@ -344,13 +341,16 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
         positive slope (a mask's fit with a negative one is discarded at the end anyway) and a positive weights
         term where the mask determines it."""
         return (
-            ssr < (1 - MIN_GAIN) * ssr0
+            ssr < (1 - MIN_GAIN) * ssr_none
             and th[c_index] > 0
             and (th[0] > positive or not weights_known)
             and compute.sum() >= MIN_COMPUTE_STEPS
         )
 
-    best = (ssr0, none, theta0)
+    # The memory-only mask, scored as every mask is: the terms it cannot separate held at 0, not at their priors (a
+    # prior can push a term it aliases below 0, which a compute regime with that term free would then beat).
+    ssr_none, theta_none, *_ = state(none)
+    best = (ssr_none, none, theta0)
 
     def consider(start: Any) -> None:
         nonlocal best
@@ -359,11 +359,13 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
         if better(ssr, compute, best) and accepted(ssr, compute, th, weights_known):
             best = (ssr, compute, th)
 
-    # The candidates: no step and every decode step compute bound, and each slope's mask in between.
+    # The candidates: no step and every decode step compute bound, and each slope's mask in between (on the
+    # memory-only mask's ridge).
     consider(none)
     consider(dec.astype(float))
-    for c in np.unique(np.quantile(ridge, np.linspace(0.0, 1.0, 121)) * 1.0001) if ridge.size else []:
-        consider((dec & (c * a["b"] * a["t"] > memory(theta0))).astype(float))
+    slopes = memory(theta_none)[dec] / (a["b"][dec] * a["t"][dec])
+    for c in np.unique(np.quantile(slopes, np.linspace(0.0, 1.0, 121)) * 1.0001) if slopes.size else []:
+        consider((dec & (c * a["b"] * a["t"] > memory(theta_none))).astype(float))
     # Refinement: the masks next to the best one in the order of its own fit's ridge (the memory-only fit's
     # order, bent by the compute-bound steps, can miss them), until the best stays.
     for _ in range(MAX_ROUNDS):
@@ -378,25 +380,24 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
             consider(start)
         if best[0] == ssr_b:
             break
+    # The last fit, with the regime taken: the terms it determines are fitted (those the fit wants negative are
+    # fixed at 0), the others keep their priors.
     _, compute, theta_c = best
     n_compute = int(compute.sum())
     why = "no compute-bound step observed"
     if n_compute:
-        unknown = determined(compute, sorted([*free, c_index]))
+        separated = determined(compute, profile)
         theta_c = theta_c.copy()
-        for j in sorted([*free, c_index]):
-            if j not in unknown:
-                theta_c[j] = float(prior[PARAMS[j]])
-                notes[PARAMS[j]] = NOT_SEPARABLE
-                undetermined.add(j)
-        theta, w, _, free_c = nonnegative(compute, theta_c, unknown)
-        if c_index in free_c:
-            free = free_c
-        else:  # the compute slope came out negative (or undetermined): no compute regime after all
+        theta_c[[j for j in profile if j not in separated]] = [
+            float(prior[PARAMS[j]]) for j in profile if j not in separated
+        ]
+        theta, w, _, free = nonnegative(compute, theta_c, separated)
+        if c_index not in free:  # the compute slope came out negative: no compute regime after all
             n_compute = 0
             why = "a compute regime fitted a negative slope: discarded"
+    notes: dict[str, str] = {}
     if not n_compute:
-        compute, theta, w, free = none, theta0.copy(), w0, free0
+        compute, theta, w, separated, free = none, theta0.copy(), w0, separable0, free0
         bound = max(0.0, float(np.min(ridge))) if ridge.size else float("inf")
         c_prior = float(prior["compute_per_token_s"])
         theta[c_index] = min(c_prior, bound)
@@ -422,10 +423,10 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
         elif name == "compute_per_token_s":  # not fitted: every step is taken as memory bound
             status: Literal["prior", "bound"] = "prior" if theta[j] == float(prior[name]) else "bound"
             params[name] = ParamResult(float(theta[j]), None, status, notes[name])
-        elif j in zeroed and j not in undetermined:
-            params[name] = ParamResult(0.0, None, "zero", notes[name], points)
+        elif j in separated:
+            params[name] = ParamResult(0.0, None, "zero", "the fit wanted a negative value: fixed at 0", points)
         else:
-            params[name] = ParamResult(float(theta[j]), None, "prior", notes[name], points)
+            params[name] = ParamResult(float(theta[j]), None, "prior", NOT_SEPARABLE, points)
     return CostFit(
         params=params,
         covariance=[[float(v) for v in row] for row in cov],
