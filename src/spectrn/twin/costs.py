@@ -24,9 +24,11 @@ from the weights read where every step speculates), a term it does not is held a
 memory-only one too, is scored on the columns it spans, not on priors), the fit reassigns the regimes (a step
 within rounding of the ridge keeps its own), and so on until the mask repeats: a fixed
 point, or a cycle, whose state with the smallest residual is taken (``MAX_ROUNDS`` at most; then the best state
-seen). A candidate is scored by the residual of the mask it ends with; then the masks next to the best one in
-its own fit's ridge order (``REFINE`` sizes either side) are tried the same way until the best stays. Equal
-residuals (to rounding) go to the mask with fewer compute-bound steps. The best must cut the residual by
+seen). A candidate is scored by the residual of the mask it ends with; then the masks next to the best one on
+its own fit's ridge (``REFINE`` thresholds either side of its slope, each between two distinct values: steps
+alike share a regime) are tried the same way until the best stays. Equal residuals (to rounding) go to the mask
+with fewer compute-bound steps, then to the one whose compute-bound steps come first, so that the answer does
+not depend on the order the masks are tried in. The best must cut the residual by
 ``MIN_GAIN`` at least, with at least ``MIN_COMPUTE_STEPS`` compute-bound steps, a positive compute slope and a
 weights term above rounding where the mask determines it, and a last fit with its mask gives the costs (a term
 the mask does not separate at its prior; a slope that fit makes negative discards the regime). Fits are
@@ -74,7 +76,7 @@ SEGMENT_STEPS = 32  # consecutive decode steps of one batch size summed into one
 MIN_COMPUTE_STEPS = 10  # fewer compute-bound steps than this do not identify the compute slope
 MIN_GAIN = 0.05  # a compute regime must cut the residual sum of squares by this share to be believed
 HUBER_K = 1.345
-REFINE = 12  # masks tried on each side of the best one's size, in its own ridge order
+REFINE = 12  # thresholds tried on each side of the best fit's slope, on its own ridge
 MAX_ROUNDS = 100  # regime reassignments from one candidate's mask before its best state so far is taken
 DESIGNS_KEPT = 64  # the latest masks' designs kept for reuse (each is segments x 8 floats: bounded memory)
 NOT_SEPARABLE = "not separable in these runs (e.g. one prompt length, or no speculative step): prior kept"
@@ -280,7 +282,6 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
     dec = a["dec"] > 0
     none = np.zeros(n)
     theta0, w0, _, free0 = nonnegative(none, theta, separable0)  # the compute column is 0 here
-    ridge = memory(theta0)[dec] / (a["b"][dec] * a["t"][dec])
 
     def determined(compute: Any, unknown: list[int]) -> list[int]:
         """``unknown`` less the terms this regime mask leaves undetermined (e.g. every memory term when every
@@ -333,8 +334,12 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
     positive = 1e-9 * float(np.mean(y_step))  # a weights term above rounding
 
     def better(ssr: float, compute: Any, best: tuple[float, Any, Any]) -> bool:
-        """A smaller residual; at an equal one (a step exactly at the ridge), fewer compute-bound steps."""
-        return ssr < best[0] - tie or (ssr <= best[0] + tie and compute.sum() < best[1].sum())
+        """A smaller residual; at an equal one (a step exactly at the ridge), fewer compute-bound steps, then the
+        mask whose compute-bound steps come first: the answer does not depend on the order masks are tried in."""
+        if abs(ssr - best[0]) > tie:
+            return ssr < best[0]
+        mine, theirs = np.flatnonzero(compute), np.flatnonzero(best[1])
+        return (mine.size, mine.tolist()) < (theirs.size, theirs.tolist())
 
     def accepted(ssr: float, compute: Any, th: Any, weights_known: bool) -> bool:
         """A compute regime must explain the steps better by a clear margin, with enough compute-bound steps, a
@@ -359,25 +364,37 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
         if better(ssr, compute, best) and accepted(ssr, compute, th, weights_known):
             best = (ssr, compute, th)
 
-    # The candidates: no step and every decode step compute bound, and each slope's mask in between (on the
-    # memory-only mask's ridge).
-    consider(none)
+    decoding = np.flatnonzero(dec)
+
+    def ridge_of(th: Any) -> Any:
+        """Each decode step's memory time per verified token under ``th``: the slope above which it is compute
+        bound."""
+        return memory(th)[decoding] / (a["b"][decoding] * a["t"][decoding])
+
+    def below(ridge: Any, edge: float, strictly: bool) -> Any:
+        """The mask of the decode steps whose ``ridge`` is below ``edge`` (or at it)."""
+        compute = np.zeros(n)
+        compute[decoding[ridge < edge if strictly else ridge <= edge]] = 1.0
+        return compute
+
+    # The candidates: every decode step compute bound, and each slope's mask (on the memory-only mask's ridge;
+    # the memory-only mask itself is the best so far).
     consider(dec.astype(float))
-    slopes = memory(theta_none)[dec] / (a["b"][dec] * a["t"][dec])
-    for c in np.unique(np.quantile(slopes, np.linspace(0.0, 1.0, 121)) * 1.0001) if slopes.size else []:
-        consider((dec & (c * a["b"] * a["t"] > memory(theta_none))).astype(float))
-    # Refinement: the masks next to the best one in the order of its own fit's ridge (the memory-only fit's
-    # order, bent by the compute-bound steps, can miss them), until the best stays.
+    ridge_none = ridge_of(theta_none)
+    for c in np.unique(np.quantile(ridge_none, np.linspace(0.0, 1.0, 121)) * 1.0001) if ridge_none.size else []:
+        consider(below(ridge_none, c, strictly=True))
+    # Refinement: on the best fit's own ridge (the memory-only fit's, bent by the compute-bound steps, can miss
+    # masks), the REFINE thresholds either side of its slope, each between two distinct values (steps alike share
+    # their regime), until the best stays.
     for _ in range(MAX_ROUNDS):
         ssr_b, mask_b, th_b = best
         if not mask_b.any():
             break
-        order = np.flatnonzero(dec)[np.argsort(memory(th_b)[dec] / (a["b"][dec] * a["t"][dec]), kind="stable")]
-        m = int(mask_b.sum())
-        for size in range(max(MIN_COMPUTE_STEPS, m - REFINE), min(order.size, m + REFINE) + 1):
-            start = np.zeros(n)
-            start[order[:size]] = 1.0
-            consider(start)
+        ridge_b = ridge_of(th_b)
+        edges = np.unique(ridge_b)
+        at = int(np.searchsorted(edges, th_b[c_index]))
+        for edge in edges[max(0, at - REFINE) : at + REFINE]:
+            consider(below(ridge_b, edge, strictly=False))
         if best[0] == ssr_b:
             break
     # The last fit, with the regime taken: the terms it determines are fitted (those the fit wants negative are
@@ -398,6 +415,7 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
     notes: dict[str, str] = {}
     if not n_compute:
         compute, theta, w, separated, free = none, theta0.copy(), w0, separable0, free0
+        ridge = ridge_of(theta0)  # the memory-only fit's
         bound = max(0.0, float(np.min(ridge))) if ridge.size else float("inf")
         c_prior = float(prior["compute_per_token_s"])
         theta[c_index] = min(c_prior, bound)
