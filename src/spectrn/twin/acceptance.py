@@ -38,6 +38,7 @@ POLISH_XTOL = 1e-9  # the polish's simplex ends smaller than this in every param
 POLISH_FTOL = 1e-13  # ... and its vertices' negative log-likelihoods within this share of the value of each other
 POLISH_STEP = 0.01  # each (re)start's simplex: this far from its point along every parameter
 POLISH_RESTARTS = 50  # fresh simplices from the last result, while one still improves the likelihood
+POLISH_STARTS = 4  # the grid's lowest local minima polished, the best result taken
 
 
 @dataclass
@@ -135,18 +136,26 @@ def fit_decay(classes: Sequence[ClassCounts], *, cap: float, prior_tau: float, p
 
     log_tau = np.linspace(np.log(TAU_RANGE[0]), np.log(TAU_RANGE[1]), 48)
     log_gamma = np.linspace(np.log(GAMMA_RANGE[0]), np.log(GAMMA_RANGE[1]), 36)
-    best = (float("inf"), 0.0, 0.0)
-    for lt in log_tau:
-        for lg in log_gamma:
-            v, _ = best_alphas(float(np.exp(lt)), float(np.exp(lg)))
-            if v < best[0]:
-                best = (v, float(lt), float(lg))
-    bounds_t = (float(log_tau[0]), float(log_tau[-1]))
-    bounds_g = (float(log_gamma[0]), float(log_gamma[-1]))
-    _, lt, lg = best
-    _, alphas = best_alphas(float(np.exp(lt)), float(np.exp(lg)))
+    grid = np.asarray([[best_alphas(float(np.exp(lt)), float(np.exp(lg)))[0] for lg in log_gamma] for lt in log_tau])
+    # the grid's local minima (none of its four neighbours lower), best first: the polish's starting points
+    padded = np.pad(grid, 1, constant_values=np.inf)
+    lowest = (
+        (grid <= padded[:-2, 1:-1])
+        & (grid <= padded[2:, 1:-1])
+        & (grid <= padded[1:-1, :-2])
+        & (grid <= padded[1:-1, 2:])
+    )
+    minima = sorted(zip(grid[lowest], *np.nonzero(lowest), strict=True))[:POLISH_STARTS]
+    bounds_t = (float(np.log(TAU_RANGE[0])), float(np.log(TAU_RANGE[1])))
+    bounds_g = (float(np.log(GAMMA_RANGE[0])), float(np.log(GAMMA_RANGE[1])))
     names = [f"alpha_{name}" for name, *_ in data] + ["log_tau", "log_gamma"]
-    x0 = np.asarray([*alphas, lt, lg])
+
+    def grid_point(i: int, j: int) -> Any:
+        """Grid point (i, j) with each class's best alpha there."""
+        tau, gamma = float(np.exp(log_tau[i])), float(np.exp(log_gamma[j]))
+        return np.asarray([*best_alphas(tau, gamma)[1], log_tau[i], log_gamma[j]])
+
+    x0 = grid_point(*minima[0][1:])
 
     def nll(x: Any) -> float:
         tau, gamma = float(np.exp(x[-2])), float(np.exp(x[-1]))
@@ -164,11 +173,16 @@ def fit_decay(classes: Sequence[ClassCounts], *, cap: float, prior_tau: float, p
         x[free] = y
         return nll(x)
 
-    # the grid's best point, polished to the likelihood's maximum: the grid's resolution does not show
+    # the grid's best local minima, each polished to the likelihood's maximum near it, the best taken: the grid's
+    # resolution does not show, nor does a plateau where one polish stops short
     a_lo, a_hi = float(alphas_grid[0]), float(alphas_grid[-1])
     lower = np.asarray([a_lo] * (len(free) - 2) + [bounds_t[0], bounds_g[0]])
     upper = np.asarray([a_hi] * (len(free) - 2) + [bounds_t[1], bounds_g[1]])
-    x0[free] = _polish(nll_free, x0[free], lower, upper)
+    polished: list[tuple[float, int, Any]] = []
+    for _, i, j in minima:
+        y = _polish(nll_free, grid_point(i, j)[free], lower, upper)
+        polished.append((nll_free(y), len(polished), y))
+    x0[free] = min(polished, key=lambda r: r[:2])[2]
     alphas = [float(a) for a in x0[:-2]]
     lt, lg = float(x0[-2]), float(x0[-1])
     edge = (

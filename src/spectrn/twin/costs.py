@@ -371,10 +371,10 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
         bound."""
         return memory(th)[decoding] / (a["b"][decoding] * a["t"][decoding])
 
-    def below(ridge: Any, edge: float, strictly: bool) -> Any:
-        """The mask of the decode steps whose ``ridge`` is below ``edge`` (or at it)."""
+    def below(ridge: Any, edge: float) -> Any:
+        """The mask of the decode steps whose ``ridge`` is at or below ``edge``."""
         compute = np.zeros(n)
-        compute[decoding[ridge < edge if strictly else ridge <= edge]] = 1.0
+        compute[decoding[ridge <= edge]] = 1.0
         return compute
 
     # The candidates: every decode step compute bound, and each slope's mask (on the memory-only mask's ridge;
@@ -382,7 +382,7 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
     consider(dec.astype(float))
     ridge_none = ridge_of(theta_none)
     for c in np.unique(np.quantile(ridge_none, np.linspace(0.0, 1.0, 121)) * 1.0001) if ridge_none.size else []:
-        consider(below(ridge_none, c, strictly=True))
+        consider(below(ridge_none, c))
     # Refinement: on the best fit's own ridge (the memory-only fit's, bent by the compute-bound steps, can miss
     # masks), the REFINE thresholds either side of its slope, each between two distinct values (steps alike share
     # their regime), until the best stays.
@@ -394,7 +394,7 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
         edges = np.unique(ridge_b)
         at = int(np.searchsorted(edges, th_b[c_index]))
         for edge in edges[max(0, at - REFINE) : at + REFINE]:
-            consider(below(ridge_b, edge, strictly=False))
+            consider(below(ridge_b, edge))
         if best[0] == ssr_b:
             break
     # The last fit, with the regime taken: the terms it determines are fitted (those the fit wants negative are
