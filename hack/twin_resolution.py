@@ -75,12 +75,15 @@ DECAY: list[tuple[Any, ...]] = [  # (key, line, mutated line[, function]) in x_f
     ("p67", "if not improved:", "if improved:", "_polish"),
 ]
 COSTS = [  # (key, line, mutated line) in x_fit_costs
-    (104, "if out[j] < 0]", "if out[j] <= 0]"),
-    (307, "np.linspace(0.0, 1.0, 121)) * 1.0001)", "np.linspace(0.0, 1.0, 121)) / 1.0001)"),
-    (188, "(comp - mem >= -near)", "(comp - mem >= +near)"),
-    (190, "(compute > 0)))", "(compute > 1)))"),
-    (320, "np.linspace(0.0, 1.0, 121)", "np.linspace(0.0, 1.0, 122)"),
-    (369, "min(order.size, m + REFINE) + 1)", "min(order.size, m + REFINE) + 2)"),
+    (175, "(comp - mem >= -near)", "(comp - mem >= +near)"),
+    (177, "(compute > 0)))", "(compute > 1)))"),
+    (245, "if abs(ssr - best[0]) > tie:", "if abs(ssr + best[0]) > tie:"),
+    (304, "compute[decoding[ridge <= edge]] = 1.0", "compute[decoding[ridge < edge]] = 1.0"),
+    (313, "np.linspace(0.0, 1.0, 121)) * 1.0001)", "np.linspace(0.0, 1.0, 121)) / 1.0001)"),
+    (323, "np.linspace(0.0, 1.0, 121)) * 1.0001)", "np.linspace(0.0, 1.0, )) * 1.0001)"),
+    (326, "np.linspace(0.0, 1.0, 121)) * 1.0001)", "np.linspace(0.0, 1.0, 122)) * 1.0001)"),
+    (351, "edges[max(0, at - REFINE) : at + REFINE]", "edges[max(1, at - REFINE) : at + REFINE]"),
+    (360, "        if best[0] == ssr_b:", "        if best[0] != ssr_b:"),
 ]
 
 

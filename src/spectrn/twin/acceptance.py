@@ -12,10 +12,11 @@ in 3 steps says little, one reached in 3000 speaks for itself.
 Beyond the measured positions, the simulator's curve ``a_i = min(cap, alpha_c * exp(-(i / tau) ** gamma))`` takes
 over, with one ``alpha_c`` per class and a shared ``tau`` and ``gamma``, fitted by maximum likelihood (binomial)
 over every class and position: a grid over (log tau, log gamma) with the best ``alpha_c`` per class at each point,
-then polished from the grid's best point to the likelihood's local maximum within the ranges (bounded Nelder-Mead,
-restarted until it stops improving: no derivative, so the curve's kink at the cap does not mislead it), so the
-grid's resolution does not show in the answer, a sharp cutoff's narrow valley between grid points included (a
-plateau where the curve has decayed below the likelihood's floor can stop it short: docs/twin.md). Its covariance
+then polished from each of the grid's ``POLISH_STARTS`` lowest local minima to the likelihood's local maximum near
+it within the ranges (bounded Nelder-Mead, restarted until it stops improving: no derivative, so the curve's kink at
+the cap does not mislead it), the best taken, so the grid's resolution does not show in the answer, a sharp
+cutoff's narrow valley between grid points included, nor does a plateau where the curve has decayed below the
+likelihood's floor and one polish stops short (docs/twin.md). Its covariance
 comes from the numerical Hessian of the negative log-likelihood in (alpha_c..., log tau, log gamma) at the polished
 point; a class without a measured position keeps alpha 0, fixed (zero variance), so it leaves the others' decay
 identified. When the polished fit lies within 0.05 of a range's end (in log) or its standard errors are wide (no
