@@ -435,3 +435,16 @@ def test_an_alpha_within_a_grid_step_of_its_range_s_end_is_refit_under_the_prior
     note = PRIOR_NOTE.replace("tau 7, gamma 4", "tau 2, gamma 1")
     assert (fit.identified, fit.note, fit.tau, fit.gamma) == (False, note, 2.0, 1.0)
     assert fit.alphas["a"] == pytest.approx(alpha, abs=1e-6)
+
+
+def test_a_curve_decayed_to_the_likelihood_floor_is_found_from_another_grid_minimum() -> None:
+    # A sharp cutoff (tau 1.31, gamma 5.93) whose third position accepts 0.18 of 1e5 steps: the grid's best point
+    # lies on a plateau where the curve is below the likelihood's floor, and a polish from there alone stopped at
+    # tau 1.20, gamma 8.8, 1.2 nats short ("not identified"). From the grid's other local minima the polish reaches
+    # the curve itself.
+    alpha, tau, gamma = 0.5017550937644757, 1.306374644851319, 5.9340816050318566
+    c = exact("a", alpha, tau, gamma, 8)
+    assert 0.1 < c.accepted[2] < 0.2
+    fit = fit_decay([c], cap=CAP, prior_tau=PRIOR_TAU, prior_gamma=PRIOR_GAMMA)
+    assert fit.identified and fit.note is None
+    assert (fit.tau, fit.gamma, fit.alphas["a"]) == pytest.approx((tau, gamma, alpha), rel=1e-4)

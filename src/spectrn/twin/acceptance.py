@@ -156,7 +156,7 @@ def fit_decay(classes: Sequence[ClassCounts], *, cap: float, prior_tau: float, p
         tau, gamma = float(np.exp(log_tau[i])), float(np.exp(log_gamma[j]))
         return np.asarray([*best_alphas(tau, gamma)[1], log_tau[i], log_gamma[j]])
 
-    x0 = grid_point(*minima[0][1:])
+    x0 = np.zeros(len(data) + 2)  # the fit: a class without measured positions keeps alpha 0
 
     def nll(x: Any) -> float:
         tau, gamma = float(np.exp(x[-2])), float(np.exp(x[-1]))
