@@ -349,8 +349,8 @@ WIDE_MANUAL: tuple[tuple[Any, ...], ...] = (
     (
         "twin-costs-zeroed-stays-zero",
         "src/spectrn/twin/costs.py",
-        "unknown = determined(compute, sorted([*free, c_index]))",
-        "unknown = determined(compute, sorted([*free0, c_index]))",
+        "separated = determined(compute, profile)",
+        "separated = determined(compute, sorted([*free0, c_index]))",
         ("tests/twin/test_costs_mutants.py",),
         "a term the memory-only fit zeroed stays at 0 in the compute-regime fit that needs it",
     ),
