@@ -129,7 +129,7 @@ MANUAL: tuple[tuple[str, str, str, str, tuple[str, ...], str], ...] = (
     ("twin-acceptance-single-start", ACC, "*np.nonzero(lowest), strict=True))[:POLISH_STARTS]",
      "*np.nonzero(lowest), strict=True))[:1]",
      ("tests/twin/test_acceptance_mutants.py",),
-     "the decay fit polished the grid's best point only: a plateau at the likelihood's floor stopped it 1.2 nats short"),
+     "the decay fit polished the grid's best point only: a plateau at the likelihood's floor stopped it short"),
     ("twin-acceptance-refit-from-coarse-alpha", ACC, "_, starts = best_alphas(prior_tau, prior_gamma)",
      "starts = [float(alphas_grid[np.abs(alphas_grid - a).argmin()]) for a in best_alphas(prior_tau, prior_gamma)[1]]",
      ("tests/twin/test_acceptance_mutants.py",),
