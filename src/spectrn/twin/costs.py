@@ -343,7 +343,7 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
 
     def accepted(ssr: float, compute: Any, th: Any, weights_known: bool) -> bool:
         """A compute regime must explain the steps better by a clear margin, with enough compute-bound steps, a
-        positive slope (a mask's fit with a negative one is discarded at the end anyway) and a positive weights
+        positive slope (a mask's fit holds a slope it wants negative at 0: no compute regime) and a positive weights
         term where the mask determines it."""
         return (
             ssr < (1 - MIN_GAIN) * ssr_none
