@@ -12,11 +12,12 @@ in 3 steps says little, one reached in 3000 speaks for itself.
 Beyond the measured positions, the simulator's curve ``a_i = min(cap, alpha_c * exp(-(i / tau) ** gamma))`` takes
 over, with one ``alpha_c`` per class and a shared ``tau`` and ``gamma``, fitted by maximum likelihood (binomial)
 over every class and position: a grid over (log tau, log gamma) with the best ``alpha_c`` per class at each point,
-then polished from each of the grid's ``POLISH_STARTS`` lowest local minima to the likelihood's local maximum near
-it within the ranges (bounded Nelder-Mead, restarted until it stops improving: no derivative, so the curve's kink at
-the cap does not mislead it), the best taken, so the grid's resolution does not show in the answer, a sharp
-cutoff's narrow valley between grid points included, nor does a plateau where the curve has decayed below the
-likelihood's floor and one polish stops short (docs/twin.md). Its covariance
+then polished from each of the grid's ``POLISH_STARTS`` lowest local minima (one per value: a flat area counts
+once) to the likelihood's local maximum near it within the ranges (bounded Nelder-Mead, restarted until it stops
+improving: no derivative, so the curve's kink at the cap does not mislead it), the best taken, so the grid's
+resolution does not show in the answer, a sharp cutoff's narrow valley between grid points included, nor does a
+plateau where the curve has decayed below the likelihood's floor and one polish stops short (docs/twin.md). Its
+covariance
 comes from the numerical Hessian of the negative log-likelihood in (alpha_c..., log tau, log gamma) at the polished
 point; a class without a measured position keeps alpha 0, fixed (zero variance), so it leaves the others' decay
 identified. When the polished fit lies within 0.05 of a range's end (in log) or its standard errors are wide (no
@@ -138,7 +139,8 @@ def fit_decay(classes: Sequence[ClassCounts], *, cap: float, prior_tau: float, p
     log_tau = np.linspace(np.log(TAU_RANGE[0]), np.log(TAU_RANGE[1]), 48)
     log_gamma = np.linspace(np.log(GAMMA_RANGE[0]), np.log(GAMMA_RANGE[1]), 36)
     grid = np.asarray([[best_alphas(float(np.exp(lt)), float(np.exp(lg)))[0] for lg in log_gamma] for lt in log_tau])
-    # the grid's local minima (none of its four neighbours lower), best first: the polish's starting points
+    # the grid's local minima (none of its four neighbours lower), best first, one per value (the cells of a flat
+    # area, where the curve is at the likelihood's floor or at the cap, share theirs): the polish's starting points
     padded = np.pad(grid, 1, constant_values=np.inf)
     lowest = (
         (grid <= padded[:-2, 1:-1])
@@ -146,7 +148,10 @@ def fit_decay(classes: Sequence[ClassCounts], *, cap: float, prior_tau: float, p
         & (grid <= padded[1:-1, :-2])
         & (grid <= padded[1:-1, 2:])
     )
-    minima = sorted(zip(grid[lowest], *np.nonzero(lowest), strict=True))[:POLISH_STARTS]
+    minima: list[tuple[float, int, int]] = []
+    for value, i, j in sorted(zip(grid[lowest], *np.nonzero(lowest), strict=True)):
+        if len(minima) < POLISH_STARTS and (not minima or value != minima[-1][0]):
+            minima.append((value, i, j))
     bounds_t = (float(np.log(TAU_RANGE[0])), float(np.log(TAU_RANGE[1])))
     bounds_g = (float(np.log(GAMMA_RANGE[0])), float(np.log(GAMMA_RANGE[1])))
     names = [f"alpha_{name}" for name, *_ in data] + ["log_tau", "log_gamma"]

@@ -27,8 +27,8 @@ point, or a cycle, whose state with the smallest residual is taken (``MAX_ROUNDS
 seen). A candidate is scored by the residual of the mask it ends with; then the masks next to the best one on
 its own fit's ridge (``REFINE`` thresholds either side of its slope, each between two distinct values: steps
 alike share a regime) are tried the same way until the best stays. Equal residuals (to rounding) go to the mask
-with fewer compute-bound steps, then to the one whose compute-bound steps come first, so that the answer does
-not depend on the order the masks are tried in. The best must cut the residual by
+with fewer compute-bound steps, then to the one whose compute-bound steps come first, so that masks scored equal
+are chosen between by what they are rather than by the order they were found in. The best must cut the residual by
 ``MIN_GAIN`` at least, with at least ``MIN_COMPUTE_STEPS`` compute-bound steps, a positive compute slope and a
 weights term above rounding where the mask determines it, and a last fit with its mask gives the costs (a term
 the mask does not separate at its prior; a slope that fit makes negative discards the regime). Fits are
@@ -285,8 +285,8 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
 
     def determined(compute: Any, unknown: list[int]) -> list[int]:
         """``unknown`` less the terms this regime mask leaves undetermined (e.g. every memory term when every
-        decode step is compute bound): dropped in ``DROP_ORDER``, the compute slope last, by the memory-only
-        design's test (``_separable``)."""
+        decode step is compute bound): dropped in ``DROP_ORDER``, the compute slope last, by ``_separable`` on
+        this mask's own design."""
         x = design(compute)
         kept = list(unknown)
         for j in [PARAMS.index(name) for name in DROP_ORDER] + [c_index]:
@@ -335,7 +335,8 @@ def fit_costs(sets: Sequence[StepSet], prior: Mapping[str, float]) -> CostFit:
 
     def better(ssr: float, compute: Any, best: tuple[float, Any, Any]) -> bool:
         """A smaller residual; at an equal one (a step exactly at the ridge), fewer compute-bound steps, then the
-        mask whose compute-bound steps come first: the answer does not depend on the order masks are tried in."""
+        mask whose compute-bound steps come first: a choice between equal masks by what they are, not by when they
+        were found."""
         if abs(ssr - best[0]) > tie:
             return ssr < best[0]
         mine, theirs = np.flatnonzero(compute), np.flatnonzero(best[1])
