@@ -72,7 +72,10 @@ DECAY: list[tuple[Any, ...]] = [  # (key, line, mutated line[, function]) in x_f
     (155, "(grid <= padded[2:, 1:-1])", "(grid < padded[2:, 1:-1])"),
     (160, "(grid <= padded[1:-1, :-2])", "(grid < padded[1:-1, :-2])"),
     (166, "(grid <= padded[1:-1, 2:])", "(grid < padded[1:-1, 2:])"),
-    (225, "total = 0.0\n        for (_, pos", "total = 1.0\n        for (_, pos"),
+    (180, "if len(minima) < POLISH_STARTS and", "if len(minima) < POLISH_STARTS or"),
+    (181, "if len(minima) < POLISH_STARTS and", "if len(minima) <= POLISH_STARTS and"),
+    (187, "value != minima[-1][0]", "value != minima[-1][1]"),
+    (234, "total = 0.0\n        for (_, pos", "total = 1.0\n        for (_, pos"),
     # in _polish (x__polish__mutmut_N), which fit_decay calls
     ("p12", "np.where(x + POLISH_STEP <= upper", "np.where(x - POLISH_STEP <= upper", "_polish"),
     ("p13", "np.where(x + POLISH_STEP <= upper", "np.where(x + POLISH_STEP < upper", "_polish"),
