@@ -51,6 +51,17 @@ def regimes(sets: list[StepSet], costs: dict[str, float]) -> tuple[int, int]:
     return bound, rank
 
 
+def assert_roofline_comes_back(seed: int, bound: int) -> None:
+    """``random_roofline(seed)`` has ``bound`` compute-bound steps and memory-bound steps of rank 3; the fit finds
+    exactly those steps and every true cost."""
+    sets, costs = random_roofline(seed)
+    assert regimes(sets, costs) == (bound, 3)
+    fit = fit_costs(sets, PRIOR)
+    assert fit.compute_bound_steps == bound
+    for name in PARAMS:
+        assert fit.params[name].value == pytest.approx(costs[name], rel=1e-7), name
+
+
 @pytest.mark.parametrize("seeds", [range(20), range(20, 40)])
 def test_seeded_exact_rooflines_come_back_exactly(seeds: range) -> None:
     checked = 0
@@ -73,12 +84,7 @@ def test_seeded_exact_rooflines_come_back_exactly(seeds: range) -> None:
 def test_a_regime_iteration_that_needs_more_than_four_rounds_reaches_its_fixed_point() -> None:
     # seed 99: the winning candidate's regimes still changed after 4 rounds; the mask and residual it was
     # scored by then belonged to different rounds, and the costs came back wrong
-    sets, costs = random_roofline(99)
-    assert regimes(sets, costs) == (13, 3)
-    fit = fit_costs(sets, PRIOR)
-    assert fit.compute_bound_steps == 13
-    for name in PARAMS:
-        assert fit.params[name].value == pytest.approx(costs[name], rel=1e-7), name
+    assert_roofline_comes_back(99, 13)
 
 
 def test_every_decode_step_compute_bound_leaves_the_memory_terms_not_separable() -> None:
@@ -260,12 +266,7 @@ def test_a_regime_iteration_cut_short_takes_the_best_state_it_saw(monkeypatch: p
     # with two rounds at most, the iterations from most candidates stop before their mask repeats and take the
     # best state seen (the smallest residual); the exact costs still come back
     monkeypatch.setattr(costs_module, "MAX_ROUNDS", 2)
-    sets, costs = random_roofline(99)
-    assert regimes(sets, costs) == (13, 3)
-    fit = fit_costs(sets, PRIOR)
-    assert fit.compute_bound_steps == 13
-    for name in PARAMS:
-        assert fit.params[name].value == pytest.approx(costs[name], rel=1e-7), name
+    assert_roofline_comes_back(99, 13)
 
 
 def paired_steps(spread: float) -> tuple[list[StepSet], float]:
@@ -325,12 +326,7 @@ def test_exact_wide_designs_come_back_exactly(seed: int) -> None:
 def test_the_regime_iteration_moves_steps_into_the_compute_regime_as_well_as_out() -> None:
     # seed 55: from the candidates' masks the iteration has to put steps into the compute regime too; one that only
     # took them out would stop short of the 43 compute-bound steps, with the memory terms left at their priors
-    sets, costs = random_roofline(55)
-    assert regimes(sets, costs) == (43, 3)
-    fit = fit_costs(sets, PRIOR)
-    assert fit.compute_bound_steps == 43
-    for name in PARAMS:
-        assert fit.params[name].value == pytest.approx(costs[name], rel=1e-7), name
+    assert_roofline_comes_back(55, 43)
 
 
 def test_a_regime_iteration_that_cycles_takes_the_best_state_of_its_cycle() -> None:
